@@ -1,0 +1,1 @@
+"""Built-in checks, one module per stable check id (see docs/checks.md)."""

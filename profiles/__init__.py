@@ -1,0 +1,1 @@
+"""Tuning profiles as TOML data (see docs/profiles.md)."""

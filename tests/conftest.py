@@ -1,0 +1,82 @@
+"""Shared test helpers: snapshot directories built in tmp_path, the real Typer app, corpus files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+
+from tunehost.host.commands import command_file_name
+
+DATA = Path(__file__).parent / "data"
+CORPUS = DATA / "corpus"  # a copy of ../shared/corpus (real outputs; SOURCES.md says what each shows)
+SNAPSHOTS = DATA / "snapshots"  # real captured machines and corpus-built snapshots
+
+
+def corpus(relpath: str) -> str:
+    """The text of a real corpus file, e.g. corpus("dmidecode/ddr4-3600-kit-ryzen3600-xmp-off-2133.txt")."""
+    return (CORPUS / relpath).read_text()
+
+
+def write_snapshot(root: Path, *, fs: Mapping[str, str | bytes] | None = None,
+                   cmd: Mapping[str, str | tuple] | None = None, samples: Mapping[str, Any] | None = None,
+                   manifest: Mapping[str, Any] | None = None) -> Path:
+    """A format-1 snapshot directory. cmd values: stdout, or (stdout, rc) or (stdout, rc, stderr)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "manifest.json").write_text(json.dumps(dict(manifest or {"format": 1})))
+    for path, content in (fs or {}).items():
+        target = root / "fs" / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+    (root / "cmd").mkdir(exist_ok=True)
+    for line, value in (cmd or {}).items():
+        stdout, rc, stderr = (value, 0, "") if isinstance(value, str) else (tuple(value) + (0, ""))[:3]
+        name = command_file_name(line.split(" "))
+        (root / "cmd" / name).write_text(stdout)
+        if rc:
+            (root / "cmd" / f"{name}.rc").write_text(str(rc))
+        if stderr:
+            (root / "cmd" / f"{name}.stderr").write_text(stderr)
+    if samples:
+        (root / "samples").mkdir(exist_ok=True)
+        for name, data in samples.items():
+            (root / "samples" / f"{name}.json").write_text(json.dumps(data))
+    return root
+
+
+@pytest.fixture
+def make_snapshot(tmp_path):
+    """make_snapshot(fs={...}, cmd={...}, samples={...}) -> a snapshot directory in tmp_path."""
+    counter = iter(range(10_000))
+
+    def make(**kwargs) -> Path:
+        return write_snapshot(tmp_path / f"snap{next(counter)}", **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def cli():
+    """Invoke the real Typer app: cli("doctor", "--json") -> Result (exit_code, stdout, stderr)."""
+    from typer.testing import CliRunner
+
+    from tunehost.cli import app
+
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None, env: Mapping[str, str] | None = None):
+        return runner.invoke(app, list(args), input=input, env=dict(env or {}), terminal_width=120)
+
+    return invoke
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path, monkeypatch):
+    """No test writes tunehost state or caches outside tmp_path unless it asks to."""
+    monkeypatch.setenv("TUNEHOST_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "120")

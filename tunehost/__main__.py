@@ -1,0 +1,3 @@
+from tunehost.cli import main
+
+main()

@@ -1,0 +1,114 @@
+"""The command-line edge: the Typer app. Only this package prints, and it alone turns errors into exit statuses.
+
+Each command lives in its own module with a `register(app)` function; heavy imports happen inside the command body
+so that `tunehost --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from typing import Any, Callable, TypeVar
+
+import typer
+from typer.core import TyperGroup
+
+try:  # typer >= 0.20 vendors click as typer._click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click.exceptions import UsageError
+
+from tunehost import __version__
+from tunehost.errors import TunehostError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_USAGE = 1  # SNAPSHOT.md: bad arguments are "the tool could not run" (1), not click's default 2
+
+
+class _Group(TyperGroup):
+    """Keeps commands in the order they are registered and maps usage errors to exit status 1."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(self.commands)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            exc.exit_code = EXIT_USAGE
+            raise
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            exc.exit_code = EXIT_USAGE
+            raise
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="tunehost",
+    help="Find what in this Linux host holds llama.cpp back, fix it safely, and prove the result.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one error line to stderr and return the Exit(1) to raise."""
+    typer.echo(f"tunehost: error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def cli_errors(fn: F) -> F:
+    """Turn TunehostError (and a broken pipe, or Ctrl-C) into one line and a non-zero exit — never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TunehostError as exc:
+            raise fail(str(exc)) from None
+        except KeyboardInterrupt:
+            typer.echo("tunehost: interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tunehost {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Find what in this Linux host holds llama.cpp back, fix it safely, and prove the result."""
+
+
+COMMAND_MODULES = ("doctor", "advise", "bench", "tuning")
+
+for _name in COMMAND_MODULES:
+    try:
+        _module = importlib.import_module(f"tunehost.cli.{_name}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"tunehost.cli.{_name}":
+            raise
+        continue
+    _module.register(app)
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:  # `tunehost doctor | head`
+        sys.stderr.close()
+        sys.exit(0)

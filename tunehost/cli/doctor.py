@@ -1,0 +1,153 @@
+"""`tunehost doctor` and `tunehost snapshot`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional
+
+import typer
+
+from tunehost.cli import cli_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tunehost.doctor import Report
+
+SEVERITY_STYLE = {
+    "fail": ("FAIL", "bold red"),
+    "error": ("ERROR", "bold magenta"),
+    "warn": ("WARN", "yellow"),
+    "info": ("INFO", "cyan"),
+    "skip": ("SKIP", "dim"),
+    "ok": ("OK", "green"),
+}
+REPORT_ORDER = ("fail", "error", "warn", "info", "skip", "ok")
+
+SNAPSHOT_HELP = "Read this snapshot directory instead of the live host (nothing live is read, nothing runs)."
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
+    app.command("snapshot")(snapshot)
+
+
+@cli_errors
+def doctor(
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the format of SNAPSHOT.md)."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR", help=SNAPSHOT_HELP),
+    check: List[str] = typer.Option([], "--check", "-c", metavar="ID", help="Run only this check (repeatable)."),
+    skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Do not run this check (repeatable)."),
+    list_checks: bool = typer.Option(False, "--list-checks", help="List the checks and what each judges, then exit."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings (and broken checks) also make the host not ready."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the verdict and the failures (for scripts)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show the evidence of ok and skipped findings."),
+) -> None:
+    """Judge this host for llama.cpp: each finding with its evidence and the exact fix.
+
+    Exit status: 0 ready, 2 not ready (a fail; with --strict a warning too), 1 tunehost could not run.
+    """
+    from tunehost.doctor import run_doctor, select_checks
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.registry import load_checks
+
+    loaded = load_checks()
+    for warning in loaded.warnings:
+        typer.echo(f"tunehost: warning: {warning}", err=True)
+    if list_checks:
+        _print_checks(loaded.checks, json_out)
+        return
+    checks = select_checks(loaded.checks, check, skip)
+    host = open_host(snapshot)
+    report = run_doctor(HostFacts(host), checks, strict=strict, warnings=loaded.warnings)
+    if json_out:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    elif quiet:
+        _print_quiet(report)
+    else:
+        render_report(report, _console(), verbose=verbose)
+    raise typer.Exit(report.exit_code)
+
+
+@cli_errors
+def snapshot(
+    directory: Path = typer.Argument(..., metavar="DIR", help="A new (or empty) directory to write the snapshot to."),
+) -> None:
+    """Capture this host into DIR: every file, command output and sample the checks use (no secrets).
+
+    Attach DIR to a bug report; `tunehost doctor --snapshot DIR` replays it anywhere.
+    """
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.host.snapshot import write_snapshot
+    from tunehost.registry import load_checks
+    from tunehost.doctor import run_doctor
+
+    host = open_host(record=True)
+    loaded = load_checks()
+    run_doctor(HostFacts(host), loaded.checks)  # records everything every check reads
+    write_snapshot(host, directory)
+    files = sum(1 for p in Path(directory).rglob("*") if p.is_file())
+    typer.echo(f"snapshot written to {directory} ({files} files); replay with: tunehost doctor --snapshot {directory}")
+
+
+def _console() -> "Console":
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _print_checks(checks: list, json_out: bool) -> None:
+    if json_out:
+        typer.echo(json.dumps([{"id": c.id, "title": c.title, "judges": c.judges} for c in checks], indent=2))
+        return
+    width = max((len(c.id) for c in checks), default=0)
+    for c in checks:
+        typer.echo(f"{c.id:<{width}}  {c.judges or c.title}")
+
+
+def _print_quiet(report: "Report") -> None:
+    for f in report.findings:
+        if f.severity.value == "fail" or (report.strict and f.severity.value in ("warn", "error")):
+            typer.echo(f"{f.severity.value.upper()} {f.check}: {f.summary}")
+    typer.echo(report.verdict)
+
+
+def render_report(report: "Report", console: "Console", *, verbose: bool = False) -> None:
+    """The human report: findings grouped by severity, each with its evidence and fix."""
+    from rich.markup import escape
+
+    source = f"snapshot {report.snapshot}" if report.snapshot else "this host (live)"
+    console.print(f"[bold]tunehost doctor[/] — {escape(source)}")
+    for sev in REPORT_ORDER:
+        group = [f for f in report.findings if f.severity.value == sev]
+        if not group:
+            continue
+        label, style = SEVERITY_STYLE[sev]
+        console.print()
+        for f in group:
+            console.print(f"[{style}]{label:<5}[/] [bold]{escape(f.check)}[/]  {escape(f.summary)}")
+            detailed = verbose or sev in ("fail", "error", "warn", "info")
+            if not detailed:
+                continue
+            if f.detail:
+                console.print(f"      [dim]{escape(f.detail)}[/]")
+            for src, value in f.evidence.items():
+                value = value if len(value) <= 160 else value[:157] + "..."
+                console.print(f"      [dim]{escape(src)}:[/] {escape(value)}")
+            if f.fix and sev != "ok":
+                console.print(f"      [bold]fix:[/] {escape(f.fix.text)}")
+                for cmd in f.fix.commands:
+                    console.print(f"        [green]$ {escape(cmd)}[/]")
+    counts = ", ".join(f"{report.count(s)} {s}" for s in _severities() if report.count(s))
+    console.print()
+    verdict_style = "bold green" if report.ready else "bold red"
+    console.print(f"[{verdict_style}]{report.verdict}[/]  ({counts})")
+
+
+def _severities():
+    from tunehost.check import Severity
+
+    return [Severity(s) for s in REPORT_ORDER]

@@ -1,0 +1,115 @@
+"""The host layer: the only code that reads the machine. See docs/architecture.md.
+
+    host = open_host()                 # the live machine
+    host = open_host("bug-1234/")      # a snapshot: nothing live is read, nothing runs, NVML is never loaded
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tunehost.errors import TunehostError
+from tunehost.host.commands import DEFAULT_TIMEOUT_S, CommandLog, CommandResult, LiveCommands, SnapshotCommands
+from tunehost.host.files import AccessLog, HostFiles
+
+SNAPSHOT_FORMAT = 1
+
+__all__ = ["Host", "CommandResult", "open_host", "SNAPSHOT_FORMAT"]
+
+
+class Host:
+    """One machine, live or captured. Facts are gathered from it; nothing else reads the machine."""
+
+    def __init__(self, files: HostFiles, commands: LiveCommands | SnapshotCommands, *, snapshot_dir: Path | None = None,
+                 manifest: dict[str, Any] | None = None):
+        self.files = files
+        self.commands = commands
+        self.snapshot_dir = snapshot_dir
+        self.manifest = manifest or {}
+        self._samples: dict[str, Any] = {}
+        self.sample_errors: dict[str, str] = {}
+
+    @property
+    def live(self) -> bool:
+        return self.snapshot_dir is None
+
+    def __repr__(self) -> str:
+        return f"Host(snapshot={str(self.snapshot_dir)!r})" if self.snapshot_dir else "Host(live)"
+
+    def run(self, argv: list[str] | tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult | None:
+        """A command's result, or None when the command is not available on this host."""
+        return self.commands.run(argv, timeout)
+
+    def which(self, name: str) -> str | None:
+        return self.commands.which(name)
+
+    def sample(self, name: str) -> Any | None:
+        """A named observation (see tunehost.host.samples); None when it could not be taken or was not recorded."""
+        if name in self._samples:
+            return self._samples[name]
+        value: Any = None
+        if self.snapshot_dir is not None:
+            path = self.snapshot_dir / "samples" / f"{name}.json"
+            if path.is_file():
+                try:
+                    value = json.loads(path.read_text())
+                except (OSError, ValueError) as exc:
+                    self.sample_errors[name] = f"samples/{name}.json is not valid JSON ({exc.__class__.__name__})"
+            else:
+                self.sample_errors[name] = f"the snapshot has no samples/{name}.json"
+        else:
+            from tunehost.host.samples import SAMPLERS
+
+            fn = SAMPLERS.get(name)
+            if fn is None:
+                self.sample_errors[name] = f"no sampler named {name!r}"
+            else:
+                try:
+                    value = fn(self)
+                except Exception as exc:  # a sampler that breaks is "unknown", never a crash
+                    self.sample_errors[name] = f"{name} sampling failed: {exc}"
+        self._samples[name] = value
+        return value
+
+    @property
+    def recorded_samples(self) -> dict[str, Any]:
+        return {k: v for k, v in self._samples.items() if v is not None}
+
+
+def open_host(snapshot: str | Path | None = None, *, record: bool = False) -> Host:
+    """The live host, or a snapshot directory. Raises TunehostError for a snapshot that cannot be read."""
+    if snapshot is None:
+        files = HostFiles("/", log=AccessLog() if record else None)
+        return Host(files, LiveCommands(CommandLog() if record else None))
+    return _open_snapshot(Path(snapshot))
+
+
+def _open_snapshot(path: Path) -> Host:
+    if not path.exists():
+        raise TunehostError(f"snapshot {path} does not exist")
+    if not path.is_dir():
+        raise TunehostError(f"snapshot {path} is not a directory")
+    manifest_path = path / "manifest.json"
+    if not manifest_path.is_file():
+        raise TunehostError(f"{path} is not a tunehost snapshot: no manifest.json")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TunehostError(f"{manifest_path} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or "format" not in manifest:
+        raise TunehostError(f"{manifest_path} has no \"format\" field")
+    if manifest["format"] != SNAPSHOT_FORMAT:
+        raise TunehostError(f"{manifest_path}: snapshot format {manifest['format']!r} is not supported (this tunehost reads {SNAPSHOT_FORMAT})")
+    which: dict[str, str | None] = {}
+    which_file = path / "samples" / "which.json"
+    if which_file.is_file():
+        try:
+            loaded = json.loads(which_file.read_text())
+            if isinstance(loaded, dict):
+                which = {str(k): (str(v) if v else None) for k, v in loaded.items()}
+        except (OSError, ValueError):
+            pass
+    files = HostFiles(path / "fs", confined=True)
+    return Host(files, SnapshotCommands(path / "cmd", which), snapshot_dir=path, manifest=manifest)

@@ -1,0 +1,116 @@
+"""Running host commands: live through `sh` (argument list, timeout), or replayed from a snapshot's cmd/ directory."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """One command's outcome. `rc` is the exit status; 124 means it timed out."""
+
+    argv: tuple[str, ...]
+    stdout: str
+    stderr: str = ""
+    rc: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def line(self) -> str:
+        return " ".join(self.argv)
+
+
+def command_file_name(argv: list[str] | tuple[str, ...]) -> str:
+    """The snapshot file name of a command line (SNAPSHOT.md): argv joined by spaces, then [^A-Za-z0-9._-] -> "_"."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", " ".join(argv))
+
+
+@dataclass
+class CommandLog:
+    """Commands a run made (and `which` answers), so `tunehost snapshot` can store them."""
+
+    results: dict[str, CommandResult] = field(default_factory=dict)
+    which: dict[str, str | None] = field(default_factory=dict)
+
+
+class LiveCommands:
+    """Runs commands on this machine. Never through a shell; every command has a timeout."""
+
+    def __init__(self, log: CommandLog | None = None):
+        self.log = log
+        self._cache: dict[tuple[str, ...], CommandResult | None] = {}
+
+    def which(self, name: str) -> str | None:
+        found = shutil.which(name)
+        if self.log is not None:
+            self.log.which[name] = found
+        return found
+
+    def run(self, argv: list[str] | tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult | None:
+        key = tuple(argv)
+        if key in self._cache:
+            return self._cache[key]
+        exe = shutil.which(argv[0]) if "/" not in argv[0] else (argv[0] if os.access(argv[0], os.X_OK) else None)
+        if exe is None:
+            result = None
+        else:
+            result = _run_sh(exe, key, timeout)
+        self._cache[key] = result
+        if self.log is not None and result is not None:
+            self.log.results[command_file_name(argv)] = result
+        return result
+
+
+def _run_sh(exe: str, argv: tuple[str, ...], timeout: float) -> CommandResult:
+    import sh  # lazy: importing sh costs time that `tunehost --help` should not pay
+
+    env = dict(os.environ, LC_ALL="C", LANG="C")  # parsers expect untranslated output
+    try:
+        proc = sh.Command(exe)(
+            *argv[1:], _timeout=timeout, _ok_code=list(range(256)), _env=env, _in=None, _err_to_out=False,
+            _return_cmd=True, _decode_errors="replace",
+        )
+        return CommandResult(argv, str(proc.stdout, "utf-8", "replace") if isinstance(proc.stdout, bytes) else proc.stdout,
+                             proc.stderr.decode("utf-8", "replace") if isinstance(proc.stderr, bytes) else str(proc.stderr),
+                             proc.exit_code)
+    except sh.TimeoutException:
+        return CommandResult(argv, "", f"timed out after {timeout:g} s", 124)
+    except (OSError, sh.ErrorReturnCode) as exc:  # e.g. exec format error, permission denied on the binary
+        return CommandResult(argv, "", str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 126)
+
+
+class SnapshotCommands:
+    """Replays cmd/<name> (+ .rc, .stderr) from a snapshot. A command without a file is "not available"."""
+
+    def __init__(self, cmd_dir: Path, which_answers: dict[str, str | None] | None = None):
+        self.cmd_dir = cmd_dir
+        self.which_answers = which_answers or {}
+
+    def which(self, name: str) -> str | None:
+        return self.which_answers.get(name)
+
+    def run(self, argv: list[str] | tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult | None:
+        name = command_file_name(argv)
+        out = self.cmd_dir / name
+        if not out.is_file():
+            return None
+        stdout = out.read_bytes().decode("utf-8", "replace")
+        err = self.cmd_dir / f"{name}.stderr"
+        stderr = err.read_bytes().decode("utf-8", "replace") if err.is_file() else ""
+        rc_file = self.cmd_dir / f"{name}.rc"
+        rc = 0
+        if rc_file.is_file():
+            try:
+                rc = int(rc_file.read_text().strip() or "0")
+            except ValueError:
+                rc = 1  # a garbled .rc file: treat the output as untrustworthy
+        return CommandResult(tuple(argv), stdout, stderr, rc)

@@ -1,0 +1,159 @@
+"""Reading (and, for tuning, writing) host files under a root: "/" for the live host, DIR/fs for a snapshot.
+
+Every path given to these methods is the *host* absolute path ("/proc/meminfo"); the root is applied here and
+nowhere else. Under a snapshot root a path that resolves outside the root (a link pointing out) reads as absent.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# sysfs/procfs files are small; a cap keeps a mistaken read of a huge file from hurting
+MAX_READ_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class AccessLog:
+    """What a run read, so `tunehost snapshot` can store exactly that."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    dirs: dict[str, list[str]] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)
+
+
+class HostFiles:
+    """Files of one host. `root` is "/" for the live host; `confined` refuses reads that escape the root."""
+
+    def __init__(self, root: str | os.PathLike = "/", *, confined: bool = False, log: AccessLog | None = None):
+        self.root = Path(root)
+        self.confined = confined
+        self.log = log
+        self._real_root = os.path.realpath(self.root) if confined else None
+
+    def __repr__(self) -> str:
+        return f"HostFiles(root={str(self.root)!r})"
+
+    def local(self, path: str) -> str | None:
+        """The local filesystem path that stands for host `path`, or None if it would escape a confined root."""
+        if not path.startswith("/"):
+            raise ValueError(f"host paths are absolute: {path!r}")
+        if str(self.root) == "/":
+            return path
+        local = os.path.join(self.root, path.lstrip("/"))
+        if self.confined:
+            real = os.path.realpath(local)
+            if real != self._real_root and not real.startswith(self._real_root + os.sep):
+                return None
+        return local
+
+    def read_bytes(self, path: str) -> bytes | None:
+        local = self.local(path)
+        if local is None:
+            return None
+        try:
+            with open(local, "rb") as fh:
+                data = fh.read(MAX_READ_BYTES)
+        except (OSError, ValueError):
+            if self.log is not None:
+                self.log.absent.add(path)
+            return None
+        if self.log is not None:
+            self.log.files[path] = data
+        return data
+
+    def read(self, path: str) -> str | None:
+        """The file's text, or None when it is absent or unreadable (no root, no driver, not this hardware)."""
+        data = self.read_bytes(path)
+        if data is None:
+            return None
+        return data.decode("utf-8", errors="replace")
+
+    def read_value(self, path: str) -> str | None:
+        """A one-value sysfs file, stripped; None when absent or empty."""
+        text = self.read(path)
+        if text is None:
+            return None
+        text = text.strip()
+        return text or None
+
+    def read_int(self, path: str) -> int | None:
+        value = self.read_value(path)
+        if value is None:
+            return None
+        try:
+            return int(value.split()[0])
+        except (ValueError, IndexError):
+            return None
+
+    def exists(self, path: str) -> bool:
+        local = self.local(path)
+        found = local is not None and os.path.exists(local)
+        if self.log is not None and not found:
+            self.log.absent.add(path)
+        if self.log is not None and found and os.path.isdir(local):
+            self.log.dirs.setdefault(path, [])
+        elif self.log is not None and found and os.path.isfile(local):
+            self.read_bytes(path)  # a snapshot must answer exists() the same way: keep the file
+        return found
+
+    def is_dir(self, path: str) -> bool:
+        local = self.local(path)
+        found = local is not None and os.path.isdir(local)
+        if self.log is not None and found:
+            self.log.dirs.setdefault(path, [])
+        return found
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entry names; [] when the directory is absent or unreadable."""
+        local = self.local(path)
+        if local is None:
+            return []
+        try:
+            names = sorted(os.listdir(local))
+        except OSError:
+            if self.log is not None:
+                self.log.absent.add(path)
+            return []
+        if self.log is not None:
+            self.log.dirs[path] = names
+        return names
+
+    def glob(self, pattern: str) -> list[str]:
+        """Host paths matching a pattern whose wildcards are in path components ("/sys/class/drm/card*/device")."""
+        parts = pattern.strip("/").split("/")
+        found = ["/"]
+        for part in parts:
+            nxt: list[str] = []
+            for base in found:
+                if any(ch in part for ch in "*?["):
+                    nxt.extend(os.path.join(base, n) for n in self.listdir(base) if fnmatch.fnmatchcase(n, part))
+                else:
+                    candidate = os.path.join(base, part)
+                    local = self.local(candidate)
+                    if local is not None and os.path.lexists(local):
+                        nxt.append(candidate)
+            found = nxt
+        return sorted(found)
+
+    def readlink(self, path: str) -> str | None:
+        """The target of a link as stored (e.g. "../../../bus/pci/drivers/nvidia"), or None."""
+        local = self.local(path) if not self.confined else os.path.join(self.root, path.lstrip("/"))
+        try:
+            target = os.readlink(local)
+        except (OSError, ValueError):
+            return None
+        if self.log is not None:
+            self.log.links[path] = target
+        return target
+
+    def write(self, path: str, text: str) -> None:
+        """Write a value (tuning only). Raises OSError so the caller can journal and roll back."""
+        local = self.local(path)
+        if local is None:
+            raise PermissionError(f"{path}: outside the host root")
+        with open(local, "w") as fh:
+            fh.write(text)

@@ -1,0 +1,126 @@
+"""Writing a format-1 snapshot (SNAPSHOT.md, docs/snapshot.md) of the live host.
+
+The writer records what a full doctor run reads — every file, every command, every sample — and stores exactly
+that, so replaying the snapshot gives the same findings as the live run. Nothing else is copied: no environment,
+no other users' command lines, no secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import time
+from pathlib import Path
+from typing import Iterable
+
+from tunehost import __version__
+from tunehost.errors import TunehostError
+from tunehost.host import SNAPSHOT_FORMAT, Host
+from tunehost.host.commands import CommandLog
+
+# recorded in every snapshot whether or not a check needed them (SNAPSHOT.md's canonical command lines)
+CANONICAL_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("dmidecode", "-t", "memory"),
+    ("nvidia-smi", "-q"),
+    ("nvidia-smi", "-q", "-x"),
+    ("powerprofilesctl", "get"),
+    ("tuned-adm", "active"),
+    ("systemctl", "get-default"),
+)
+# samples every snapshot carries (when they can be taken on this host)
+CANONICAL_SAMPLES = ("activity", "processes", "listeners")
+MAX_LISTED_FILE_BYTES = 64 * 1024
+
+
+def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()) -> dict:
+    """Write what `host` (opened with record=True) has read into `directory`. Returns the manifest."""
+    if host.files.log is None or not isinstance(getattr(host.commands, "log", None), CommandLog):
+        raise TunehostError("internal: the host was not opened for recording")
+    for argv in CANONICAL_COMMANDS:
+        host.run(argv)
+    for name in CANONICAL_SAMPLES:
+        host.sample(name)
+    directory = Path(directory)
+    if directory.exists() and any(directory.iterdir()):
+        raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_fs(host, directory / "fs")
+        _write_cmds(host.commands.log, directory / "cmd")
+        _write_samples(host, directory / "samples")
+        manifest = {
+            "format": SNAPSHOT_FORMAT,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "tunehost": __version__,
+            "hostname": socket.gethostname(),
+            "kernel": platform.release(),
+            "uid": os.geteuid(),
+        }
+        (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    except OSError as exc:
+        raise TunehostError(f"cannot write snapshot to {directory}: {exc.strerror or exc}") from None
+    return manifest
+
+
+def _target(fs: Path, host_path: str) -> Path:
+    return fs / host_path.lstrip("/")
+
+
+def _write_fs(host: Host, fs: Path) -> None:
+    log = host.files.log
+    assert log is not None
+    fs.mkdir(parents=True, exist_ok=True)
+    for path, names in sorted(log.dirs.items()):
+        _target(fs, path).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            child = os.path.join(path, name)
+            if child in log.files or child in log.links:
+                continue
+            if os.path.isdir(child):
+                _target(fs, child).mkdir(parents=True, exist_ok=True)
+            elif os.path.isfile(child):
+                # listed but not read: keep small readable files so exists()/listdir() replay the same
+                try:
+                    with open(child, "rb") as fh:
+                        data = fh.read(MAX_LISTED_FILE_BYTES + 1)
+                except OSError:
+                    continue
+                if len(data) <= MAX_LISTED_FILE_BYTES:
+                    out = _target(fs, child)
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(data)
+    for path, data in sorted(log.files.items()):
+        out = _target(fs, path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.is_dir():
+            continue
+        out.write_bytes(data)
+    for path, target in sorted(log.links.items()):
+        out = _target(fs, path)
+        if out.exists() or out.is_symlink():
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # a relative link that stays inside fs/ (SNAPSHOT.md): resolve on the host, re-root, relativise
+        resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        os.symlink(os.path.relpath(_target(fs, resolved), out.parent), out)
+
+
+def _write_cmds(log: CommandLog, cmd: Path) -> None:
+    cmd.mkdir(parents=True, exist_ok=True)
+    for name, result in sorted(log.results.items()):
+        (cmd / name).write_text(result.stdout)
+        if result.rc != 0:
+            (cmd / f"{name}.rc").write_text(f"{result.rc}\n")
+        if result.stderr:
+            (cmd / f"{name}.stderr").write_text(result.stderr)
+
+
+def _write_samples(host: Host, samples: Path) -> None:
+    samples.mkdir(parents=True, exist_ok=True)
+    for name, value in sorted(host.recorded_samples.items()):
+        (samples / f"{name}.json").write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
+    which = host.commands.log.which  # type: ignore[union-attr]
+    if which:
+        (samples / "which.json").write_text(json.dumps(which, indent=1, sort_keys=True) + "\n")

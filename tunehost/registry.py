@@ -1,0 +1,57 @@
+"""Loading checks through the `tunehost.checks` entry-point group — built-ins and third-party plugins alike.
+
+A plugin that fails to load becomes one warning; it never stops the other checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tunehost.check import Check
+
+ENTRY_POINT_GROUP = "tunehost.checks"
+
+# the stable ids of SNAPSHOT.md, in report order; third-party checks follow alphabetically
+BUILTIN_ORDER = (
+    "ram-speed", "cpu-governor", "cpu-epp", "cpu-frequency", "power-manager", "thp", "swap", "core-topology", "numa",
+    "pcie-link", "gpu-memory", "thermals", "cpu-hogs", "headless", "llama-exposure", "llama-build",
+)
+
+
+@dataclass
+class LoadedChecks:
+    checks: list[Check] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def ids(self) -> list[str]:
+        return [c.id for c in self.checks]
+
+
+def load_checks(extra: list[type[Check]] | None = None) -> LoadedChecks:
+    """Every installed check, instantiated, in report order. `extra` adds check classes (tests, embedding)."""
+    from importlib.metadata import entry_points
+
+    loaded = LoadedChecks()
+    seen: set[str] = set()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = ep.load()
+            check = cls()
+            if not isinstance(check, Check) or not check.id:
+                raise TypeError(f"{ep.value} is not a tunehost Check with an id")
+        except Exception as exc:  # a broken plugin is one warning, not a crash
+            loaded.warnings.append(f"check plugin {ep.name!r} ({ep.value}) could not be loaded: {exc.__class__.__name__}: {exc}")
+            continue
+        if check.id in seen:
+            loaded.warnings.append(f"check id {check.id!r} is registered twice; {ep.value} ignored")
+            continue
+        seen.add(check.id)
+        loaded.checks.append(check)
+    for cls in extra or []:
+        check = cls()
+        if check.id not in seen:
+            seen.add(check.id)
+            loaded.checks.append(check)
+    rank = {cid: i for i, cid in enumerate(BUILTIN_ORDER)}
+    loaded.checks.sort(key=lambda c: (rank.get(c.id, len(rank)), c.id))
+    return loaded
