@@ -1,0 +1,125 @@
+"""Memory bandwidth: a quick host probe, and the token-generation ceiling it implies for a model.
+
+Generating one token reads every weight that token uses once, so decode speed is bounded by
+bandwidth / bytes-read-per-token. `tg_ceiling` is that bound (pure); `measure_read_bandwidth` is the only I/O here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+from tunehost.model import ModelFacts
+
+GB = 1_000_000_000  # bandwidths are decimal GB/s, as vendors and STREAM report them
+MiB = 1024 * 1024
+DEFAULT_PROBE_BYTES = 1024 * MiB
+MIN_PROBE_BYTES = 8 * MiB
+
+
+def bytes_per_token(model: ModelFacts) -> int:
+    """Weight bytes read to generate one token.
+
+    Dense: every weight except the token-embedding table (a lookup reads one row), unless the output reuses it.
+    MoE: the non-routed weights (attention, router, shared experts, dense layers, output) plus the used fraction
+    `expert_used_count / expert_count` of the routed-expert bytes, rounded to the nearest byte.
+    """
+    w = model.weights
+    embd_skipped = 0 if w.output_tied else w.token_embd
+    if not model.is_moe:
+        return w.total - embd_skipped
+    return w.non_routed - embd_skipped + active_expert_bytes(model, w.routed_experts)
+
+
+def active_expert_bytes(model: ModelFacts, routed_bytes: int) -> int:
+    """The share of `routed_bytes` one token touches: routed_bytes * used / count, nearest byte."""
+    if not model.expert_count:
+        return routed_bytes
+    used = model.expert_used_count or model.expert_count
+    return (routed_bytes * used + model.expert_count // 2) // model.expert_count
+
+
+def cpu_moe_bytes_per_token(model: ModelFacts, n_cpu_moe: int) -> int:
+    """Bytes per token read from host RAM under `--n-cpu-moe n_cpu_moe` (the used experts of the first N layers)."""
+    routed = model.weights.routed_experts_per_layer[: max(0, n_cpu_moe)]
+    return active_expert_bytes(model, sum(routed))
+
+
+def tg_ceiling(bandwidth_gbps: float, bytes_per_tok: int) -> float:
+    """Upper bound on generated tokens/s when `bytes_per_tok` must stream from memory at `bandwidth_gbps` (GB/s)."""
+    if bytes_per_tok <= 0:
+        raise ValueError("bytes per token must be positive")
+    return bandwidth_gbps * GB / bytes_per_tok
+
+
+def split_tg_ceiling(parts: list[tuple[int, float]]) -> float:
+    """Ceiling when each token reads `bytes` at `gbps` from several memories in turn: 1 / sum(bytes_i / bw_i).
+
+    E.g. [(gpu_bytes, 900.0), (cpu_bytes, 60.0)] for a model split with --n-cpu-moe.
+    """
+    seconds = sum(b / (bw * GB) for b, bw in parts if b)
+    if seconds <= 0:
+        raise ValueError("no bytes to read")
+    return 1.0 / seconds
+
+
+@dataclass(frozen=True)
+class ReadBandwidth:
+    """A read-bandwidth measurement: best of `samples` (GB/s) summing `n_bytes` with `threads` threads."""
+
+    gbps: float
+    samples: tuple[float, ...]
+    threads: int
+    n_bytes: int
+
+    @property
+    def spread(self) -> float:
+        """(best - worst) / best across repetitions; small means the number is trustworthy."""
+        return (max(self.samples) - min(self.samples)) / max(self.samples)
+
+
+def probe_size(available_bytes: int | None, wanted: int = DEFAULT_PROBE_BYTES) -> int:
+    """Array size for the probe: `wanted`, but at most a quarter of available RAM, at least MIN_PROBE_BYTES."""
+    if available_bytes is not None:
+        wanted = min(wanted, available_bytes // 4)
+    return max(MIN_PROBE_BYTES, wanted // MiB * MiB)
+
+
+def _available_ram() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # psutil missing or /proc unreadable: fall back to the wanted size
+        return None
+
+
+def measure_read_bandwidth(
+    n_bytes: int | None = None, *, threads: int | None = None, repeats: int = 5
+) -> ReadBandwidth:
+    """Measure host memory read bandwidth in ~1-2 s: `threads` threads each sum a slice of one large int64 array.
+
+    numpy releases the GIL inside the reduction, so the threads stream memory in parallel. The first pass warms
+    the pages and is not counted; the result is the best of `repeats` timed passes. Defaults: 1 GiB bounded by a
+    quarter of available RAM, one thread per CPU this process may run on.
+    """
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+
+    size = probe_size(_available_ram()) if n_bytes is None else max(n_bytes // 8 * 8, 8 * 1024)
+    n_threads = threads or len(os.sched_getaffinity(0))
+    data = np.ones(size // 8, dtype=np.int64)  # np.ones writes every page, so no page faults land in the timing
+    chunks = np.array_split(data, n_threads)
+    samples: list[float] = []
+    with ThreadPoolExecutor(max_workers=n_threads) as pool:
+        list(pool.map(np.sum, chunks))  # warm-up: threads started, caches and TLBs primed
+        for _ in range(max(1, repeats)):
+            start = time.perf_counter()
+            list(pool.map(np.sum, chunks))
+            elapsed = time.perf_counter() - start
+            samples.append(data.nbytes / elapsed / GB if elapsed > 0 else math.inf)
+    del data, chunks
+    finite = tuple(s for s in samples if math.isfinite(s)) or (0.0,)
+    return ReadBandwidth(gbps=max(finite), samples=finite, threads=n_threads, n_bytes=size // 8 * 8)

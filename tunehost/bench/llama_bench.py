@@ -1,0 +1,597 @@
+"""llama-bench: parse every output form it has had, find the binary, and run it.
+
+Parsing is pure (``str -> list[BenchResult]``) and accepts what real users paste:
+
+- JSON arrays (``-o json``) in three schemas: upstream 2023 (cuda/opencl/metal booleans, no
+  n_depth), upstream 2025 (backends, n_ubatch, n_depth, samples_ns/samples_ts) and the
+  ik_llama.cpp fork (mla_attn, fused_moe, a ready-made "test" field);
+- JSONL (``-o jsonl``), with non-JSON stderr banner lines mixed in;
+- Markdown tables (``-o md``, the default), with any extra columns, a stray ``||`` at a row's
+  end, "pp 512" as well as "pp512" test names, backend lists such as "CUDA,BLAS" and the
+  trailing ``build: 8cf427ff (5163)`` line;
+- CSV (``-o csv``), every value quoted, old and new headers.
+
+Running llama-bench is the one place outside the host layer that spawns a process
+(:func:`_spawn`); tunehost always asks it for JSONL, which it flushes after every test.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tunehost.errors import TunehostError
+
+BENCH_BINARY = "llama-bench"
+# Fields that become BenchResult attributes; everything else goes to BenchResult.flags.
+_CORE_FIELDS = frozenset({
+    "model_type", "model_size", "model_n_params", "backends", "build_commit", "build_number",
+    "n_threads", "n_gpu_layers", "n_prompt", "n_gen", "n_depth", "test", "avg_ts", "stddev_ts",
+    "samples_ts",
+})
+# Per-backend booleans of the 2023 schema and the ik_llama.cpp fork, in llama-bench's own
+# precedence order (its old get_backend() returned the first one set).
+_LEGACY_BACKEND_FLAGS = (
+    ("cuda", "CUDA"), ("vulkan", "Vulkan"), ("kompute", "Kompute"), ("opencl", "OpenCL"),
+    ("metal", "Metal"), ("sycl", "SYCL"), ("rpc", "RPC"), ("gpu_blas", "GPU BLAS"), ("blas", "BLAS"),
+)
+# Markdown column titles llama-bench abbreviates, mapped back to the JSON field names.
+_MARKDOWN_COLUMNS = {
+    "model": "model_type", "size": "model_size", "params": "model_n_params", "backend": "backends",
+    "threads": "n_threads", "ngl": "n_gpu_layers", "sm": "split_mode", "nkvo": "no_kv_offload",
+    "fa": "flash_attn", "mla": "mla_attn", "fmoe": "fused_moe", "amb": "attn_max_batch",
+    "rtr": "run_time_repack", "lm": "load_mode", "embd": "embeddings", "nopo": "no_op_offload",
+    "noh": "no_host", "rpk": "repack", "dev": "devices", "ts": "tensor_split",
+    "ot": "tensor_buft_overrides", "fitt": "fit_target", "fitc": "fit_min_ctx", "mmap": "use_mmap",
+}
+# CSV holds only strings; these fields are numbers or booleans in the JSON output.
+# flash_attn was a boolean until 2025 and is -1/0/1 (auto/off/on) since; 0 == False either way.
+_INT_FIELDS = frozenset({
+    "flash_attn",
+    "build_number", "n_batch", "n_ubatch", "n_threads", "poll", "model_size", "model_n_params",
+    "n_gpu_layers", "main_gpu", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
+    "no_op_offload", "n_cpu_moe", "fit_target", "fit_min_ctx", "mla_attn", "attn_max_batch",
+})
+_FLOAT_FIELDS = frozenset({"avg_ts", "stddev_ts"})
+_BOOL_FIELDS = frozenset({
+    "cuda", "vulkan", "kompute", "opencl", "metal", "sycl", "gpu_blas", "blas", "f16_kv",
+    "mul_mat_q", "no_kv_offload", "cpu_strict", "use_mmap", "embeddings", "no_host", "repack",
+    "fused_moe",
+})
+_TEST_NAME = re.compile(
+    r"^(?:pp\s*(?P<pp>\d+))?(?:\s*\+\s*)?(?:tg\s*(?P<tg>\d+))?(?:\s*@\s*d\s*(?P<depth>\d+))?$"
+)
+_BUILD_LINE = re.compile(r"^build:\s*(?P<commit>\S+)\s*\((?P<number>\d+)\)\s*$")
+_THROUGHPUT_CELL = re.compile(r"^(?P<avg>[-+\d.eE]+|nan|inf)\s*(?:±\s*(?P<stddev>[-+\d.eE]+|nan|inf))?$")
+_SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+_COUNT_UNITS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """One llama-bench test (one row / one JSON object), whichever format it came from.
+
+    Throughputs are tokens per second. ``samples_ts`` is empty where the format does not
+    carry samples (Markdown, CSV). Sizes parsed from a Markdown table ("3.56 GiB", "6.74 B")
+    are rounded as printed. ``flags`` holds every other field, under its JSON field name.
+    """
+
+    test: str
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    avg_ts: float
+    stddev_ts: float
+    samples_ts: tuple[float, ...] = ()
+    model_type: str | None = None
+    model_size: int | None = None
+    n_params: int | None = None
+    backend: str | None = None
+    build_commit: str | None = None
+    build_number: int | None = None
+    n_threads: int | None = None
+    n_gpu_layers: int | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def kind(self) -> str:
+        """"pp" (prompt processing), "tg" (token generation) or "pp+tg"."""
+        if self.n_gen == 0:
+            return "pp"
+        return "tg" if self.n_prompt == 0 else "pp+tg"
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def detect_format(text: str) -> str:
+    """Name the output form of ``text``: "json", "jsonl", "markdown" or "csv".
+
+    The first line that opens one of the forms decides; banner lines before it are ignored.
+    """
+    lines = [line.strip() for line in text.splitlines()]
+    for index, line in enumerate(lines):
+        if line.startswith("["):
+            return "json"
+        if line.startswith("{"):
+            return "jsonl"
+        if line.startswith("|") and index + 1 < len(lines) and _is_separator_row(lines[index + 1]):
+            return "markdown"
+        if _looks_like_csv_header(line):
+            return "csv"
+    if not text.strip():
+        raise TunehostError("llama-bench output is empty")
+    raise TunehostError(
+        "llama-bench output not recognised (expected JSON, JSONL, CSV or a Markdown table); "
+        f"starts with {_excerpt(text)}"
+    )
+
+
+def parse_output(text: str) -> list[BenchResult]:
+    """Parse llama-bench output in any form it prints; never returns an empty list.
+
+    Raises TunehostError with a one-line reason for empty, truncated or unrecognised text.
+    """
+    parsers = {"json": parse_json, "jsonl": parse_jsonl, "markdown": parse_markdown, "csv": parse_csv}
+    return parsers[detect_format(text)](text)
+
+
+def parse_json(text: str) -> list[BenchResult]:
+    """Parse ``llama-bench -o json`` (a JSON array), skipping banner lines before it."""
+    start = _first_line_starting(text, "[")
+    if start is None:
+        raise TunehostError(f"no JSON array in llama-bench output; starts with {_excerpt(text)}")
+    try:
+        records, _end = json.JSONDecoder().raw_decode(text, start)
+    except json.JSONDecodeError as error:
+        raise TunehostError(f"llama-bench JSON is truncated or malformed: {error.msg} at line {error.lineno}") from None
+    if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+        raise TunehostError("llama-bench JSON is not an array of objects")
+    return _nonempty([_result_from_record(record, f"JSON object {n}") for n, record in enumerate(records, 1)])
+
+
+def parse_jsonl(text: str) -> list[BenchResult]:
+    """Parse ``llama-bench -o jsonl``: one JSON object per line; other lines (stderr banners) are skipped."""
+    results = []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        try:
+            record = json.loads(stripped)
+        except json.JSONDecodeError as error:
+            raise TunehostError(f"llama-bench JSONL line {number} is truncated or malformed: {error.msg}") from None
+        if not isinstance(record, dict):
+            raise TunehostError(f"llama-bench JSONL line {number} is not a JSON object")
+        results.append(_result_from_record(record, f"JSONL line {number}"))
+    return _nonempty(results)
+
+
+def parse_csv(text: str) -> list[BenchResult]:
+    """Parse ``llama-bench -o csv``: a header line, then one quoted row per test."""
+    lines = text.splitlines()
+    header_at = next((i for i, line in enumerate(lines) if _looks_like_csv_header(line.strip())), None)
+    if header_at is None:
+        raise TunehostError(f"no llama-bench CSV header (build_commit,...,avg_ts,...); starts with {_excerpt(text)}")
+    rows = list(csv.reader(io.StringIO("\n".join(line for line in lines[header_at:] if line.strip()))))
+    header, body = rows[0], rows[1:]
+    results = []
+    for number, row in enumerate(body, header_at + 2):
+        if len(row) != len(header):
+            raise TunehostError(
+                f"llama-bench CSV line {number} has {len(row)} values for {len(header)} columns (truncated?)"
+            )
+        record = {name: _typed_csv_value(name, value) for name, value in zip(header, row)}
+        results.append(_result_from_record(record, f"CSV line {number}"))
+    return _nonempty(results)
+
+
+def parse_markdown(text: str) -> list[BenchResult]:
+    """Parse ``llama-bench -o md`` tables; banner lines are skipped, ``build:`` lines apply to the rows above them."""
+    results: list[BenchResult] = []
+    columns: list[str] | None = None
+    awaiting_build: list[int] = []  # indexes of rows not yet given a build line
+    lines = text.splitlines()
+    for number, raw_line in enumerate(lines, 1):
+        line = raw_line.strip()
+        if build := _BUILD_LINE.match(line):
+            for index in awaiting_build:
+                results[index] = _with_build(results[index], build["commit"], int(build["number"]))
+            awaiting_build = []
+            continue
+        if not line.startswith("|"):
+            continue
+        cells = _markdown_cells(line)
+        if _is_separator_row(line):
+            continue
+        if number < len(lines) and _is_separator_row(lines[number].strip()):
+            columns = [_MARKDOWN_COLUMNS.get(cell, cell) for cell in cells]
+            if "test" not in columns or "t/s" not in columns:
+                raise TunehostError(f"llama-bench table header on line {number} lacks the test and t/s columns")
+            continue
+        if columns is None:
+            raise TunehostError(f"llama-bench table row on line {number} comes before any header")
+        if len(cells) != len(columns):
+            raise TunehostError(
+                f"llama-bench table line {number} has {len(cells)} cells for {len(columns)} columns (truncated?)"
+            )
+        results.append(_result_from_markdown_row(dict(zip(columns, cells)), number))
+        awaiting_build.append(len(results) - 1)
+    if columns is None:
+        raise TunehostError(f"no llama-bench Markdown table found; starts with {_excerpt(text)}")
+    return _nonempty(results)
+
+
+def _result_from_record(record: Mapping[str, Any], where: str) -> BenchResult:
+    """Build a BenchResult from one JSON/JSONL/CSV record of any schema."""
+    avg_ts = record.get("avg_ts")
+    if not isinstance(avg_ts, (int, float)) or isinstance(avg_ts, bool):
+        raise TunehostError(f"llama-bench {where} has no numeric avg_ts")
+    n_prompt = _int_or_none(record.get("n_prompt"))
+    n_gen = _int_or_none(record.get("n_gen"))
+    n_depth = _int_or_none(record.get("n_depth")) or 0
+    if n_prompt is None or n_gen is None:
+        if "test" not in record:
+            raise TunehostError(f"llama-bench {where} says neither n_prompt/n_gen nor test")
+        n_prompt, n_gen, n_depth = _parse_test_name(str(record["test"]), where)
+    samples = record.get("samples_ts") or ()
+    if not isinstance(samples, (list, tuple)) or not all(isinstance(s, (int, float)) for s in samples):
+        raise TunehostError(f"llama-bench {where} has a malformed samples_ts")
+    return BenchResult(
+        test=format_test_name(n_prompt, n_gen, n_depth),
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        n_depth=n_depth,
+        avg_ts=float(avg_ts),
+        stddev_ts=float(record.get("stddev_ts") or 0.0),
+        samples_ts=tuple(float(sample) for sample in samples),
+        model_type=_str_or_none(record.get("model_type")),
+        model_size=_int_or_none(record.get("model_size")),
+        n_params=_int_or_none(record.get("model_n_params")),
+        backend=_str_or_none(record.get("backends")) or _legacy_backend(record),
+        build_commit=_str_or_none(record.get("build_commit")),
+        build_number=_int_or_none(record.get("build_number")),
+        n_threads=_int_or_none(record.get("n_threads")),
+        n_gpu_layers=_int_or_none(record.get("n_gpu_layers")),
+        flags={key: value for key, value in record.items() if key not in _CORE_FIELDS and key != "samples_ns"},
+    )
+
+
+def _result_from_markdown_row(row: Mapping[str, str], line_number: int) -> BenchResult:
+    where = f"table line {line_number}"
+    n_prompt, n_gen, n_depth = _parse_test_name(row["test"], where)
+    throughput = _THROUGHPUT_CELL.match(row["t/s"])
+    if throughput is None:
+        raise TunehostError(f"llama-bench {where} has an unreadable t/s cell {row['t/s']!r}")
+    return BenchResult(
+        test=format_test_name(n_prompt, n_gen, n_depth),
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        n_depth=n_depth,
+        avg_ts=float(throughput["avg"]),
+        stddev_ts=float(throughput["stddev"] or 0.0),
+        model_type=row.get("model_type") or None,
+        model_size=_scaled(row.get("model_size"), _SIZE_UNITS),
+        n_params=_scaled(row.get("model_n_params"), _COUNT_UNITS),
+        backend=row.get("backends") or None,
+        n_threads=_int_or_none(row.get("n_threads")),
+        n_gpu_layers=_int_or_none(row.get("n_gpu_layers")),
+        flags={key: _scalar(value) for key, value in row.items() if key not in _CORE_FIELDS and key != "t/s"},
+    )
+
+
+def format_test_name(n_prompt: int, n_gen: int, n_depth: int = 0) -> str:
+    """llama-bench's own test label: "pp512", "tg128", "pp512+tg128", "tg128 @ d4096"."""
+    if n_gen == 0:
+        name = f"pp{n_prompt}"
+    elif n_prompt == 0:
+        name = f"tg{n_gen}"
+    else:
+        name = f"pp{n_prompt}+tg{n_gen}"
+    return f"{name} @ d{n_depth}" if n_depth else name
+
+
+def _parse_test_name(name: str, where: str) -> tuple[int, int, int]:
+    """(n_prompt, n_gen, n_depth) from "pp512", "pp 512" (2023), "tg128 @ d4096", "pp512+tg128"."""
+    match = _TEST_NAME.match(name.strip())
+    if match is None or (match["pp"] is None and match["tg"] is None):
+        raise TunehostError(f"llama-bench {where} has an unknown test name {name!r}")
+    return int(match["pp"] or 0), int(match["tg"] or 0), int(match["depth"] or 0)
+
+
+def _legacy_backend(record: Mapping[str, Any]) -> str | None:
+    """The backend named by the 2023 / ik_llama.cpp per-backend booleans ("CPU" when none is set)."""
+    present = [key for key, _ in _LEGACY_BACKEND_FLAGS if key in record]
+    if not present:
+        return None
+    for key, name in _LEGACY_BACKEND_FLAGS:
+        if _truthy(record.get(key)):
+            return name
+    return "CPU"
+
+
+def _with_build(result: BenchResult, commit: str, number: int) -> BenchResult:
+    return replace(result, build_commit=commit, build_number=number)
+
+
+def _markdown_cells(line: str) -> list[str]:
+    # strip("|") also drops the stray "||" that ends some real rows.
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _is_separator_row(line: str) -> bool:
+    return line.startswith("|") and bool(re.fullmatch(r"[|\s:\-]+", line)) and "-" in line
+
+
+def _looks_like_csv_header(line: str) -> bool:
+    names = line.split(",")
+    return len(names) > 3 and "avg_ts" in names and ("n_prompt" in names or "test" in names)
+
+
+def _typed_csv_value(name: str, value: str) -> Any:
+    if name in _INT_FIELDS:
+        return _int_or_none(value) if value != "" else None
+    if name in _FLOAT_FIELDS:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    if name in _BOOL_FIELDS:
+        return _truthy(value)
+    return value
+
+
+def _scaled(cell: str | None, units: Mapping[str, int]) -> int | None:
+    """ "3.56 GiB" -> bytes, "6.74 B" -> parameters (as rounded in the table)."""
+    if not cell:
+        return None
+    parts = cell.split()
+    if len(parts) != 2 or parts[1] not in units:
+        return None
+    try:
+        return round(float(parts[0]) * units[parts[1]])
+    except ValueError:
+        return None
+
+
+def _scalar(cell: str) -> Any:
+    for convert in (int, float):
+        try:
+            return convert(cell)
+        except ValueError:
+            pass
+    return cell
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "none")
+    return bool(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def _first_line_starting(text: str, prefix: str) -> int | None:
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith(prefix):
+            return offset + (len(line) - len(line.lstrip()))
+        offset += len(line)
+    return None
+
+
+def _nonempty(results: list[BenchResult]) -> list[BenchResult]:
+    if not results:
+        raise TunehostError("llama-bench output holds no test results")
+    return results
+
+
+def _excerpt(text: str) -> str:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return repr(first[:60] + ("…" if len(first) > 60 else ""))
+
+
+# ---------------------------------------------------------------- finding and running
+
+
+def find_llama_bench(
+    explicit: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> Path:
+    """Locate llama-bench: ``explicit`` (a binary or a directory), then ``$LLAMA_CPP_DIR``
+    (itself, ``build/bin``, ``bin``), then ``PATH``. Raises TunehostError naming where it looked.
+    """
+    environ = os.environ if environ is None else environ
+    looked: list[str] = []
+    if explicit is not None:
+        found = _binary_in(Path(explicit).expanduser(), looked)
+        if found is None:
+            raise TunehostError(f"no executable llama-bench at {explicit}")
+        return found
+    if llama_cpp_dir := environ.get("LLAMA_CPP_DIR"):
+        found = _binary_in(Path(llama_cpp_dir).expanduser(), looked)
+        if found is not None:
+            return found
+    on_path = shutil.which(BENCH_BINARY, path=environ.get("PATH", os.defpath))
+    if on_path:
+        return Path(on_path)
+    looked.append("PATH")
+    raise TunehostError(
+        f"llama-bench not found (looked in {', '.join(looked)}); pass its path, set LLAMA_CPP_DIR, "
+        "or build one with scripts/build_llama_cpp.py"
+    )
+
+
+def _binary_in(location: Path, looked: list[str]) -> Path | None:
+    if location.is_file():
+        looked.append(str(location))
+        return location if os.access(location, os.X_OK) else None
+    for directory in (location, location / "build" / "bin", location / "bin"):
+        looked.append(str(directory))
+        candidate = directory / BENCH_BINARY
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def parse_help_options(help_text: str) -> frozenset[str]:
+    """The option names (``-p``, ``--n-prompt``, ...) a ``llama-bench --help`` text lists."""
+    options: set[str] = set()
+    for line in help_text.splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("-"):
+            continue
+        # The option names come first, separated by ", ", before the metavar / description.
+        for token in re.split(r",\s*|\s+", stripped):
+            if re.fullmatch(r"--?[A-Za-z][\w-]*", token):
+                options.add(token)
+            elif token and not token.startswith("-"):
+                break
+    return frozenset(options)
+
+
+def supported_options(binary: str | os.PathLike[str], *, timeout: float = 30.0) -> frozenset[str]:
+    """The options this llama-bench build accepts, read from its ``--help``."""
+    outcome = _spawn([str(binary), "--help"], timeout=timeout)
+    options = parse_help_options(outcome.stdout + "\n" + outcome.stderr)
+    if not options:
+        raise TunehostError(f"{binary} --help lists no options; is it llama-bench? {_tail_line(outcome.stderr)}")
+    return options
+
+
+def unsupported_options(arguments: Iterable[str], supported: frozenset[str]) -> list[str]:
+    """The options in ``arguments`` (``-x`` / ``--xyz``, not negative numbers) missing from ``supported``."""
+    return [
+        argument for argument in arguments
+        if re.fullmatch(r"--?[A-Za-z][\w-]*", argument) and argument not in supported
+    ]
+
+
+def run_llama_bench(
+    binary: str | os.PathLike[str],
+    arguments: Sequence[str],
+    *,
+    timeout: float,
+    on_progress: Callable[[str], None] | None = None,
+) -> list[BenchResult]:
+    """Run ``binary`` with ``arguments`` plus ``-o jsonl`` and return its parsed results.
+
+    ``arguments`` is an argument list (never a shell string) and must not choose the output
+    format. Each stderr line is passed to ``on_progress`` as it arrives, from a background
+    thread (add ``--progress`` to the arguments for per-test progress lines). Raises TunehostError on a timeout, a
+    non-zero exit (bad flag, missing model, out of memory: the message quotes the tool's
+    last stderr lines) or unparseable output.
+    """
+    if any(argument in ("-o", "--output") for argument in arguments):
+        raise ValueError("run_llama_bench chooses the output format itself; drop -o/--output")
+    argv = [str(binary), *arguments, "-o", "jsonl"]
+    outcome = _spawn(argv, timeout=timeout, on_stderr_line=on_progress)
+    if outcome.timed_out:
+        raise TunehostError(f"llama-bench did not finish within {timeout:g} s; last output: {_tail_line(outcome.stderr)}")
+    if outcome.returncode != 0:
+        exit_status = _describe_exit(outcome.returncode)
+        raise TunehostError(f"llama-bench failed ({exit_status}): {_tail_line(outcome.stderr, 3)}")
+    return parse_jsonl(outcome.stdout)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+
+def _spawn(argv: Sequence[str], *, timeout: float, on_stderr_line: Callable[[str], None] | None = None) -> _Outcome:
+    """Run argv (no shell); stream stderr lines to the callback and keep the last 200.
+
+    On a timeout the whole process group is killed, so no llama-bench thread outlives it.
+    """
+    try:
+        process = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, errors="replace", start_new_session=True,
+        )
+    except OSError as error:
+        raise TunehostError(f"cannot run {argv[0]}: {error.strerror or error}") from None
+    stderr_tail: deque[str] = deque(maxlen=200)
+    stdout_chunks: list[str] = []
+
+    def pump_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            line = line.rstrip("\n")
+            stderr_tail.append(line)
+            if on_stderr_line is not None:
+                on_stderr_line(line)
+
+    def pump_stdout() -> None:
+        assert process.stdout is not None
+        stdout_chunks.append(process.stdout.read())
+
+    readers = [threading.Thread(target=pump, daemon=True) for pump in (pump_stderr, pump_stdout)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(process)
+    except BaseException:
+        _kill_group(process)
+        raise
+    for reader in readers:
+        reader.join(timeout=5)
+    return _Outcome(process.returncode, "".join(stdout_chunks), "\n".join(stderr_tail), timed_out)
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
+
+
+def _tail_line(stderr: str, count: int = 1) -> str:
+    """The last ``count`` non-empty stderr lines, joined into one line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return " | ".join(lines[-count:]) if lines else "no error output"

@@ -1,0 +1,550 @@
+"""What a GGUF model file says about itself: shape, attention layout, experts and exact tensor bytes.
+
+`read_model(path)` reads the metadata and tensor table of a GGUF (or of every part of a split GGUF) through the
+`gguf` package's `GGUFReader`, the reader maintained inside llama.cpp. Tensor data is never read: the file is
+memory-mapped and only its header pages are touched, so a 20 GB model reads in well under a second.
+
+`ModelFacts.from_shape(...)` builds the same facts from numbers alone (JSON fixtures of real models), for
+arithmetic that needs the shape but not the bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from tunehost.errors import TunehostError
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_GGUF_VERSIONS = (2, 3)
+
+# llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h): exactly the tensors --cpu-moe / --n-cpu-moe move to the CPU.
+ROUTED_EXPERT_RE = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+SHARED_EXPERT_MARK = "_shexp"
+_LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+SPLIT_NAME_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+# Layer pattern llama.cpp applies when the GGUF has no `<arch>.attention.sliding_window_pattern` key
+# (src/models/*.cpp load_arch_hparams: gemma2 -> set_swa_pattern(2), gemma3 -> 6, gpt-oss -> 2).
+DEFAULT_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2}
+
+# Arrays longer than this (tokenizer vocab, merges, token types) are skipped, not decoded, while reading.
+_SKIP_ARRAY_ABOVE = 4096
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of the model as stored in the file."""
+
+    name: str
+    ggml_type: str  # "Q4_K", "F16", ...
+    shape: tuple[int, ...]  # GGUF order: ne[0] first
+    n_elements: int
+    n_bytes: int
+
+    @property
+    def layer(self) -> int | None:
+        """The block index of `blk.N.*` tensors; None for embeddings, output and other globals."""
+        match = _LAYER_RE.match(self.name)
+        return int(match.group(1)) if match else None
+
+    @property
+    def kind(self) -> str:
+        """"routed_expert" (what --n-cpu-moe moves), "shared_expert" or "other"."""
+        if ROUTED_EXPERT_RE.search(self.name):
+            return "routed_expert"
+        if SHARED_EXPERT_MARK in self.name:
+            return "shared_expert"
+        return "other"
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Exact weight bytes of a model, grouped the way llama.cpp places them.
+
+    `per_layer[i]` is every `blk.i.*` tensor (routed experts included); `routed_experts_per_layer[i]` is the part of
+    it that `--n-cpu-moe` moves; `token_embd` always stays on the CPU; `output` is the output layer
+    (output.weight, output_norm and any other non-block tensor). When the model ties its output to the token
+    embeddings (`output_tied`), llama.cpp loads a second copy of token_embd on the output layer's device.
+    """
+
+    routed_experts: int = 0
+    shared_experts: int = 0
+    other: int = 0
+    token_embd: int = 0
+    output: int = 0
+    output_tied: bool = False
+    per_layer: tuple[int, ...] = ()
+    routed_experts_per_layer: tuple[int, ...] = ()
+    largest_routed_expert_layer: int = 0
+
+    @property
+    def total(self) -> int:
+        """All weight bytes in the file(s)."""
+        return self.routed_experts + self.shared_experts + self.other
+
+    @property
+    def non_routed(self) -> int:
+        """Everything but routed experts: attention, norms, router, shared experts, dense FFN, embeddings, output."""
+        return self.total - self.routed_experts
+
+    @property
+    def output_device_bytes(self) -> int:
+        """Bytes that land on the output layer's device (a duplicated token_embd when the output is tied)."""
+        return self.output + (self.token_embd if self.output_tied else 0)
+
+    @classmethod
+    def of(cls, tensors: Iterable[TensorInfo], block_count: int) -> "WeightBytes":
+        """Group tensor bytes; pure."""
+        routed = shared = other = token_embd = output = 0
+        per_layer = [0] * block_count
+        routed_per_layer = [0] * block_count
+        has_output_weight = False
+        for t in tensors:
+            kind = t.kind
+            if kind == "routed_expert":
+                routed += t.n_bytes
+            elif kind == "shared_expert":
+                shared += t.n_bytes
+            else:
+                other += t.n_bytes
+            layer = t.layer
+            if layer is not None and layer < block_count:
+                per_layer[layer] += t.n_bytes
+                if kind == "routed_expert":
+                    routed_per_layer[layer] += t.n_bytes
+            elif t.name.startswith("token_embd."):
+                token_embd += t.n_bytes
+            else:
+                output += t.n_bytes
+                has_output_weight = has_output_weight or t.name == "output.weight"
+        return cls(
+            routed_experts=routed,
+            shared_experts=shared,
+            other=other,
+            token_embd=token_embd,
+            output=output,
+            output_tied=not has_output_weight and token_embd > 0,
+            per_layer=tuple(per_layer),
+            routed_experts_per_layer=tuple(routed_per_layer),
+            largest_routed_expert_layer=max(routed_per_layer, default=0),
+        )
+
+
+@dataclass(frozen=True)
+class QuantShare:
+    """How much of the model one ggml type holds."""
+
+    ggml_type: str
+    n_tensors: int
+    n_bytes: int
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """The facts about one model that memory and speed arithmetic need.
+
+    Per-layer values (`head_count_kv`, `swa_layers`) always have `block_count` entries. Unknown optional values are
+    None; a model without experts has `expert_count == 0`.
+    """
+
+    architecture: str
+    block_count: int
+    embedding_length: int
+    head_count: int
+    head_count_kv: tuple[int, ...]
+    key_length: int
+    value_length: int
+    name: str | None = None
+    context_length: int | None = None
+    vocab_size: int | None = None
+    feed_forward_length: int | None = None
+    expert_count: int = 0
+    expert_used_count: int = 0
+    expert_shared_count: int = 0
+    expert_feed_forward_length: int | None = None
+    expert_shared_feed_forward_length: int | None = None
+    sliding_window: int | None = None
+    swa_layers: tuple[bool, ...] = ()
+    key_length_swa: int | None = None
+    value_length_swa: int | None = None
+    swa_note: str | None = None
+    file_type: str | None = None
+    path: str | None = None
+    parts: tuple[str, ...] = ()
+    file_size: int = 0
+    tensors: tuple[TensorInfo, ...] = field(default=(), repr=False)
+    weights: WeightBytes = field(default_factory=WeightBytes)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.expert_count > 0
+
+    @property
+    def has_swa(self) -> bool:
+        return any(self.swa_layers)
+
+    @property
+    def n_params(self) -> int:
+        """Parameter count from the tensor table (0 for shape-only facts)."""
+        return sum(t.n_elements for t in self.tensors)
+
+    @cached_property
+    def quant_histogram(self) -> tuple[QuantShare, ...]:
+        """Bytes per ggml type, largest share first."""
+        shares: dict[str, list[int]] = {}
+        for t in self.tensors:
+            entry = shares.setdefault(t.ggml_type, [0, 0])
+            entry[0] += 1
+            entry[1] += t.n_bytes
+        return tuple(
+            QuantShare(k, n, b) for k, (n, b) in sorted(shares.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        )
+
+    @classmethod
+    def from_shape(
+        cls,
+        *,
+        architecture: str,
+        block_count: int,
+        embedding_length: int,
+        head_count: int,
+        head_count_kv: int | Sequence[int],
+        key_length: int | None = None,
+        value_length: int | None = None,
+        sliding_window: int | None = None,
+        sliding_window_pattern: int | Sequence[bool] | None = None,
+        weights: WeightBytes | Mapping[str, Any] | None = None,
+        **optional: Any,
+    ) -> "ModelFacts":
+        """Facts from a shape alone (no file): fills per-layer tuples and the SWA layout the way `read_model` does.
+
+        `optional` takes any other field by name (name, context_length, vocab_size, expert_count, ...).
+        """
+        if isinstance(weights, Mapping):
+            weights = WeightBytes(**{k: tuple(v) if isinstance(v, list) else v for k, v in weights.items()})
+        kv = _per_layer(head_count_kv, block_count)
+        swa, note = swa_layout(architecture, block_count, sliding_window, sliding_window_pattern)
+        return cls(
+            architecture=architecture,
+            block_count=block_count,
+            embedding_length=embedding_length,
+            head_count=head_count,
+            head_count_kv=kv,
+            key_length=key_length or embedding_length // head_count,
+            value_length=value_length or key_length or embedding_length // head_count,
+            sliding_window=sliding_window or None,
+            swa_layers=swa,
+            swa_note=note,
+            weights=weights or WeightBytes(),
+            **optional,
+        )
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "ModelFacts":
+        """Shape-only facts from a JSON object of `from_shape` keyword arguments ("_"-prefixed keys are comments)."""
+        data = json.loads(Path(path).read_text())
+        return cls.from_shape(**{k: v for k, v in data.items() if not k.startswith("_")})
+
+
+def swa_layout(
+    architecture: str,
+    block_count: int,
+    sliding_window: int | None,
+    pattern: int | Sequence[bool] | None,
+) -> tuple[tuple[bool, ...], str | None]:
+    """Which layers use sliding-window attention, as llama.cpp decides it, plus a note when it had to guess.
+
+    A bool array pattern is per layer (true = SWA); an integer period p marks layer il as SWA when
+    `il % p < p - 1` (llama_hparams::set_swa_pattern, dense layer last). Without a pattern key only the
+    architectures in DEFAULT_SWA_PERIOD are known; others are counted as full attention (never under-estimates KV).
+    """
+    if not sliding_window:
+        return (False,) * block_count, None
+    if pattern is not None and not isinstance(pattern, int):
+        flags = tuple(bool(x) for x in pattern)
+        if len(flags) != block_count:
+            return (False,) * block_count, (
+                f"sliding_window_pattern has {len(flags)} entries for {block_count} layers; "
+                "KV counted as full attention"
+            )
+        return flags, None
+    period = pattern if isinstance(pattern, int) else DEFAULT_SWA_PERIOD.get(architecture)
+    if period is None:
+        return (False,) * block_count, (
+            f"{architecture} declares sliding_window={sliding_window} but no layer pattern tunehost knows; "
+            "KV counted as full attention (an over-estimate if llama.cpp uses SWA for it)"
+        )
+    return tuple(period == 0 or (il % period < period - 1) for il in range(block_count)), None
+
+
+def split_parts(path: Path) -> tuple[Path, ...]:
+    """All parts of a split GGUF named like `name-00001-of-00003.gguf`, or `(path,)` for a single file."""
+    match = SPLIT_NAME_RE.match(path.name)
+    if not match:
+        return (path,)
+    count = int(match.group("count"))
+    if count < 1 or int(match.group("no")) > count:
+        return (path,)
+    stem = match.group("stem")
+    return tuple(path.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1))
+
+
+def read_model(path: str | Path) -> ModelFacts:
+    """Read a GGUF model (any part of a split model reads the whole model).
+
+    Raises TunehostError with one line for: a missing file or part, a directory, a file that is not GGUF,
+    an unsupported GGUF version, and a truncated or corrupt file.
+    """
+    given = Path(path).expanduser()
+    parts = split_parts(given)
+    for part in parts:
+        _check_header(part, given)
+    readers = [_open(part) for part in parts]
+    first = readers[0]
+    meta = _Metadata(first)
+    _check_split_numbering(parts, readers)
+
+    tensors: list[TensorInfo] = []
+    file_size = 0
+    for part, reader in zip(parts, readers):
+        part_size = part.stat().st_size
+        file_size += part_size
+        for t in reader.tensors:
+            tensors.append(
+                TensorInfo(
+                    name=t.name,
+                    ggml_type=t.tensor_type.name,
+                    shape=tuple(int(x) for x in t.shape),
+                    n_elements=int(t.n_elements),
+                    n_bytes=int(t.n_bytes),
+                )
+            )
+            if int(t.data_offset) + int(t.n_bytes) > part_size:
+                raise TunehostError(f"{part}: truncated GGUF file (tensor {t.name} ends past the end of the file)")
+    return _facts_from(meta, tensors, given, parts, file_size)
+
+
+def _facts_from(
+    meta: "_Metadata", tensors: list[TensorInfo], given: Path, parts: tuple[Path, ...], file_size: int
+) -> ModelFacts:
+    arch = meta.get_str("general.architecture")
+    if not arch:
+        raise TunehostError(f"{given}: GGUF has no general.architecture; not a model file")
+    block_count = meta.get_int(f"{arch}.block_count")
+    n_embd = meta.get_int(f"{arch}.embedding_length")
+    head_count_raw = meta.raw(f"{arch}.attention.head_count")
+    if block_count is None or n_embd is None or head_count_raw is None:
+        raise TunehostError(
+            f"{given}: GGUF for '{arch}' lacks block_count/embedding_length/head_count; "
+            "not a language model (an mmproj or adapter?)"
+        )
+    heads = _per_layer(head_count_raw, block_count)
+    head_count = next((h for h in heads if h), 0) or 1
+    kv_raw = meta.raw(f"{arch}.attention.head_count_kv")
+    head_count_kv = _per_layer(kv_raw if kv_raw is not None else heads, block_count)
+    key_length = meta.get_int(f"{arch}.attention.key_length") or n_embd // head_count
+    value_length = meta.get_int(f"{arch}.attention.value_length") or key_length
+    sliding_window = meta.get_int(f"{arch}.attention.sliding_window")
+    pattern = meta.raw(f"{arch}.attention.sliding_window_pattern")
+    swa, note = swa_layout(arch, block_count, sliding_window, pattern)
+    ff = meta.raw(f"{arch}.feed_forward_length")
+    ff_max = max(_per_layer(ff, block_count)) if ff is not None else None
+    vocab = meta.get_int(f"{arch}.vocab_size") or _vocab_from(tensors) or meta.array_len("tokenizer.ggml.tokens")
+    file_type = meta.get_int("general.file_type")
+    return ModelFacts(
+        architecture=arch,
+        name=meta.get_str("general.name"),
+        block_count=block_count,
+        embedding_length=n_embd,
+        head_count=head_count,
+        head_count_kv=head_count_kv,
+        key_length=key_length,
+        value_length=value_length,
+        context_length=meta.get_int(f"{arch}.context_length"),
+        vocab_size=vocab,
+        feed_forward_length=ff_max,
+        expert_count=meta.get_int(f"{arch}.expert_count") or 0,
+        expert_used_count=meta.get_int(f"{arch}.expert_used_count") or 0,
+        expert_shared_count=meta.get_int(f"{arch}.expert_shared_count") or 0,
+        expert_feed_forward_length=meta.get_int(f"{arch}.expert_feed_forward_length"),
+        expert_shared_feed_forward_length=meta.get_int(f"{arch}.expert_shared_feed_forward_length"),
+        sliding_window=sliding_window or None,
+        swa_layers=swa,
+        key_length_swa=meta.get_int(f"{arch}.attention.key_length_swa"),
+        value_length_swa=meta.get_int(f"{arch}.attention.value_length_swa"),
+        swa_note=note,
+        file_type=_file_type_name(file_type),
+        path=str(parts[0]),
+        parts=tuple(str(p) for p in parts),
+        file_size=file_size,
+        tensors=tuple(tensors),
+        weights=WeightBytes.of(tensors, block_count),
+    )
+
+
+def _per_layer(value: Any, block_count: int) -> tuple[int, ...]:
+    """A scalar broadcast to every layer, or a per-layer array as GGUF stores it for variable-head models."""
+    if isinstance(value, (list, tuple)):
+        values = tuple(int(v) for v in value)
+        if len(values) != block_count:
+            raise TunehostError(f"per-layer array has {len(values)} entries for {block_count} layers")
+        return values
+    return (int(value),) * block_count
+
+
+def _vocab_from(tensors: list[TensorInfo]) -> int | None:
+    # token_embd is [n_embd, n_vocab]: the vocabulary without decoding the 150k-entry tokenizer array
+    for t in tensors:
+        if t.name == "token_embd.weight" and len(t.shape) == 2:
+            return t.shape[1]
+    return None
+
+
+def _file_type_name(value: int | None) -> str | None:
+    if value is None:
+        return None
+    from gguf.constants import LlamaFileType
+
+    try:
+        return LlamaFileType(value).name
+    except ValueError:
+        return str(value)
+
+
+def _check_header(part: Path, given: Path) -> None:
+    """Clear one-line errors before the reader sees the file."""
+    label = str(part)
+    if part != given and not part.exists():
+        raise TunehostError(f"{given}: split part {part.name} is missing")
+    if not part.exists():
+        raise TunehostError(f"{label}: no such file")
+    if part.is_dir():
+        raise TunehostError(f"{label}: is a directory, not a GGUF file")
+    try:
+        with part.open("rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise TunehostError(f"{label}: cannot read ({exc.strerror or exc})") from exc
+    if len(head) < 4:
+        raise TunehostError(f"{label}: not a GGUF file (only {len(head)} bytes)")
+    if head[:4] != GGUF_MAGIC:
+        raise TunehostError(f"{label}: not a GGUF file (magic {head[:4].hex()}, expected {GGUF_MAGIC.hex()} 'GGUF')")
+    if len(head) < 8:
+        raise TunehostError(f"{label}: truncated GGUF file (header cut short)")
+    version = struct.unpack("<I", head[4:8])[0]
+    if version & 0xFFFF == 0:
+        version = struct.unpack(">I", head[4:8])[0]  # a big-endian GGUF; the reader swaps it
+    if version not in SUPPORTED_GGUF_VERSIONS:
+        raise TunehostError(f"{label}: unsupported GGUF version {version} (supported: 2, 3)")
+
+
+def _open(part: Path) -> Any:
+    try:
+        return _header_reader_class()(part)
+    except TunehostError:
+        raise
+    except Exception as exc:  # the reader raises IndexError/ValueError/KeyError/struct.error on short or bad data
+        size = part.stat().st_size
+        raise TunehostError(
+            f"{part}: truncated or corrupt GGUF file ({size} bytes; an interrupted download? fetch it again)"
+        ) from exc
+
+
+def _check_split_numbering(parts: tuple[Path, ...], readers: list[Any]) -> None:
+    for i, (part, reader) in enumerate(zip(parts, readers)):
+        count = _field_value(reader, "split.count")
+        number = _field_value(reader, "split.no")
+        if len(parts) == 1 and count is not None and int(count) > 1:
+            raise TunehostError(
+                f"{part}: part {int(number or 0) + 1} of a {count}-part split model, but its name does not follow "
+                "NAME-0000K-of-0000N.gguf, so the other parts cannot be found"
+            )
+        if count is not None and int(count) != len(parts):
+            raise TunehostError(f"{part}: says split.count={count} but its name says {len(parts)} parts")
+        if number is not None and int(number) != i:
+            raise TunehostError(f"{part}: says split.no={number} but its name says part {i + 1}")
+
+
+def _field_value(reader: Any, key: str) -> Any:
+    fld = reader.fields.get(key)
+    if fld is None or not fld.types:
+        return None
+    return fld.contents()
+
+
+class _Metadata:
+    """Typed access to the key/value metadata of the first part."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+
+    def raw(self, key: str) -> Any:
+        return _field_value(self._reader, key)
+
+    def get_int(self, key: str) -> int | None:
+        value = self.raw(key)
+        if value is None or isinstance(value, (list, str)):
+            return None
+        return int(value)
+
+    def get_str(self, key: str) -> str | None:
+        value = self.raw(key)
+        return value if isinstance(value, str) else None
+
+    def array_len(self, key: str) -> int | None:
+        fld = self._reader.fields.get(key)
+        if fld is None or len(fld.parts) < 5:
+            return None
+        return int(fld.parts[4][0])  # parts: key len, key, value type, item type, array length, ...
+
+
+@functools.cache
+def _header_reader_class() -> type:
+    """GGUFReader subclass, built on first use so gguf and numpy load only when a model is read."""
+    import numpy as np
+    from gguf import GGUFReader, GGUFValueType
+    from gguf.constants import GGUFEndian
+
+    class HeaderReader(GGUFReader):  # type: ignore[misc]
+        """GGUFReader that steps over long metadata arrays instead of decoding each element.
+
+        The stock reader builds one numpy view per element, which takes ~10 s for a 150k-token vocabulary;
+        tunehost needs none of those arrays, so long ones keep only their item type and length.
+        """
+
+        def __init__(self, path: Path) -> None:
+            super().__init__(path, "r")
+
+        def _get_field_parts(self, orig_offs: int, raw_type: int) -> tuple[int, list[Any], list[int], list[Any]]:
+            if raw_type != GGUFValueType.ARRAY:
+                return super()._get_field_parts(orig_offs, raw_type)
+            raw_itype = self._get(orig_offs, np.uint32)
+            alen = self._get(orig_offs + 4, np.uint64)
+            count = int(alen[0])
+            if count <= _SKIP_ARRAY_ABOVE:
+                return super()._get_field_parts(orig_offs, raw_type)
+            itype = GGUFValueType(int(raw_itype[0]))
+            offs = orig_offs + 12
+            if itype == GGUFValueType.STRING:
+                order = "<" if self.endianess == GGUFEndian.LITTLE else ">"
+                unpack = struct.Struct(order + "Q").unpack_from
+                buf = memoryview(self.data)
+                for _ in range(count):
+                    offs += 8 + unpack(buf, offs)[0]
+            elif itype in self.gguf_scalar_to_np:
+                offs += count * np.dtype(self.gguf_scalar_to_np[itype]).itemsize
+            else:
+                return super()._get_field_parts(orig_offs, raw_type)
+            if offs > len(self.data):
+                raise ValueError(f"metadata array of {count} items runs past the end of the file")
+            return offs - orig_offs, [raw_itype, alen], [], [GGUFValueType.ARRAY, itype]
+
+    return HeaderReader
