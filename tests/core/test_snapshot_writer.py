@@ -87,3 +87,19 @@ def test_snapshot_runs_no_commands(tmp_path):
     assert host.run(["tuned-adm", "active"]).stdout.startswith("Current active profile")
     assert host.run(["echo", "hi"]) is None  # not recorded -> not available, never run
     assert host.sample("activity") is None and "samples/activity.json" in host.sample_errors["activity"]
+
+
+def test_nvidia_smi_process_command_lines_are_scrubbed_to_the_executable_name():
+    # corpus rtx4090 dump lists VS Code's and Chrome's full command lines (with a user's home path)
+    from tests.conftest import corpus
+    from tunehost.host.snapshot import scrub_command_output
+
+    text = corpus("nvidia-smi/rtx4090-gen3-host-devicemax4-hostmax3-idle-p8-q.txt")
+    scrubbed = scrub_command_output(("nvidia-smi", "-q"), text)
+    assert "--user-data-dir" not in scrubbed and "/home/tk" not in scrubbed
+    assert "Name                          : code\n" in scrubbed and ": Xorg\n" in scrubbed
+    assert "Product Name" in scrubbed and "NVIDIA GeForce RTX 4090" in scrubbed
+    xml = "<process_info><process_name>/opt/google/chrome/chrome --type=gpu-process --secret=x</process_name></process_info>"
+    assert scrub_command_output(("nvidia-smi", "-q", "-x"), xml) == \
+        "<process_info><process_name>chrome</process_name></process_info>"
+    assert scrub_command_output(("tuned-adm", "active"), "Name : /x --y") == "Name : /x --y"

@@ -45,8 +45,9 @@ class CommandLog:
 class LiveCommands:
     """Runs commands on this machine. Never through a shell; every command has a timeout."""
 
-    def __init__(self, log: CommandLog | None = None):
+    def __init__(self, log: CommandLog | None = None, *, cache: bool = True):
         self.log = log
+        self.cache = cache  # tuning reads a value back after changing it: it runs with cache=False
         self._cache: dict[tuple[str, ...], CommandResult | None] = {}
 
     def which(self, name: str) -> str | None:
@@ -57,14 +58,15 @@ class LiveCommands:
 
     def run(self, argv: list[str] | tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult | None:
         key = tuple(argv)
-        if key in self._cache:
+        if self.cache and key in self._cache:
             return self._cache[key]
         exe = shutil.which(argv[0]) if "/" not in argv[0] else (argv[0] if os.access(argv[0], os.X_OK) else None)
         if exe is None:
             result = None
         else:
             result = _run_sh(exe, key, timeout)
-        self._cache[key] = result
+        if self.cache:
+            self._cache[key] = result
         if self.log is not None and result is not None:
             self.log.results[command_file_name(argv)] = result
         return result

@@ -75,7 +75,7 @@ def server_flags(cmdline: list[str]) -> dict[str, Any]:
             flags["host"] = value
         elif key == "--port":
             flags["port"] = value
-        elif key in ("--api-key", "--api-key-file", "--api_key"):
+        elif key in ("--api-key", "--api-key-file", "--api_key", "--password"):  # --password: koboldcpp
             flags["api_key"] = True
     return flags
 
@@ -99,6 +99,9 @@ def _process_rows(psutil: Any) -> dict[int, dict[str, Any]]:
             row["flags"] = server_flags(cmdline)
             if kind == "llama-server" or kind == "llamafile":
                 row["api_key_env"] = _has_env(proc, "LLAMA_API_KEY")
+                # llama-server also reads --host/--port from LLAMA_ARG_HOST/LLAMA_ARG_PORT (addresses, not secrets)
+                row["host_env"] = _env_value(proc, "LLAMA_ARG_HOST")
+                row["port_env"] = _env_value(proc, "LLAMA_ARG_PORT")
             if kind == "ollama":
                 row["ollama_host_env"] = _env_value(proc, "OLLAMA_HOST")
         rows[info["pid"]] = row
@@ -118,7 +121,7 @@ def _has_env(proc: Any, name: str) -> bool | None:
 
 
 def _env_value(proc: Any, name: str) -> str | None:
-    # OLLAMA_HOST is an address, not a secret; nothing else of the environment is kept
+    # OLLAMA_HOST / LLAMA_ARG_HOST / LLAMA_ARG_PORT are addresses, not secrets; nothing else of the environment is kept
     return _environ(proc).get(name)
 
 
@@ -197,3 +200,99 @@ def sample_listeners(host: "Host") -> list[dict[str, Any]]:
         if not unique or unique[-1] != row:
             unique.append(row)
     return unique
+
+
+try:  # the NVML sampler registers itself; pynvml is imported only when it runs live
+    import tunehost.host.nvml  # noqa: E402,F401
+except ImportError:  # pragma: no cover - a partial install must not break the other samplers
+    pass
+
+
+# llama.cpp programs tunehost looks for, and the environment variables naming where a build lives
+LLAMA_PROGRAMS = ("llama-server", "llama-cli", "llama-bench")
+LLAMA_DIR_VARS = ("TUNEHOST_LLAMA_BIN_DIR", "LLAMA_CPP_DIR")
+
+
+def llama_search_dirs(environ: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """Directories searched for llama.cpp besides PATH, each with the setting it comes from (in search order)."""
+    env = os.environ if environ is None else environ
+    dirs: list[dict[str, str]] = []
+
+    def add(path: str, source: str) -> None:
+        path = os.path.abspath(os.path.expanduser(path))
+        if all(d["dir"] != path for d in dirs):
+            dirs.append({"dir": path, "from": source})
+
+    if env.get("TUNEHOST_LLAMA_BIN_DIR"):
+        add(env["TUNEHOST_LLAMA_BIN_DIR"], "$TUNEHOST_LLAMA_BIN_DIR")
+    if env.get("LLAMA_CPP_DIR"):
+        base = env["LLAMA_CPP_DIR"]
+        add(base, "$LLAMA_CPP_DIR")
+        add(os.path.join(base, "build", "bin"), "$LLAMA_CPP_DIR/build/bin")
+        add(os.path.join(base, "bin"), "$LLAMA_CPP_DIR/bin")
+    cache = env.get("TUNEHOST_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tunehost")
+    cache_builds = os.path.join(cache, "llama.cpp")
+    try:
+        versions = sorted(os.listdir(cache_builds), reverse=True)
+    except OSError:
+        versions = []
+    for version in versions:
+        add(os.path.join(cache_builds, version, "bin"), "tunehost cache (scripts/build_llama_cpp.py)")
+    return dirs
+
+
+def _ggml_libs(binary: str) -> list[str]:
+    """ggml/llama shared libraries next to a binary, or in ../lib of its install prefix."""
+    real = os.path.realpath(binary)
+    names: set[str] = set()
+    for folder in {os.path.dirname(real), os.path.join(os.path.dirname(os.path.dirname(real)), "lib")}:
+        try:
+            names.update(n for n in os.listdir(folder) if n.startswith(("libggml", "libllama")))
+        except OSError:
+            continue
+    return sorted(names)
+
+
+def _mtime(path: str) -> str | None:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.stat(path).st_mtime))
+    except OSError:
+        return None
+
+
+@sampler("llama_install")
+def sample_llama_install(host: "Host") -> dict[str, Any]:
+    """Where llama.cpp programs are: PATH plus the configured directories, with the ggml libraries beside them.
+
+    Stored so a snapshot replays the same search; the `--version` outputs themselves are commands (cmd/).
+    """
+    import shutil
+
+    dirs = llama_search_dirs()
+    binaries: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    candidates: list[tuple[str, str, str]] = []
+    for name in LLAMA_PROGRAMS:
+        found = shutil.which(name)
+        if found:
+            candidates.append((name, found, "PATH"))
+    for entry in dirs:
+        for name in LLAMA_PROGRAMS:
+            path = os.path.join(entry["dir"], name)
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                candidates.append((name, path, entry["from"]))
+    for name, path, source in candidates:
+        real = os.path.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        row: dict[str, Any] = {"name": name, "path": path, "from": source, "mtime": _mtime(real),
+                               "libs": _ggml_libs(path)}
+        marker = os.path.join(os.path.dirname(os.path.dirname(real)), "built.json")
+        if os.path.isfile(marker):
+            row["marker"] = marker
+        binaries.append(row)
+    for entry in dirs:
+        entry["exists"] = os.path.isdir(entry["dir"])
+    return {"sampled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "path_searched": True,
+            "search_dirs": dirs, "binaries": binaries}

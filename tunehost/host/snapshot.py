@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import time
 from pathlib import Path
@@ -107,10 +108,27 @@ def _write_fs(host: Host, fs: Path) -> None:
         os.symlink(os.path.relpath(_target(fs, resolved), out.parent), out)
 
 
+_NVSMI_TEXT_PROCESS = re.compile(r"^(\s+Name\s+:\s+)(\S.*)$", re.MULTILINE)
+_NVSMI_XML_PROCESS = re.compile(r"(<process_name>)(.*?)(</process_name>)", re.DOTALL)
+
+
+def _executable_name(command_line: str) -> str:
+    first = command_line.strip().split()[0] if command_line.strip() else ""
+    return os.path.basename(first) or first
+
+
+def scrub_command_output(argv: tuple[str, ...], stdout: str) -> str:
+    """Other processes' command lines never enter a snapshot: nvidia-smi lists them in full; keep the executable name."""
+    if not argv or os.path.basename(argv[0]) != "nvidia-smi":
+        return stdout
+    stdout = _NVSMI_TEXT_PROCESS.sub(lambda m: m.group(1) + _executable_name(m.group(2)), stdout)
+    return _NVSMI_XML_PROCESS.sub(lambda m: m.group(1) + _executable_name(m.group(2)) + m.group(3), stdout)
+
+
 def _write_cmds(log: CommandLog, cmd: Path) -> None:
     cmd.mkdir(parents=True, exist_ok=True)
     for name, result in sorted(log.results.items()):
-        (cmd / name).write_text(result.stdout)
+        (cmd / name).write_text(scrub_command_output(result.argv, result.stdout))
         if result.rc != 0:
             (cmd / f"{name}.rc").write_text(f"{result.rc}\n")
         if result.stderr:

@@ -1,0 +1,163 @@
+"""gpu-memory — free VRAM at rest, other processes holding VRAM, a display running on the inference GPU, MIG,
+unified-memory APUs."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from tunehost.check import Check, Finding, Fix
+from tunehost.facts.gpu import GpuFacts, GpuInfo, GpuProcess
+
+# display servers, compositors and desktop shells: what a graphical session keeps in VRAM
+DESKTOP_PROCESSES = frozenset({
+    "Xorg", "X", "Xwayland", "gnome-shell", "kwin_wayland", "kwin_x11", "plasmashell", "sway", "Hyprland", "weston",
+    "cosmic-comp", "mutter", "xfwm4", "labwc", "niri", "gamescope", "cinnamon", "muffin", "marco", "compiz",
+    "gnome-remote-desktop-daemon", "xdg-desktop-portal-gnome", "gdm-x-session", "gdm-wayland-session",
+})
+INFERENCE_PROCESSES = {"llama-server": "llama-server", "llama-cli": "llama-cli", "ollama": "ollama",
+                       "ollama_llama_server": "ollama", "lms": "LM Studio", "koboldcpp": "koboldcpp",
+                       "llamafile": "llamafile", "vllm": "vLLM"}
+SMALL_VRAM_MIB = 16 * 1024   # on cards this size a desktop's 0.5-1 GB is a real share of the model/context
+OTHERS_WARN_MIB = 512
+DESKTOP_NOTABLE_MIB = 128   # an Xorg holding a few MiB (display on another GPU) is no news
+
+WHY = ("VRAM that other processes hold is VRAM llama.cpp cannot use for layers or KV cache: fewer -ngl layers or a "
+       "shorter context, and every layer left on the CPU costs token-generation speed.")
+
+
+def _mib(v: int | None) -> str:
+    if v is None:
+        return "?"
+    return f"{v / 1024:.1f} GiB" if v >= 10 * 1024 else f"{v} MiB"
+
+
+def _proc(p: GpuProcess) -> str:
+    return f"{p.name or 'pid ' + str(p.pid)} (pid {p.pid}, {p.used_mib if p.used_mib is not None else '?'} MiB)"
+
+
+def _stop_command(p: GpuProcess) -> str:
+    if p.name in ("ollama", "ollama_llama_server"):
+        return "sudo systemctl stop ollama"
+    return f"kill {p.pid}   # {p.name or 'process'}" if p.pid is not None else ""
+
+
+def memory_evidence(g: GpuInfo) -> dict[str, str]:
+    ev = {f"{g.source} [{g.label}] memory": f"total {_mib(g.memory_total_mib)}, used {_mib(g.memory_used_mib)}, "
+                                           f"free {_mib(g.memory_free_mib)}"}
+    if g.processes:
+        ev[f"{g.source} [{g.label}] processes"] = "; ".join(_proc(p) for p in g.processes)
+    if g.display_active is not None or g.display_attached is not None:
+        ev[f"{g.source} [{g.label}] display"] = (f"attached {_yn(g.display_attached)}, "
+                                                 f"active {_yn(g.display_active)}")
+    return ev
+
+
+def _yn(v: bool | None) -> str:
+    return "unknown" if v is None else "yes" if v else "no"
+
+
+class GpuMemoryCheck(Check):
+    id = "gpu-memory"
+    title = "GPU memory"
+    judges = "free VRAM at rest, other processes holding VRAM, a display on the inference GPU, MIG, unified memory"
+
+    def run(self, facts) -> Iterable[Finding]:
+        gpus = facts.get(GpuFacts)
+        if not gpus.gpus:
+            yield self.skip("no GPU found" + (f" ({gpus.nvidia_error})" if gpus.nvidia_error else ""))
+            return
+        has_igpu = any(g.integrated for g in gpus.gpus)
+        has_discrete = any(not g.integrated for g in gpus.gpus)
+        for g in gpus.gpus:
+            if g.integrated and has_discrete:
+                continue  # beside a discrete card the iGPU is no inference target (it may host the display)
+            if g.unified_memory:
+                yield self._unified(g)
+            elif g.memory_total_mib is None:
+                reason = gpus.nvidia_error if g.vendor == "nvidia" and gpus.nvidia_error else "no driver data"
+                yield self.skip(f"cannot read the memory of {g.label}: {reason}", {g.source or "?": "no memory data"})
+            else:
+                yield from self._discrete(g, has_igpu)
+
+    def _unified(self, g: GpuInfo) -> Finding:
+        ev = {f"{g.source}/mem_info_vram_total": f"{g.memory_total_mib} MiB" if g.memory_total_mib is not None
+              else "(absent)",
+              f"{g.source}/mem_info_gtt_total": f"{g.gtt_total_mib} MiB" if g.gtt_total_mib is not None
+              else "(absent)"}
+        usable = (g.memory_total_mib or 0) + (g.gtt_total_mib or 0)
+        return self.info(
+            f"{g.label} uses unified memory: {_mib(g.memory_total_mib)} BIOS carve-out + {_mib(g.gtt_total_mib)} GTT "
+            f"(system RAM), about {_mib(usable)} usable by the GPU", ev,
+            fix=Fix("Not a low-VRAM GPU: llama.cpp's Vulkan/ROCm backends allocate from GTT (shared system RAM). "
+                    "To let the GPU map more of the RAM, raise the GTT limit with the kernel options "
+                    "ttm.pages_limit / amdgpu.gttsize (see the llama.cpp and AMD docs for your kernel)."),
+            detail="Token generation on an APU is bound by system RAM bandwidth, which CPU and GPU share.")
+
+    def _discrete(self, g: GpuInfo, has_igpu: bool) -> Iterable[Finding]:
+        ev = memory_evidence(g)
+        said = False
+        if g.mig_enabled:
+            said = True
+            slices = ", ".join(f"{_mib(m.memory_total_mib)}" for m in g.mig_devices) or "unknown sizes"
+            yield self.info(f"{g.label} has MIG enabled: llama.cpp sees only MIG slices ({slices}), never the whole "
+                            f"{_mib(g.memory_total_mib)}", ev,
+                            fix=Fix("If this GPU is yours alone, disable MIG (no process may use the GPU; a reset "
+                                    "follows):", (f"sudo nvidia-smi -i {g.index if g.index is not None else 0} -mig 0",)),
+                            detail="One llama.cpp process runs on one MIG instance: a model bigger than a slice "
+                                   "must be split or offloaded to the CPU.")
+        procs = list(g.processes or ())
+        # compute users (another model server, a python job) vs the desktop and its apps (Xorg, chrome C+G)
+        others = [p for p in procs if p.name in INFERENCE_PROCESSES or p.type == "C"
+                  or (p.type is None and p.name not in DESKTOP_PROCESSES)]
+        desktop = [p for p in procs if p not in others]
+        if others:
+            said = True
+            held = sum(p.used_mib or 0 for p in others)
+            servers = [p for p in others if p.name in INFERENCE_PROCESSES]
+            text = "; ".join(_proc(p) for p in others)
+            fix = Fix("Stop what you do not need before running llama.cpp (another model server keeps its model "
+                      "resident):", tuple(c for c in (_stop_command(p) for p in others) if c))
+            total = g.memory_total_mib or 0
+            if held >= OTHERS_WARN_MIB or (total and held >= total * 0.1) or servers:
+                yield self.warn(f"{g.label}: {held} MiB of VRAM held by other processes: {text}", ev, fix=fix,
+                                detail=WHY)
+            else:
+                yield self.info(f"{g.label}: {held} MiB of VRAM held by other processes: {text}", ev, fix=fix,
+                                detail=WHY)
+        held = sum(p.used_mib or 0 for p in desktop)
+        if g.display_active or held >= DESKTOP_NOTABLE_MIB:
+            said = True
+            names = ", ".join(_proc(p) for p in desktop) or "display active"
+            if has_igpu:
+                how = ("Move the display to the integrated GPU: plug the monitor into the motherboard's video output, "
+                       "set the BIOS primary display to IGD/iGPU (keep the iGPU enabled), reboot; the desktop then "
+                       "renders on the iGPU and this card is left to llama.cpp (frees 0.5-1 GB). Verify with:")
+                cmds = ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
+                        if g.vendor == "nvidia" else "",)
+            else:
+                how = ("This host has no integrated GPU to move the display to: run the inference box headless "
+                       "(boot to the text target, use it over SSH), or drive the monitor from a second small GPU. "
+                       "Headless frees the 0.5-1 GB the desktop holds:")
+                cmds = ("sudo systemctl set-default multi-user.target", "sudo reboot")
+            fix = Fix(how, tuple(c for c in cmds if c))
+            summary = (f"{g.label} also drives the display: the desktop holds {held} MiB of its "
+                       f"{_mib(g.memory_total_mib)} ({names})")
+            small = g.memory_total_mib is not None and g.memory_total_mib <= SMALL_VRAM_MIB
+            if small:
+                yield self.warn(summary, ev, fix=fix, detail=WHY)
+            else:
+                yield self.info(summary, ev, fix=fix, detail=WHY)
+        if not said:
+            free, total = g.memory_free_mib, g.memory_total_mib
+            if free is not None and total and free < total * 0.5 and g.processes is not None and not g.processes:
+                state = "at rest" if g.idle else f"while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" \
+                    if g.idle is False else "when read"
+                yield self.warn(f"{g.label}: only {_mib(free)} of {_mib(total)} free {state}, and no process is "
+                                "listed as holding it (another container or user?)", ev,
+                                fix=Fix("Find what holds the memory (nvidia-smi lists processes of this container "
+                                        "only; run it on the host):",
+                                        ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",)
+                                        if g.vendor == "nvidia" else ()), detail=WHY)
+            else:
+                rest = f"the desktop holds only {held} MiB" if held else "nothing else holds VRAM"
+                yield self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free, {rest}", ev)

@@ -1,0 +1,353 @@
+"""ram-speed — configured memory speed vs the modules' rated speed (XMP/EXPO off), and populated channels.
+
+Token generation on the CPU streams every active weight from RAM once per token, so it runs at RAM bandwidth:
+data rate x populated channels x 8 bytes. A kit at its JEDEC fallback (XMP/EXPO off), a single DIMM in a
+dual-channel board or empty server channels cost tokens/s in direct proportion, worst for MoE models whose
+experts live in RAM (`-ot exps=CPU`, `--n-cpu-moe`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from tunehost.check import Check, Fix
+from tunehost.facts.ram import DESKTOP_CHASSIS, DMIDECODE_LINE, LAPTOP_CHASSIS, SERVER_CHASSIS, Module, RamFacts
+from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation
+
+WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
+       "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "
+       "--n-cpu-moe) lose almost exactly the bandwidth lost here.")
+FIRMWARE = "sudo systemctl reboot --firmware-setup"
+VERIFY = "sudo dmidecode -t memory | grep -i 'configured memory speed'"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the modules add up to: platform class, effective and rated speed, channel population."""
+
+    platform: str                      # desktop | mobile | server | soldered
+    platform_why: str
+    mem_type: str                      # "DDR5", "LPDDR5", ... ("RAM" when unknown)
+    modules: tuple[Module, ...]
+    effective: int | None              # MT/s the memory really runs at (slowest module)
+    rated: int | None                  # slowest module's rating
+    rated_max: int | None
+    profile: bool                      # some module's rating is an XMP/EXPO profile
+    channels: dict[str, set[str]] | None       # socket -> every channel seen (installed or empty); None unknown
+    populated: dict[str, Counter] | None       # socket -> Counter(channel -> modules)
+    slot_count: int
+
+    @property
+    def mixed(self) -> bool:
+        return self.rated is not None and self.rated_max is not None and self.rated_max > self.rated
+
+    @property
+    def gen(self) -> str | None:
+        return generation(self.mem_type)
+
+    @property
+    def populated_channels(self) -> int | None:
+        return sum(len(c) for c in self.populated.values()) if self.populated is not None else None
+
+    @property
+    def total_channels(self) -> int | None:
+        return sum(len(c) for c in self.channels.values()) if self.channels is not None else None
+
+    @property
+    def two_per_channel(self) -> bool:
+        return self.populated is not None and any(n >= 2 for c in self.populated.values() for n in c.values())
+
+    def peak_gbs(self, mts: int | None) -> float | None:
+        """Peak bandwidth at `mts`: bus bytes per transfer x MT/s."""
+        if mts is None:
+            return None
+        if self.platform == "soldered":
+            widths = [m.device.data_width for m in self.modules]
+            if not widths or any(not w for w in widths):
+                return None
+            return sum(widths) / 8 * mts / 1000  # type: ignore[arg-type]
+        channels = self.populated_channels
+        return channels * 8 * mts / 1000 if channels else None
+
+
+def classify(ram: RamFacts) -> tuple[str, str]:
+    """(platform, why): soldered memory first, then registered modules, the chassis type, and the form factor."""
+    modules = ram.modules
+    if modules and all(m.device.soldered for m in modules):
+        ff = modules[0].device.form_factor or "soldered"
+        return "soldered", f"soldered {modules[0].device.type or 'memory'} ({ff})"
+    if any(m.device.registered for m in modules):
+        return "server", "registered (buffered) modules"
+    ct, name = ram.chassis_type, ram.chassis_name
+    sodimm = bool(modules) and all((m.device.form_factor or "").upper() == "SODIMM" for m in modules)
+    if ct in SERVER_CHASSIS:
+        return "server", f"chassis type {ct} ({name})"
+    if ct in LAPTOP_CHASSIS:
+        return "mobile", f"chassis type {ct} ({name})"
+    if ct in DESKTOP_CHASSIS:
+        if sodimm:
+            return "mobile", f"SODIMMs in a {name} chassis (mini PCs rarely offer XMP)"
+        return "desktop", f"chassis type {ct} ({name})"
+    if sodimm:
+        return "mobile", "SODIMM modules (laptop or mini PC)"
+    return "desktop", "DIMM modules" + (f", chassis type {ct} ({name})" if ct else ", no chassis type")
+
+
+def layout(ram: RamFacts) -> Layout:
+    modules = ram.modules
+    platform, why = classify(ram)
+    types = Counter(m.device.type for m in modules if m.device.type)
+    mem_type = types.most_common(1)[0][0] if types else "RAM"
+    fastest = max([m.rating or 0 for m in modules] + [m.effective_mts or 0 for m in modules])
+    if mem_type.upper() == "LPDDR5" and fastest > 6400:
+        mem_type = "LPDDR5X"  # dmidecode has no LPDDR5X type: LPDDR5 tops out at 6400, anything faster is 5X
+    effective_values = [m.effective_mts for m in modules if m.effective_mts]
+    ratings = [m.rating for m in modules if m.rating]
+    channels: dict[str, set[str]] | None = None
+    populated: dict[str, Counter] | None = None
+    if modules and all(m.slot for m in modules):
+        channels = defaultdict(set)
+        for slot in ram.slots:
+            if slot:
+                channels[slot[0]].add(slot[1])
+        populated = defaultdict(Counter)
+        for m in modules:
+            assert m.slot is not None
+            populated[m.slot[0]][m.slot[1]] += 1
+            channels[m.slot[0]].add(m.slot[1])
+        channels, populated = dict(channels), dict(populated)
+    return Layout(platform, why, mem_type, modules, min(effective_values) if effective_values else None,
+                  min(ratings) if ratings else None, max(ratings) if ratings else None,
+                  any(m.profile for m in modules), channels, populated, ram.slot_count)
+
+
+def _pct(part: float, whole: float) -> int:
+    return round(100 * part / whole) if whole else 0
+
+
+def _gbs(value: float | None) -> str:
+    return f"~{value:.0f} GB/s peak" if value else ""
+
+
+class RamSpeedCheck(Check):
+    id = "ram-speed"
+    title = "RAM speed and channels"
+    judges = "configured memory speed vs the modules' rated speed (XMP/EXPO off), populated channels"
+
+    def run(self, facts):
+        ram = facts.get(RamFacts)
+        if ram.memory is None or not ram.modules:
+            yield self.skip(ram.unavailable or "no installed memory modules found", ram.evidence)
+            return
+        lay = layout(ram)
+        evidence = dict(ram.evidence)
+        yield self._speed(ram, lay, evidence)
+        yield from self._channels(ram, lay, evidence)
+
+    # -- speed vs rating ------------------------------------------------------------------------------------------
+    def _speed(self, ram: RamFacts, lay: Layout, evidence: dict):
+        eff, rated, t = lay.effective, lay.rated, lay.mem_type
+        notes = self._quirk_notes(lay)
+        if eff is None:
+            return self.skip("the firmware does not report the configured memory speed (Configured Memory Speed: "
+                             "Unknown): cannot judge it", evidence)
+        if rated is None:
+            parts = sorted({m.device.part_number or "not reported" for m in lay.modules})
+            return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown (part number "
+                             f"{', '.join(parts)} not decoded, Speed not reported)", evidence)
+        slowest = min((m for m in lay.modules if m.rating), key=lambda m: m.rating or 0)
+        source = (f"part number {slowest.part_rating.part}" if slowest.part_rating else "Speed field")
+        peak_now, peak_rated = lay.peak_gbs(eff), lay.peak_gbs(rated)
+        channels = self._channel_words(lay)
+
+        if eff >= rated:
+            if lay.mixed:
+                rates = sorted({m.rating for m in lay.modules if m.rating})
+                return self.info(
+                    f"Mixed modules rated {' and '.join(map(str, rates))} MT/s: all run at {eff} MT/s because the "
+                    f"slowest module sets the speed{notes}", evidence,
+                    fix=Fix(f"Nothing is misconfigured. To run at {lay.rated_max} MT/s, replace the slower module(s) "
+                            f"with ones matching the faster one (ideally one matched kit)."),
+                    detail=WHY)
+            how = ""
+            if lay.profile and lay.gen and eff > JEDEC_BASE.get(lay.gen, eff):
+                how = " (XMP/EXPO on)"
+            where = f", {channels}" if channels else ""
+            bw = f": {_gbs(peak_now)}" if peak_now else ""
+            return self.ok(f"{t} at {eff} MT/s, the modules' rated speed{how}{where}{bw}{notes}", evidence)
+
+        loss = 100 - _pct(eff, rated)
+        lost = (f" ({loss} % less bandwidth: {_gbs(peak_now)} instead of ~{peak_rated:.0f})" if peak_now and peak_rated
+                else f" ({loss} % less bandwidth)")
+        head = f"{t} runs at {eff} MT/s, {'slowest module ' if lay.mixed else ''}rated {rated} by its {source}{lost}"
+
+        if lay.platform == "soldered":
+            return self.info(
+                f"Soldered {head}: the platform firmware chose this speed; soldered memory has no XMP/EXPO and is "
+                f"not user-tunable{notes}", evidence,
+                fix=Fix("Nothing to change in the OS or the firmware setup: the speed of soldered memory is fixed by "
+                        "the vendor (a firmware update rarely raises it). Count on this bandwidth when sizing models."),
+                detail=WHY)
+        if lay.platform == "server":
+            limit = cpu_memory_limit(ram.cpu_model)
+            if limit and limit[0] <= eff:
+                cause = f"the CPU ({ram.cpu_model}) supports at most {limit[1]}"
+            else:
+                cause = ("server platforms set the speed from the CPU's supported maximum and the DIMMs per channel"
+                         + (f" (CPU: {ram.cpu_model})" if ram.cpu_model else ""))
+            return self.info(
+                f"{head}: CPU/platform-limited, not a misconfiguration — {cause}{notes}", evidence,
+                fix=Fix(f"Nothing to change: registered memory runs at what the CPU and population allow. Only a CPU "
+                        f"with a faster memory controller would use the modules' {rated} MT/s."),
+                detail=WHY)
+        if lay.platform == "mobile":
+            return self.warn(
+                f"{head}: the firmware runs the SODIMMs below their rating; most laptops and mini PCs offer no "
+                f"XMP/EXPO to change it ({lay.platform_why.replace('(', '').replace(')', '')}){notes}", evidence,
+                fix=Fix("Check the firmware setup for a memory-speed option and install firmware updates (some raise "
+                        "memory speed); otherwise this is the platform's limit. Mixed or odd-sized SODIMMs can also "
+                        "pull the speed down: use a matched pair.", (FIRMWARE, "sudo fwupdmgr get-updates")),
+                detail=WHY)
+
+        # desktop
+        below_jedec = ""
+        if lay.gen and eff < JEDEC_BASE[lay.gen]:
+            below_jedec = f", below even the JEDEC base {lay.gen}-{JEDEC_BASE[lay.gen]}"
+        one_channel = self._one_channel_many(lay)
+        if lay.gen == "DDR5" and lay.two_per_channel and not one_channel \
+                and lay.populated_channels == lay.total_channels:
+            n = len(lay.modules)
+            return self.warn(
+                f"{head}: {n} DIMMs (2 per channel) — DDR5 with 2 DIMMs per channel falls back to a low speed "
+                f"(AM5: 3600 MT/s), and XMP/EXPO is not applied{notes}", evidence,
+                fix=Fix(f"Either run 2 DIMMs (one per channel, the slots the board manual marks first, usually A2/B2) "
+                        f"to reach {rated} MT/s, or keep {n} DIMMs for capacity and enable XMP/EXPO in the firmware "
+                        f"with the speed lowered to 5200-5600 MT/s (test stability with a memory test).",
+                        (FIRMWARE,)),
+                detail=WHY + " Capacity matters too: keep 4 DIMMs if the model only fits that way.")
+        if lay.gen and eff <= JEDEC_MAX[lay.gen]:
+            if lay.profile:
+                extra = f"; {one_channel}" if one_channel else ""
+                return self.fail(
+                    f"XMP/EXPO is off: {head}{below_jedec}{extra}{notes}", evidence,
+                    fix=Fix(f"Enable the XMP (Intel) / EXPO (AMD) profile in the firmware setup ('XMP Profile 1', "
+                            f"'EXPO I', 'DOCP' on ASUS); the command reboots into it. Then `{VERIFY}` should show "
+                            f"{rated} MT/s.", (FIRMWARE,)),
+                    detail=WHY)
+            return self.warn(
+                f"{head}{below_jedec}: below the modules' JEDEC rating (the CPU's supported speed, the board, or a "
+                f"manual setting in the firmware){notes}", evidence,
+                fix=Fix(f"Check the memory frequency in the firmware setup (Auto or {rated}) and the CPU's supported "
+                        f"memory speed.", (FIRMWARE,)),
+                detail=WHY)
+        if loss <= 20:
+            return self.info(
+                f"{head}: XMP/EXPO is applied but below the kit's rating (a reduced profile, or the memory "
+                f"controller's limit){notes}", evidence,
+                fix=Fix(f"Optional: try the full {rated} MT/s profile in the firmware setup; many CPUs cannot run "
+                        f"the fastest kits, so keep the lower speed if it is not stable.", (FIRMWARE,)),
+                detail=WHY)
+        return self.warn(
+            f"{head}: XMP/EXPO seems applied but well below the kit's rating{notes}", evidence,
+            fix=Fix(f"Load the kit's XMP/EXPO profile ({rated} MT/s) in the firmware setup, or the next lower speed "
+                    f"that is stable.", (FIRMWARE,)),
+            detail=WHY)
+
+    # -- channels ---------------------------------------------------------------------------------------------------
+    def _channels(self, ram: RamFacts, lay: Layout, evidence: dict):
+        if lay.platform == "soldered":
+            return
+        severe = self.fail if lay.platform == "desktop" else self.warn
+        ev = dict(evidence)
+        ev[f"{DMIDECODE_LINE} (Locator, Bank Locator)"] = "; ".join(
+            f"{m.name}: {m.device.size_mb // 1024 if m.device.size_mb else '?'} GB" for m in lay.modules)
+        if lay.channels is None or lay.populated is None:
+            if lay.platform != "server" and len(lay.modules) == 1 and lay.slot_count >= 2:
+                yield severe(
+                    f"Only 1 of {lay.slot_count} memory slots is populated ({lay.modules[0].name}): almost certainly "
+                    f"single channel, half the memory bandwidth", ev,
+                    fix=Fix("Add a second identical module in the other channel's slot (see the board manual)."),
+                    detail=WHY)
+            return
+        if lay.platform == "server":
+            for socket in sorted(lay.channels):
+                all_ch = lay.channels[socket]
+                used = set(lay.populated.get(socket, {}))
+                if len(used) >= len(all_ch):
+                    continue
+                empty = sorted(all_ch - used)
+                where = f"socket {socket}: " if len(lay.channels) > 1 else ""
+                loss = 100 - _pct(len(used), len(all_ch))
+                yield self.warn(
+                    f"{where}{len(used)} of {len(all_ch)} memory channels populated (channel{'s' if len(empty) > 1 else ''} "
+                    f"{', '.join(empty)} empty): ~{loss} % less peak bandwidth than a full population", ev,
+                    fix=Fix(f"Install one identical RDIMM in each empty channel ({', '.join(empty)}), one DIMM per "
+                            f"channel, for the full {len(all_ch)}-channel bandwidth."),
+                    detail=WHY)
+            return
+        one_channel = self._one_channel_many(lay)
+        total, used = lay.total_channels or 0, lay.populated_channels or 0
+        if total >= 2 and used == 1 and len(lay.modules) == 1:
+            m = lay.modules[0]
+            yield severe(
+                f"Single channel: one {lay.mem_type} module ({m.name}) in a {total}-channel board — half the memory "
+                f"bandwidth", ev,
+                fix=Fix(f"Add a second identical module ({m.device.part_number or 'same part'}; kits are sold in pairs) "
+                        f"in the other channel's recommended slot (see the board manual, usually A2 + B2)."),
+                detail=WHY)
+        elif one_channel:
+            yield self.fail(
+                f"{one_channel[0].upper()}{one_channel[1:]}: single-channel bandwidth (half) and the slower "
+                f"2-DIMMs-per-channel speed", ev,
+                fix=Fix("Power off and move one module to the other channel: use the slots the board manual "
+                        "recommends for 2 DIMMs (usually A2 + B2), then enable XMP/EXPO."),
+                detail=WHY)
+        elif total > used >= 1:
+            yield self.warn(
+                f"{used} of {total} memory channels populated: ~{100 - _pct(used, total)} % less peak bandwidth", ev,
+                fix=Fix("Spread the modules so that every channel has one (see the board manual)."),
+                detail=WHY)
+
+    # -- wording helpers ------------------------------------------------------------------------------------------
+    @staticmethod
+    def _one_channel_many(lay: Layout) -> str | None:
+        """"all 2 DIMMs are on one channel (P0 CHANNEL B)" when several modules share the only populated channel."""
+        if lay.populated is None or lay.total_channels is None:
+            return None
+        if lay.total_channels >= 2 and lay.populated_channels == 1 and len(lay.modules) >= 2:
+            bank = lay.modules[0].device.bank_locator or lay.modules[0].device.locator or "?"
+            both = "both DIMMs" if len(lay.modules) == 2 else f"all {len(lay.modules)} DIMMs"
+            return f"{both} sit on one channel ({bank})"
+        return None
+
+    @staticmethod
+    def _channel_words(lay: Layout) -> str:
+        if lay.platform == "soldered":
+            widths = [m.device.data_width for m in lay.modules]
+            return f"{sum(widths)}-bit bus" if widths and all(widths) else ""  # type: ignore[arg-type]
+        used = lay.populated_channels
+        if not used:
+            return f"{len(lay.modules)} modules"
+        if lay.populated and len(lay.populated) > 1:
+            per = {len(c) for c in lay.populated.values()}
+            if len(per) == 1:
+                return f"{per.pop()} channels per socket x {len(lay.populated)} sockets"
+        total = lay.total_channels or used
+        if total > used:
+            return f"{used} of {total} channels"
+        names = {1: "single channel", 2: "dual channel", 4: "quad channel"}
+        return names.get(used, f"{used} channels")
+
+    @staticmethod
+    def _quirk_notes(lay: Layout) -> str:
+        notes = []
+        if any(m.half_rate for m in lay.modules):
+            m = next(m for m in lay.modules if m.half_rate)
+            notes.append(f"firmware reports Configured {m.device.configured_mts} MT/s, exactly half of Speed "
+                         f"{m.device.speed_mts}: older AMD AGESA puts the memory clock (MHz) there, a units quirk — "
+                         f"the real rate is {m.effective_mts} MT/s")
+        if any(m.speed_field_bogus for m in lay.modules):
+            m = next(m for m in lay.modules if m.speed_field_bogus)
+            notes.append(f"the Speed field's {m.device.speed_mts} MT/s is bogus firmware data and was ignored")
+        return "".join(f" ({n})" for n in notes)

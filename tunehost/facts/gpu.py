@@ -1,0 +1,424 @@
+"""GPU facts: NVIDIA from NVML (samples/nvml.json) or nvidia-smi, AMD/Intel from amdgpu/i915 sysfs, and the PCIe
+link of every display controller (class 0x03xxxx) and PCI accelerator from /sys/bus/pci/devices.
+
+Sources, best first. NVIDIA: the `nvml` sample (live NVML, or a snapshot's samples/nvml.json), then
+`nvidia-smi -q -x`, then `nvidia-smi -q`; nvidia-smi runs only when NVML gave nothing. AMD/Intel:
+/sys/class/drm/card*/device. Unknown is None, never a guess; gather() never raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tunehost.parsers.nvidia_smi import (
+    GpuInfo, GpuProcess, MigDevice, NvidiaSmiReport, PcieLink, integer, normalise_bus_id, parse_nvidia_smi_text,
+    parse_nvidia_smi_xml,
+)
+
+if TYPE_CHECKING:
+    from tunehost.host import Host
+
+__all__ = ["GpuFacts", "GpuInfo", "GpuProcess", "MigDevice", "PcieLink", "link_gen", "parse_pp_dpm_pcie",
+           "AMD_APU_DEVICE_IDS"]
+
+PCI_DEVICES = "/sys/bus/pci/devices"
+DRM = "/sys/class/drm"
+NVSMI_XML = ("nvidia-smi", "-q", "-x")
+NVSMI_TEXT = ("nvidia-smi", "-q")
+MIB = 1024 * 1024
+
+VENDORS = {"0x10de": "nvidia", "0x1002": "amd", "0x8086": "intel"}
+# display controllers that are not GPUs: server BMC video (ASPEED AST2x00, Matrox G200e)
+BMC_VIDEO_VENDORS = {"0x1a03": "ASPEED BMC video", "0x102b": "Matrox server video"}
+# PCI classes judged for their link: display controllers, co-processors, processing accelerators
+ACCELERATOR_CLASSES = ("0x0b40", "0x12")
+
+# AMD integrated GPUs (APUs): their "VRAM" is a BIOS carve-out of system RAM, their PCIe link is on-die
+AMD_APU_DEVICE_IDS: dict[str, str] = {
+    "0x15dd": "Raven Ridge", "0x15d8": "Picasso", "0x1636": "Renoir", "0x1638": "Cezanne", "0x164c": "Lucienne",
+    "0x15e7": "Barcelo", "0x163f": "Van Gogh", "0x1681": "Rembrandt", "0x1506": "Mendocino", "0x164e": "Raphael",
+    "0x13c0": "Granite Ridge", "0x15bf": "Phoenix1", "0x15c8": "Phoenix2", "0x164f": "Phoenix",
+    "0x1900": "Hawk Point", "0x1901": "Hawk Point", "0x150e": "Strix Point", "0x1114": "Krackan Point",
+    "0x1902": "Krackan Point", "0x1586": "Strix Halo",
+}
+
+# GT/s per lane -> PCIe generation
+_GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def link_gen(speed: str | None) -> int | None:
+    """"8 GT/s" (kernel 3.10) / "8.0 GT/s PCIe" / "16GT/s" -> 3 / 3 / 4; None for "Unknown" or garbage."""
+    if not speed:
+        return None
+    match = re.search(r"(\d+(?:\.\d+)?)\s*GT/s", speed)
+    if not match:
+        return None
+    return _GEN_BY_SPEED.get(float(match.group(1)))
+
+
+def parse_pp_dpm_pcie(text: str | None) -> tuple[tuple[int | None, int | None, bool], ...]:
+    """amdgpu pp_dpm_pcie ("0: 2.5GT/s, x8 \\n1: 16.0GT/s, x16 *") -> ((gen, width, current), ...)."""
+    levels = []
+    for line in (text or "").splitlines():
+        match = re.match(r"\s*\d+:\s*([\d.]+\s*GT/s)\s*,?\s*x(\d+)", line)
+        if match:
+            levels.append((link_gen(match.group(1)), int(match.group(2)), line.rstrip().endswith("*")))
+    return tuple(levels)
+
+
+@dataclass(frozen=True)
+class PciFunction:
+    """A display controller or accelerator as /sys/bus/pci/devices shows it."""
+
+    bus_id: str
+    vendor: str | None
+    device: str | None
+    pci_class: str | None
+    link: PcieLink
+    boot_vga: bool | None = None
+    upstream: PcieLink | None = None   # the bridge/switch port above it, when it has a link
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    gpus: tuple[GpuInfo, ...] = ()
+    accelerators: tuple[PciFunction, ...] = ()   # non-GPU PCI accelerators (class 0x0b40, 0x12xxxx)
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    nvidia_source: str | None = None     # "NVML" | "nvidia-smi -q -x" | "nvidia-smi -q" | None
+    nvidia_error: str | None = None      # why no NVIDIA driver data, when it was sought
+    evidence: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def discrete(self) -> tuple[GpuInfo, ...]:
+        return tuple(g for g in self.gpus if not g.integrated)
+
+    @classmethod
+    def gather(cls, host: "Host") -> "GpuFacts":
+        try:
+            return _gather(host)
+        except Exception as exc:  # facts never raise: a surprise becomes "unknown" with the reason
+            return cls(nvidia_error=f"GPU facts could not be gathered: {exc.__class__.__name__}: {exc}")
+
+
+# --- gathering ---------------------------------------------------------------------------------------------------
+
+
+def _gather(host: "Host") -> GpuFacts:
+    evidence: dict[str, str] = {}
+    pci = _pci_functions(host)
+    nvidia, nv_source, nv_error, driver, cuda = _nvidia(host, evidence)
+    by_bus = {g.pci_bus_id: g for g in nvidia if g.pci_bus_id}
+    gpus: list[GpuInfo] = []
+    for g in nvidia:
+        fn = pci.get(g.pci_bus_id or "")
+        if fn is not None and g.pcie is not None:
+            g = replace(g, pcie=replace(g.pcie, speed_current=fn.link.speed_current, speed_max=fn.link.speed_max),
+                        boot_vga=fn.boot_vga)
+        elif fn is not None:
+            g = replace(g, pcie=fn.link, boot_vga=fn.boot_vga)
+        gpus.append(g)
+    for g in _drm_cards(host, pci):
+        if g.pci_bus_id in by_bus or (g.vendor == "nvidia" and nvidia and g.pci_bus_id is None):
+            continue
+        gpus.append(g)
+        if g.pci_bus_id:
+            by_bus[g.pci_bus_id] = g
+    accelerators = []
+    for bus_id, fn in sorted(pci.items()):
+        if bus_id in by_bus:
+            continue
+        if (fn.pci_class or "").startswith("0x03"):
+            vendor = VENDORS.get(fn.vendor or "", "other")
+            gpus.append(GpuInfo(vendor=vendor, pci_bus_id=bus_id, device_id=fn.device, pcie=fn.link,
+                                boot_vga=fn.boot_vga, integrated=_intel_integrated(vendor, bus_id)
+                                or (fn.device or "") in AMD_APU_DEVICE_IDS and vendor == "amd",
+                                source=f"{PCI_DEVICES}/{bus_id}"))
+        else:
+            accelerators.append(fn)
+    has_nvidia_device = any(fn.vendor == "0x10de" and (fn.pci_class or "").startswith("0x03") for fn in pci.values())
+    if not nvidia and not has_nvidia_device:
+        nv_error = None  # no NVIDIA device: NVML's "library not found" is no news
+    return GpuFacts(tuple(gpus), tuple(accelerators), driver, cuda, nv_source if nvidia else None, nv_error,
+                    evidence)
+
+
+def _nvidia(host: "Host", evidence: dict[str, str]):
+    """NVIDIA GPUs: the nvml sample first, then nvidia-smi XML, then text."""
+    errors = []
+    sample = host.sample("nvml")
+    if isinstance(sample, dict) and not sample.get("error") and isinstance(sample.get("gpus"), list):
+        gpus = tuple(_from_nvml(row) for row in sample["gpus"] if isinstance(row, dict))
+        gpus = _name_processes(host, gpus)
+        return gpus, "NVML", None, _s(sample.get("driver_version")), _s(sample.get("cuda_version"))
+    if isinstance(sample, dict) and sample.get("error"):
+        errors.append(f"NVML: {sample['error']}")
+    elif host.sample_errors.get("nvml"):
+        errors.append(host.sample_errors["nvml"])
+    for argv, parse in ((NVSMI_XML, parse_nvidia_smi_xml), (NVSMI_TEXT, parse_nvidia_smi_text)):
+        result = host.run(list(argv))
+        line = " ".join(argv)
+        if result is None:
+            errors.append(f"{line}: not available")
+            continue
+        if not result.ok:
+            first = (result.stdout.strip() or result.stderr.strip()).splitlines()[:1]
+            errors.append(f"{line}: exit status {result.rc}" + (f" ({first[0]})" if first else ""))
+            continue
+        report: NvidiaSmiReport = parse(result.stdout)
+        if report.error or not report.gpus:
+            errors.append(f"{line}: {report.error or 'no GPU listed'}")
+            continue
+        gpus = _name_processes(host, report.gpus)
+        return gpus, line, None, report.driver_version, report.cuda_version
+    return (), None, "; ".join(errors) or None, None, None
+
+
+def _s(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def _i(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else integer(value) if isinstance(
+        value, str) else None
+
+
+def _f(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _b(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _from_nvml(row: Mapping[str, Any]) -> GpuInfo:
+    pcie = row.get("pcie") if isinstance(row.get("pcie"), dict) else {}
+    gen_max, gen_dev = _i(pcie.get("gen_max")), _i(pcie.get("gen_device_max"))
+    reasons = row.get("clocks_event_reasons_active")
+    procs = row.get("processes")
+    mig = row.get("mig_devices") if isinstance(row.get("mig_devices"), list) else []
+    return GpuInfo(
+        vendor="nvidia",
+        index=_i(row.get("index")),
+        name=_s(row.get("name")),
+        uuid=_s(row.get("uuid")),
+        pci_bus_id=normalise_bus_id(row.get("pci_bus_id")),
+        memory_total_mib=_i(row.get("memory_total_mib")),
+        memory_used_mib=_i(row.get("memory_used_mib")),
+        memory_free_mib=_i(row.get("memory_free_mib")),
+        compute_capability=_s(row.get("compute_capability")),
+        pcie=PcieLink(
+            gen_current=_i(pcie.get("gen_current")), gen_max=gen_max, gen_device_max=gen_dev,
+            # NVML's max generation is already capped by the host: below the card's own max means the host limits it
+            gen_host_max=gen_max if gen_max is not None and gen_dev is not None and gen_max < gen_dev else None,
+            width_current=_i(pcie.get("width_current")), width_max=_i(pcie.get("width_max")), source="NVML",
+        ),
+        temperature_c=_f(row.get("temperature_c")),
+        temperature_slowdown_c=_f(row.get("temperature_slowdown_c")),
+        clock_reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else None,
+        power_draw_w=_f(row.get("power_draw_w")),
+        power_limit_w=_f(row.get("power_limit_w")),
+        power_default_limit_w=_f(row.get("power_default_limit_w")),
+        pstate=_s(row.get("pstate")),
+        utilization_pct=_i(row.get("utilization_pct")),
+        display_active=_b(row.get("display_active")),
+        display_attached=_b(row.get("display_mode")),
+        mig_enabled=_b(row.get("mig_enabled")),
+        mig_devices=tuple(MigDevice(_i(m.get("index")), _i(m.get("memory_total_mib")), _i(m.get("memory_used_mib")))
+                          for m in mig if isinstance(m, dict)),
+        processes=tuple(GpuProcess(_i(p.get("pid")), _i(p.get("used_mib")), None, _s(p.get("type")))
+                        for p in procs if isinstance(p, dict)) if isinstance(procs, list) else None,
+        source="NVML",
+    )
+
+
+def _name_processes(host: "Host", gpus: tuple[GpuInfo, ...]) -> tuple[GpuInfo, ...]:
+    """Fill process names from the `processes` sample (NVML records only pids); nvidia-smi's own names win."""
+    if not any(p.name is None for g in gpus for p in (g.processes or ())):
+        return gpus
+    names: dict[int, str] = {}
+    rows = host.sample("processes")
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and isinstance(row.get("pid"), int) and row.get("name"):
+            names[row["pid"]] = str(row["name"])
+    if not host.live and any(p.pid not in names for g in gpus for p in (g.processes or ()) if p.name is None):
+        # a snapshot whose processes sample lacks a pid: nvidia-smi's listing, when recorded, names it
+        for argv, parse in ((NVSMI_XML, parse_nvidia_smi_xml), (NVSMI_TEXT, parse_nvidia_smi_text)):
+            result = host.run(list(argv))
+            if result is not None and result.ok:
+                for g in parse(result.stdout).gpus:
+                    for p in g.processes or ():
+                        if p.pid is not None and p.name:
+                            names.setdefault(p.pid, p.name)
+                break
+    out = []
+    for g in gpus:
+        if g.processes:
+            g = replace(g, processes=tuple(replace(p, name=p.name or names.get(p.pid or -1)) for p in g.processes))
+        out.append(g)
+    return tuple(out)
+
+
+def _pci_functions(host: "Host") -> dict[str, PciFunction]:
+    found: dict[str, PciFunction] = {}
+    for name in host.files.listdir(PCI_DEVICES):
+        base = f"{PCI_DEVICES}/{name}"
+        cls = host.files.read_value(f"{base}/class")
+        if not cls or not (cls.startswith("0x03") or cls.startswith(ACCELERATOR_CLASSES)):
+            continue
+        if _lower(host.files.read_value(f"{base}/vendor")) in BMC_VIDEO_VENDORS:
+            continue
+        bus_id = normalise_bus_id(name) or name
+        boot = host.files.read_value(f"{base}/boot_vga")
+        link, upstream = _sysfs_link(host, base), _upstream_link(host, base)
+        if upstream is not None and upstream.gen_max and link.gen_max and upstream.gen_max < link.gen_max:
+            # the port above (root port, switch, riser retimer) caps the generation: the link can reach only that
+            link = replace(link, gen_device_max=link.gen_max, gen_host_max=upstream.gen_max, gen_max=upstream.gen_max)
+        found[bus_id] = PciFunction(
+            bus_id, _lower(host.files.read_value(f"{base}/vendor")), _lower(host.files.read_value(f"{base}/device")),
+            cls.lower(), link, boot == "1" if boot in ("0", "1") else None, upstream,
+        )
+    return found
+
+
+def _lower(value: str | None) -> str | None:
+    return value.lower() if value else None
+
+
+def _sysfs_link(host: "Host", base: str) -> PcieLink:
+    cur = host.files.read_value(f"{base}/current_link_speed")
+    top = host.files.read_value(f"{base}/max_link_speed")
+    return PcieLink(
+        gen_current=link_gen(cur), gen_max=link_gen(top),
+        width_current=host.files.read_int(f"{base}/current_link_width") or None,
+        width_max=host.files.read_int(f"{base}/max_link_width") or None,
+        speed_current=cur, speed_max=top, source=base,
+    )
+
+
+def _upstream_link(host: "Host", base: str) -> PcieLink | None:
+    """The link of the port the device hangs off (a bridge, a switch, a riser's retimer), when sysfs shows it."""
+    target = host.files.readlink(base)
+    if not target:
+        return None
+    parent = os.path.basename(os.path.dirname(os.path.normpath(target)))
+    if not normalise_bus_id(parent) or not re.fullmatch(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d", parent):
+        return None
+    link = _sysfs_link(host, f"{PCI_DEVICES}/{parent}")
+    return link if link.speed_max or link.width_max else None
+
+
+def _intel_integrated(vendor: str, bus_id: str | None) -> bool:
+    return vendor == "intel" and bus_id == "0000:00:02.0"
+
+
+def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
+    cards = []
+    for card in host.files.listdir(DRM):
+        if not re.fullmatch(r"card\d+", card):
+            continue
+        dev = f"{DRM}/{card}/device"
+        vendor_id = _lower(host.files.read_value(f"{dev}/vendor"))
+        if vendor_id is None or vendor_id in BMC_VIDEO_VENDORS:
+            continue
+        vendor = VENDORS.get(vendor_id, "other")
+        device_id = _lower(host.files.read_value(f"{dev}/device"))
+        bus_id = _drm_bus_id(host, dev)
+        fn = pci.get(bus_id or "")
+        link = fn.link if fn is not None else _sysfs_link(host, dev)
+        if vendor == "amd" and device_id not in AMD_APU_DEVICE_IDS:
+            link = _amd_link(host, dev, link)
+        vram = _bytes_mib(host.files.read_int(f"{dev}/mem_info_vram_total"))
+        vram_used = _bytes_mib(host.files.read_int(f"{dev}/mem_info_vram_used"))
+        gtt = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_total"))
+        gtt_used = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_used"))
+        apu_name = AMD_APU_DEVICE_IDS.get(device_id or "") if vendor == "amd" else None
+        # a small carve-out beside a large GTT pool is an APU even when its id is not in the table
+        carve_out = vendor == "amd" and vram is not None and gtt is not None and vram <= 2048 and gtt >= 4 * vram \
+            and gtt >= 4096 and not host.files.exists(f"{dev}/pp_dpm_pcie")
+        integrated = apu_name is not None or carve_out or _intel_integrated(vendor, bus_id)
+        temps = _hwmon_temps(host, dev)
+        boot = host.files.read_value(f"{dev}/boot_vga")
+        cards.append(GpuInfo(
+            vendor=vendor,
+            index=int(card[4:]),
+            name=_card_name(host, dev, vendor, device_id, apu_name),
+            pci_bus_id=bus_id,
+            device_id=device_id,
+            memory_total_mib=vram,
+            memory_used_mib=vram_used,
+            memory_free_mib=vram - vram_used if vram is not None and vram_used is not None else None,
+            gtt_total_mib=gtt,
+            gtt_used_mib=gtt_used,
+            unified_memory=integrated,
+            integrated=integrated,
+            pcie=link if (link.width_max or link.speed_max) else None,
+            temperature_c=temps.get("edge", temps.get("temp1")),
+            hotspot_c=temps.get("junction"),
+            utilization_pct=host.files.read_int(f"{dev}/gpu_busy_percent"),
+            boot_vga=boot == "1" if boot in ("0", "1") else None,
+            source=dev,
+        ))
+    return cards
+
+
+def _drm_bus_id(host: "Host", dev: str) -> str | None:
+    target = host.files.readlink(dev)
+    if target:
+        bus = normalise_bus_id(os.path.basename(os.path.normpath(target)))
+        if bus:
+            return bus
+    for line in (host.files.read(f"{dev}/uevent") or "").splitlines():
+        if line.startswith("PCI_SLOT_NAME="):
+            return normalise_bus_id(line.partition("=")[2])
+    return None
+
+
+def _amd_link(host: "Host", dev: str, link: PcieLink) -> PcieLink:
+    """AMD dGPUs sit behind an on-board switch: the endpoint's sysfs link is internal, pp_dpm_pcie is the real slot."""
+    levels = parse_pp_dpm_pcie(host.files.read(f"{dev}/pp_dpm_pcie"))
+    if not levels:
+        return link
+    current = next((lv for lv in levels if lv[2]), None)
+    gens = [lv[0] for lv in levels if lv[0]]
+    widths = [lv[1] for lv in levels if lv[1]]
+    return replace(link, gen_current=current[0] if current else link.gen_current,
+                   width_current=current[1] if current else link.width_current,
+                   gen_max=max(gens) if gens else link.gen_max, width_max=max(widths) if widths else link.width_max,
+                   source=f"{dev}/pp_dpm_pcie")
+
+
+def _bytes_mib(value: int | None) -> int | None:
+    return value // MIB if value is not None and value >= 0 else None
+
+
+def _hwmon_temps(host: "Host", dev: str) -> dict[str, float]:
+    temps: dict[str, float] = {}
+    for hw in host.files.listdir(f"{dev}/hwmon"):
+        base = f"{dev}/hwmon/{hw}"
+        for name in host.files.listdir(base):
+            match = re.fullmatch(r"temp(\d+)_input", name)
+            if not match:
+                continue
+            milli = host.files.read_int(f"{base}/{name}")
+            if milli is None:
+                continue
+            label = host.files.read_value(f"{base}/temp{match.group(1)}_label") or f"temp{match.group(1)}"
+            temps.setdefault(label, milli / 1000)
+    return temps
+
+
+def _card_name(host: "Host", dev: str, vendor: str, device_id: str | None, apu_name: str | None) -> str:
+    product = host.files.read_value(f"{dev}/product_name")
+    if product:
+        return product
+    if apu_name:
+        return f"AMD {apu_name} iGPU"
+    return f"{vendor.upper() if vendor != 'other' else 'PCI'} GPU {device_id or ''}".strip()

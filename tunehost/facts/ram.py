@@ -1,0 +1,328 @@
+"""RAM facts: the memory modules (`dmidecode -t memory`), the chassis type, and the NUMA nodes.
+
+    RamFacts.gather(host)   # modules with their rated speed and channel, chassis, CPU model
+    NumaFacts.gather(host)  # /sys/devices/system/node/node*/{cpulist,meminfo,distance}, numa_balancing
+
+Both never raise: what cannot be read is None plus a reason (`RamFacts.unavailable`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+from tunehost.cpulist import parse_cpu_list
+from tunehost.errors import TunehostError
+from tunehost.memory_parts import JEDEC_MAX, PartRating, generation, is_standard_grade, rated_speed
+from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
+
+if TYPE_CHECKING:
+    from tunehost.host import Host
+
+DMIDECODE_MEMORY = ("dmidecode", "-t", "memory")
+DMIDECODE_LINE = " ".join(DMIDECODE_MEMORY)
+DMI_ID = "/sys/class/dmi/id"
+CHASSIS_TYPE = f"{DMI_ID}/chassis_type"
+PRODUCT_NAME = f"{DMI_ID}/product_name"
+BOARD_NAME = f"{DMI_ID}/board_name"
+SYS_VENDOR = f"{DMI_ID}/sys_vendor"
+CPUINFO = "/proc/cpuinfo"
+NODE_DIR = "/sys/devices/system/node"
+NODE_ONLINE = f"{NODE_DIR}/online"
+NODE_HAS_CPU = f"{NODE_DIR}/has_cpu"
+NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
+
+NEEDS_ROOT = "dmidecode needs root: run `sudo tunehost doctor`"
+NOT_INSTALLED = "dmidecode is not installed (apt install dmidecode)"
+
+# SMBIOS 3.x chassis types (DMTF DSP0134, 7.4.1)
+DESKTOP_CHASSIS = {3, 4, 5, 6, 7, 13, 15, 16, 24, 34, 35, 36}
+LAPTOP_CHASSIS = {8, 9, 10, 11, 12, 14, 30, 31, 32}
+SERVER_CHASSIS = {17, 22, 23, 25, 28, 29}
+CHASSIS_NAMES = {
+    1: "Other", 2: "Unknown", 3: "Desktop", 4: "Low Profile Desktop", 5: "Pizza Box", 6: "Mini Tower", 7: "Tower",
+    8: "Portable", 9: "Laptop", 10: "Notebook", 11: "Hand Held", 12: "Docking Station", 13: "All in One",
+    14: "Sub Notebook", 15: "Space-saving", 16: "Lunch Box", 17: "Main Server Chassis", 22: "RAID Chassis",
+    23: "Rack Mount Chassis", 24: "Sealed-case PC", 25: "Multi-system chassis", 28: "Blade", 29: "Blade Enclosure",
+    30: "Tablet", 31: "Convertible", 32: "Detachable", 34: "Embedded PC", 35: "Mini PC", 36: "Stick PC",
+}
+
+_BANK_CHANNEL = re.compile(r"\bP(\d+)[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
+_CONTROLLER_CHANNEL = re.compile(r"Controller(\d+)[\s_-]*Channel([A-Z])", re.I)          # "Controller0-ChannelA-DIMM1"
+_CONTROLLER_DIMM = re.compile(r"Controller(\d+)[\s_-]*DIMM([A-Z])\d", re.I)              # "Controller0-DIMMA2"
+_CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d+)[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
+_CHANNEL = re.compile(r"Channel[\s_-]*([A-Z])\b", re.I)                                  # "ChannelA-DIMM0"
+_SLOT_LETTER = re.compile(r"^(?:DIMM|DDR\d?|MEM|SLOT)[\s_-]*([A-Z])[\s_-]?\d\b", re.I)    # "DIMMA1", "DDR5-A2", "DIMM_B1"
+
+
+def channel_of(locator: str | None, bank_locator: str | None) -> tuple[str, str] | None:
+    """(socket, channel) a slot belongs to, from its Locator / Bank Locator; None when the names do not say.
+
+    "P0 CHANNEL B" -> ("P0", "B"); "Controller1-ChannelA-DIMM1" -> ("P0", "C1-A"); "DDR5-A2" -> ("P0", "A").
+    Names like "A1".."B16" (Dell: socket letter + slot number) or "DIMM1" do not name a channel.
+    """
+    loc, bank = locator or "", bank_locator or ""
+    if m := _BANK_CHANNEL.search(bank):
+        return f"P{int(m[1])}", m[2].upper()
+    if m := _CONTROLLER_CHANNEL.search(loc):
+        return "P0", f"C{m[1]}-{m[2].upper()}"
+    if m := _CONTROLLER_DIMM.search(loc):
+        return "P0", f"C{m[1]}-{m[2].upper()}"
+    if m := _CPU_DIMM.search(loc):
+        return f"{m[0].split(m[1])[0].strip().upper()}{int(m[1])}", m[2].upper()
+    if m := _BANK_CHANNEL.search(loc):
+        return f"P{int(m[1])}", m[2].upper()
+    for text in (loc, bank):
+        if m := _CHANNEL.search(text):
+            return "P0", m[1].upper()
+    if m := _SLOT_LETTER.match(loc):
+        return "P0", m[1].upper()
+    return None
+
+
+@dataclass(frozen=True)
+class Module:
+    """One installed module (or soldered package), with what tunehost knows about its rating."""
+
+    device: MemoryDevice
+    slot: tuple[str, str] | None                 # (socket, channel) or None when the names do not say
+    rating: int | None                          # rated data rate, MT/s
+    rating_source: str | None                   # how the rating was found
+    profile: bool | None                        # the rating is an XMP/EXPO profile (None: unknown)
+    part_rating: PartRating | None = None
+    speed_field_bogus: bool = False             # `Speed` is not a real data rate (e.g. 12800 on DDR5-5600)
+    half_rate: bool = False                     # `Configured` is half of `Speed`: old AGESA reports MEMCLK
+
+    @property
+    def effective_mts(self) -> int | None:
+        """The real data rate: Configured, doubled when the firmware reports MEMCLK (the AMD half-rate quirk)."""
+        if self.half_rate and self.device.configured_mts:
+            return self.device.configured_mts * 2
+        return self.device.configured_mts
+
+    @property
+    def name(self) -> str:
+        d = self.device
+        where = d.locator or d.handle
+        if d.bank_locator and not re.fullmatch(r"BANK\s*\d+", d.bank_locator, re.I):
+            return f"{where} ({d.bank_locator})"
+        return where
+
+
+def describe_module(device: MemoryDevice) -> Module:
+    """Rating, channel and quirks of one installed device (pure; used by RamFacts.gather and tests)."""
+    part = rated_speed(device.part_number)
+    speed = device.speed_mts
+    speed_ok = is_standard_grade(speed)
+    bogus = speed is not None and not speed_ok
+    rating: int | None = None
+    source: str | None = None
+    profile: bool | None = None
+    if part is not None:
+        if speed_ok and abs(speed - part.speed_mts) <= part.speed_mts * 0.02:
+            rating, source = speed, f"Speed {speed} MT/s, matching part number {part.part}"
+        else:
+            rating, source = part.speed_mts, f"part number {part.describe()}"
+        profile = part.profile
+    elif speed_ok:
+        rating, source = speed, f"Speed field {speed} MT/s (part number {device.part_number or 'not reported'} not decoded)"
+        gen = generation(device.type)
+        profile = bool(gen and speed > JEDEC_MAX[gen]) if gen else None
+    configured = device.configured_mts
+    half = bool(speed_ok and configured and configured * 2 == speed and generation(device.type) in {"DDR3", "DDR4", "DDR5"})
+    return Module(device, channel_of(device.locator, device.bank_locator), rating, source, profile, part, bogus, half)
+
+
+def summarize_modules(modules: tuple[Module, ...] | list[Module]) -> str:
+    """One evidence line per kind of module: "2x F5-6000J3238F16G 16 GB DDR5 DIMM, Speed 4800 MT/s, Configured 4800 MT/s"."""
+    groups: Counter[str] = Counter()
+    order: list[str] = []
+    for m in modules:
+        d = m.device
+        size = f"{d.size_mb // 1024} GB" if d.size_mb and d.size_mb % 1024 == 0 else f"{d.size_mb} MB"
+        form = "RDIMM" if d.registered and (d.form_factor or "").upper() == "DIMM" else d.form_factor or "?"
+        text = (f"{d.part_number or 'unknown part'} {size} {d.type or '?'} {form}, "
+                f"Speed {d.speed_mts or 'Unknown'} MT/s, Configured {d.configured_mts or 'Unknown'} MT/s")
+        if text not in groups:
+            order.append(text)
+        groups[text] += 1
+    return "; ".join(f"{groups[t]}x {t}" for t in order)
+
+
+def _is_root(host: "Host") -> bool | None:
+    """Whether the run has root: live -> euid; snapshot -> the writer's "uid" in manifest.json (None if absent)."""
+    if host.live:
+        try:
+            return os.geteuid() == 0
+        except AttributeError:  # not POSIX
+            return None
+    uid = host.manifest.get("uid")
+    return uid == 0 if isinstance(uid, int) else None
+
+
+def _cpu_model(host: "Host") -> str | None:
+    text = host.files.read(CPUINFO) or ""
+    m = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    return m.group(1).strip() if m else None
+
+
+@dataclass(frozen=True)
+class RamFacts:
+    memory: DmiMemory | None                      # None: could not be read (see `unavailable`)
+    unavailable: str | None = None
+    modules: tuple[Module, ...] = ()
+    chassis_type: int | None = None
+    product: str | None = None                   # "vendor product (board)" for messages
+    cpu_model: str | None = None
+    evidence: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def chassis_name(self) -> str | None:
+        if self.chassis_type is None:
+            return None
+        return CHASSIS_NAMES.get(self.chassis_type, f"type {self.chassis_type}")
+
+    @property
+    def slots(self) -> tuple[tuple[str, str] | None, ...]:
+        """(socket, channel) of every device, installed or empty."""
+        return tuple(channel_of(d.locator, d.bank_locator) for d in (self.memory.devices if self.memory else ()))
+
+    @property
+    def slot_count(self) -> int:
+        if not self.memory:
+            return 0
+        declared = sum(a.number_of_devices or 0 for a in self.memory.arrays)
+        return max(declared, len(self.memory.devices))
+
+    @classmethod
+    def from_text(cls, text: str, *, chassis_type: int | None = None, cpu_model: str | None = None) -> "RamFacts":
+        """Facts from a `dmidecode -t memory` text alone (tests, and the gather path)."""
+        memory = parse_dmidecode_memory(text)
+        modules = tuple(describe_module(d) for d in memory.installed)
+        evidence = {DMIDECODE_LINE: summarize_modules(modules)}
+        if chassis_type is not None:
+            evidence[CHASSIS_TYPE] = str(chassis_type)
+        return cls(memory if modules else None, None if modules else "no installed memory modules found", modules,
+                   chassis_type, None, cpu_model, evidence)
+
+    @classmethod
+    def gather(cls, host: "Host") -> "RamFacts":
+        evidence: dict[str, str] = {}
+        raw_chassis = host.files.read_value(CHASSIS_TYPE)
+        chassis: int | None = None
+        if raw_chassis is not None:
+            evidence[CHASSIS_TYPE] = raw_chassis
+            try:
+                chassis = int(raw_chassis.split()[0])
+            except (ValueError, IndexError):
+                chassis = None
+        names = [host.files.read_value(p) for p in (SYS_VENDOR, PRODUCT_NAME, BOARD_NAME)]
+        product = " ".join(n for n in names[:2] if n) or None
+        if names[2] and product:
+            product = f"{product} (board {names[2]})"
+        cpu_model = _cpu_model(host)
+        common = dict(chassis_type=chassis, product=product, cpu_model=cpu_model)
+
+        result = host.run(DMIDECODE_MEMORY)
+        if result is None:
+            return cls(None, NOT_INSTALLED, evidence=evidence, **common)
+        root = _is_root(host)
+        stderr = (result.stderr or "").strip()
+        denied = "permission denied" in (stderr + result.stdout).lower() or "/dev/mem" in stderr
+        if not result.ok or denied:
+            evidence[DMIDECODE_LINE] = f"exit status {result.rc}" + (f": {stderr.splitlines()[0]}" if stderr else "")
+            if root is True:
+                first = stderr.splitlines()[0] if stderr else "no error message"
+                if "no such file" in stderr.lower() or "no smbios" in stderr.lower():
+                    return cls(None, f"dmidecode finds no SMBIOS tables (usual in containers and some VMs): {first}",
+                               evidence=evidence, **common)
+                return cls(None, f"dmidecode failed (exit status {result.rc}): {first}", evidence=evidence, **common)
+            return cls(None, NEEDS_ROOT, evidence=evidence, **common)
+        memory = parse_dmidecode_memory(result.stdout)
+        if not memory.recognized:
+            head = result.stdout.strip().splitlines()[0][:80] if result.stdout.strip() else "(empty)"
+            evidence[DMIDECODE_LINE] = head
+            return cls(None, f"dmidecode output is not recognisable (starts with {head!r})", evidence=evidence, **common)
+        if not memory.devices:
+            evidence[DMIDECODE_LINE] = "no DMI type 17 (Memory Device) entries"
+            if root is True:
+                return cls(None, "dmidecode lists no memory devices (SMBIOS type 17): usual in VMs and containers",
+                           evidence=evidence, **common)
+            return cls(None, NEEDS_ROOT, evidence=evidence, **common)
+        if not memory.installed:
+            evidence[DMIDECODE_LINE] = f"{len(memory.devices)} memory devices, none with a size"
+            return cls(None, "dmidecode lists memory slots but no installed module with a size", evidence=evidence,
+                       **common)
+        modules = tuple(describe_module(d) for d in memory.installed)
+        evidence[DMIDECODE_LINE] = summarize_modules(modules)
+        return cls(memory, None, modules, evidence=evidence, **common)
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    node: int
+    cpus: tuple[int, ...] | None       # None: cpulist unreadable; () a memory-only node
+    mem_total_kb: int | None
+    distances: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class NumaFacts:
+    nodes: tuple[NumaNode, ...] | None  # None: /sys/devices/system/node is absent
+    numa_balancing: int | None = None
+    evidence: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def cpu_nodes(self) -> tuple[NumaNode, ...]:
+        return tuple(n for n in self.nodes or () if n.cpus)
+
+    @property
+    def memory_only_nodes(self) -> tuple[NumaNode, ...]:
+        return tuple(n for n in self.nodes or () if n.cpus == () and (n.mem_total_kb or 0) > 0)
+
+    @classmethod
+    def gather(cls, host: "Host") -> "NumaFacts":
+        evidence: dict[str, str] = {}
+        balancing_raw = host.files.read_value(NUMA_BALANCING)
+        balancing = None
+        if balancing_raw is not None:
+            evidence[NUMA_BALANCING] = balancing_raw
+            balancing = int(balancing_raw) if balancing_raw.isdigit() else None
+        if not host.files.is_dir(NODE_DIR):
+            return cls(None, balancing, evidence)
+        for path in (NODE_ONLINE, NODE_HAS_CPU):
+            value = host.files.read_value(path)
+            if value is not None:
+                evidence[path] = value
+        nodes: list[NumaNode] = []
+        for name in host.files.listdir(NODE_DIR):
+            m = re.fullmatch(r"node(\d+)", name)
+            if not m:
+                continue
+            base = f"{NODE_DIR}/{name}"
+            cpulist = host.files.read(f"{base}/cpulist")
+            cpus: tuple[int, ...] | None = None
+            if cpulist is not None:
+                evidence[f"{base}/cpulist"] = cpulist.strip()
+                try:
+                    cpus = tuple(parse_cpu_list(cpulist)) if cpulist.strip() else ()
+                except TunehostError:
+                    cpus = None
+            meminfo = host.files.read(f"{base}/meminfo") or ""
+            mem = re.search(r"MemTotal:\s*(\d+)\s*kB", meminfo)
+            if mem:
+                evidence[f"{base}/meminfo"] = f"MemTotal: {mem.group(1)} kB"
+            distance_raw = host.files.read_value(f"{base}/distance")
+            distances = None
+            if distance_raw:
+                try:
+                    distances = tuple(int(x) for x in distance_raw.split())
+                    evidence[f"{base}/distance"] = distance_raw
+                except ValueError:
+                    distances = None
+            nodes.append(NumaNode(int(m.group(1)), cpus, int(mem.group(1)) if mem else None, distances))
+        nodes.sort(key=lambda n: n.node)
+        return cls(tuple(nodes) if nodes else None, balancing, evidence)

@@ -1,0 +1,1 @@
+"""Pure parsers of command output: str -> dataclasses; they never raise on garbage."""
