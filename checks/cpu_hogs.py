@@ -1,0 +1,81 @@
+"""cpu-hogs — background processes eating CPU during the sample window, and other inference servers."""
+
+from __future__ import annotations
+
+from tunehost.check import Check, Fix
+from tunehost.facts.processes import BusyProcess, ProcessFacts, ProcessInfo
+
+WARN_PERCENT = 20.0  # of one core
+FAIL_SHARE = 0.2  # of the whole machine: about a full core on a 4-thread box, two on an 8-thread one
+SERVER_RSS_BYTES = 512 * 2**20  # a server holding this much has a model loaded
+
+WHY = ("llama.cpp token generation runs one thread per core and waits for the slowest: a process that takes a "
+       "core's time slices stalls every step, and it competes for memory bandwidth.")
+
+
+class CpuHogsCheck(Check):
+    id = "cpu-hogs"
+    title = "Background CPU use"
+    judges = "background processes eating CPU, and other inference servers holding memory"
+
+    def run(self, facts):
+        procs = facts.get(ProcessFacts)
+        if procs.busy is None and procs.processes is None:
+            yield self.skip(f"cannot see other processes: {procs.activity_reason}")
+            return
+        servers = {p.pid: p for p in procs.servers}
+        if procs.busy is None:
+            yield self.skip(f"no CPU sample: {procs.activity_reason}")
+        else:
+            yield from self._hogs(procs, servers)
+        for server in servers.values():
+            yield self._server(procs, server)
+
+    def _hogs(self, procs: ProcessFacts, servers: dict[int, ProcessInfo]):
+        cpus = procs.cpu_count or 1
+        window = f"{procs.interval_s:g} s" if procs.interval_s else "the sample window"
+        hogs = sorted((b for b in procs.busy or () if not b.is_self and b.pid not in servers
+                       and b.cpu_percent > WARN_PERCENT), key=lambda b: -b.cpu_percent)
+        total = procs.cpu_percent_total
+        if not hogs:
+            ev = {f"activity sample ({window})": f"{total:g} % of one core used by all other processes together"
+                  if total is not None else "no other process above the threshold",
+                  "cpu_count": cpus}
+            yield self.ok(f"no background process used more than {WARN_PERCENT:g} % of a core during {window}", ev)
+            return
+        for hog in hogs:
+            info = procs.process(hog.pid)
+            share = hog.cpu_percent / 100.0 / cpus
+            ev = {f"activity sample ({window}): pid {hog.pid} {hog.name}":
+                  f"{hog.cpu_percent:g} % of one core ({share:.0%} of {cpus} CPUs)"}
+            if info and info.username:
+                ev[f"pid {hog.pid} user"] = info.username
+            summary = f"{hog.name or 'pid ' + str(hog.pid)} (pid {hog.pid}) used {hog.cpu_percent:g} % of a core"
+            fix = _pause_fix(hog, info, procs.uid)
+            if share >= FAIL_SHARE:
+                yield self.fail(f"{summary}: {share:.0%} of this {cpus}-CPU machine", ev, fix=fix, detail=WHY)
+            else:
+                yield self.warn(summary, ev, fix=fix, detail=WHY)
+
+    def _server(self, procs: ProcessFacts, server: ProcessInfo):
+        busy = next((b for b in procs.busy or () if b.pid == server.pid), None)
+        ev = {f"processes sample: pid {server.pid}": f"{server.name} ({server.server})"}
+        if server.rss_bytes is not None:
+            ev[f"pid {server.pid} RSS"] = f"{server.rss_bytes / 2**30:.1f} GiB"
+        if busy is not None:
+            ev[f"pid {server.pid} CPU"] = f"{busy.cpu_percent:g} % of one core"
+        stop = ("sudo systemctl stop ollama",) if server.server == "ollama" else (f"kill {server.pid}",)
+        fix = Fix(f"Stop {server.name} before benchmarking or tuning (start it again afterwards).", stop)
+        loaded = (server.rss_bytes or 0) >= SERVER_RSS_BYTES or (busy is not None and busy.cpu_percent > WARN_PERCENT)
+        if loaded:
+            return self.warn(f"{server.server} (pid {server.pid}) is running: it competes for memory bandwidth/VRAM",
+                             ev, fix=fix, detail="A second inference server with a model loaded holds RAM/VRAM and, "
+                             "when it serves, takes memory bandwidth from the llama.cpp you measure.")
+        return self.info(f"{server.server} (pid {server.pid}) is running idle with no model loaded", ev, fix=fix)
+
+
+def _pause_fix(hog: BusyProcess, info: ProcessInfo | None, uid: int | None) -> Fix:
+    sudo = "" if uid == 0 else "sudo "  # a root run needs none; otherwise the process may be another user's
+    return Fix(f"Find out what {hog.name or hog.pid} is; stop it, or pause it while llama.cpp runs "
+               "(resume with kill -CONT).",
+               (f"ps -o pid,user,pcpu,rss,args -p {hog.pid}", f"{sudo}kill -STOP {hog.pid}", f"{sudo}kill -CONT {hog.pid}"))

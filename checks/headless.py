@@ -1,0 +1,82 @@
+"""headless — a graphical session (display server, compositor, display manager) holding RAM/VRAM on an inference box."""
+
+from __future__ import annotations
+
+from tunehost.check import Check, Fix
+from tunehost.facts.llama import gpu_views
+from tunehost.facts.processes import DISPLAY_PROCESSES, ProcessFacts
+
+GO_HEADLESS = ("sudo systemctl set-default multi-user.target", "sudo systemctl isolate multi-user.target")
+BACK = "sudo systemctl set-default graphical.target && sudo systemctl isolate graphical.target"
+
+
+class HeadlessCheck(Check):
+    id = "headless"
+    title = "Headless"
+    judges = "a graphical session holding RAM/VRAM on an inference box"
+
+    def run(self, facts):
+        procs = facts.get(ProcessFacts)
+        target = procs.default_target
+        if procs.processes is None and target is None:
+            yield self.skip(f"cannot tell: {procs.processes_reason}; {procs.default_target_reason}")
+            return
+        ev: dict[str, object] = dict(procs.evidence)
+        if target is None:
+            ev["systemctl get-default"] = procs.default_target_reason
+        if procs.processes is None:
+            yield self.info(f"default target is {target}; whether a display server runs is unknown "
+                            f"({procs.processes_reason})", ev)
+            return
+        displays = procs.display_processes
+        if not displays:
+            ev["processes sample"] = "no display server, compositor or display manager"
+            where = f" (default target {target})" if target else ""
+            yield self.ok(f"no graphical session is running{where}", ev)
+            return
+        ram = sum(p.rss_bytes or 0 for p in displays)
+        names = ", ".join(dict.fromkeys(p.name for p in displays))
+        for p in displays:
+            ev[f"processes sample: pid {p.pid} {p.name}"] = (f"RSS {p.rss_bytes / 2**20:.0f} MiB"
+                                                             if p.rss_bytes is not None else "RSS unknown")
+        vram, gpu_note, display_gpus = _display_vram(facts, {p.pid for p in displays})
+        for key, value in vram.items():
+            ev[key] = value
+        if gpu_note:
+            ev["GPU facts"] = gpu_note
+        fix = Fix(f"Boot to the text console (multi-user.target) on an inference box; to go back: {BACK}",
+                  GO_HEADLESS if target != "multi-user.target" else ("sudo systemctl isolate multi-user.target",))
+        held = f"{ram / 2**30:.1f} GiB RAM" if ram >= 2**30 else f"{ram / 2**20:.0f} MiB RAM"
+        if vram:
+            mib = sum(float(v.split()[0]) for v in vram.values() if v.split()[0].replace(".", "").isdigit())
+            yield self.warn(f"the graphical session ({names}) holds {mib:.0f} MiB of VRAM on the inference GPU "
+                            f"and {held}", ev, fix=fix,
+                            detail="VRAM the compositor holds is VRAM llama.cpp cannot use for layers or KV cache, "
+                                   "and the display competes for the GPU while tokens are generated.")
+            return
+        if display_gpus:
+            ev["GPU display active"] = ", ".join(display_gpus)
+            yield self.warn(f"the graphical session ({names}) drives the inference GPU ({', '.join(display_gpus)}) "
+                            f"and holds {held}", ev, fix=fix,
+                            detail="The display's framebuffers and compositor live in that GPU's VRAM, which "
+                                   "llama.cpp then cannot use.")
+            return
+        why = f" (default target {target})" if target else ""
+        yield self.info(f"a graphical session is running{why}: {names} hold {held}", ev, fix=fix,
+                        detail="Fine on a desktop that is also used as one; on a dedicated inference box the memory "
+                               "(and any VRAM) is better left to llama.cpp.")
+
+
+def _display_vram(facts, display_pids: set[int]) -> tuple[dict[str, str], str | None, list[str]]:
+    """({"GPU <name>: pid N Xorg": "412 MiB VRAM"}, why GPUs are unknown, discrete GPUs driving a display)."""
+    gpus, why = gpu_views(facts)
+    if gpus is None:
+        return {}, why, []
+    held: dict[str, str] = {}
+    for gpu in gpus:
+        for pid, name, mib in gpu.processes:
+            base = name.rsplit("/", 1)[-1]
+            if (pid in display_pids or base in DISPLAY_PROCESSES) and mib:
+                held[f"GPU {gpu.name or '?'}: pid {pid} {base}"] = f"{mib:.0f} MiB VRAM"
+    driving = [g.name or g.vendor or "?" for g in gpus if g.display_active and g.integrated is not True]
+    return held, None, driving

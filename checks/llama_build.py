@@ -1,0 +1,124 @@
+"""llama-build — llama.cpp binaries found, their build number/commit, backend, and whether a rebuild would help."""
+
+from __future__ import annotations
+
+import os
+
+from tunehost.check import Check, Fix
+from tunehost.facts.llama import GpuView, LlamaBinary, LlamaBuildFacts, gpu_views
+from tunehost.parsers.llama_version import CPU, CUDA, ROCM, VULKAN, cuda_architecture
+
+OLD_AFTER_DAYS = 90  # llama.cpp ships several builds a day; a few months means many backend speed-ups missed
+
+
+class LlamaBuildCheck(Check):
+    id = "llama-build"
+    title = "llama.cpp build"
+    judges = "llama.cpp binaries found, their build and backend"
+
+    def run(self, facts):
+        build = facts.get(LlamaBuildFacts)
+        if not build.binaries:
+            ev = {"searched": "PATH" + "".join(f"; {d}" for d in build.search_dirs)}
+            if build.reason:
+                ev["llama_install sample"] = build.reason
+            yield self.skip("llama.cpp not found on PATH; set LLAMA_CPP_DIR (or TUNEHOST_LLAMA_BIN_DIR) to its "
+                            "build directory", ev)
+            return
+        gpus, gpu_reason = gpu_views(facts)
+        groups: dict[tuple, list[LlamaBinary]] = {}
+        for binary in build.binaries:
+            key = (os.path.dirname(binary.path),)  # one directory = one build (llama-bench may not print a version)
+            groups.setdefault(key, []).append(binary)
+        for binaries in groups.values():
+            yield self._judge(build, binaries, gpus, gpu_reason)
+
+    def _judge(self, build: LlamaBuildFacts, binaries: list[LlamaBinary], gpus, gpu_reason):
+        lead = next((b for b in binaries if b.version.known), binaries[0])
+        names = ", ".join(b.name for b in binaries)
+        v = lead.version
+        ident = (f"b{v.build_number}" if v.build_number else "unknown build") + (f" ({v.commit})" if v.commit else "")
+        backends = tuple(dict.fromkeys(b for x in binaries for b in x.backends))
+        ev: dict[str, object] = {f"{b.name}": f"{b.path} (found via {b.found_in})" for b in binaries}
+        if lead.version_command:
+            ev[lead.version_command] = lead.version_raw or "(no version line)"
+        ev["backend"] = (", ".join(backends) + f" (from {lead.backend_source or next((b.backend_source for b in binaries if b.backend_source), '?')})"
+                         if backends else "unknown")
+        if lead.libs:
+            ev["libraries"] = ", ".join(lead.libs)
+        age_days = None
+        if lead.built and build.reference_date:
+            age_days = (build.reference_date - lead.built).days
+            ev["built"] = f"about {lead.built.isoformat()} (from the {lead.built_source}), {age_days} days before {build.reference_date}"
+
+        nvidia_ccs = _nvidia_ccs(gpus, binaries)
+        has_nvidia = bool(nvidia_ccs) or any(g.vendor == "nvidia" for g in gpus or ())
+        # an AMD iGPU of an ordinary APU rarely beats the CPU at token generation; discrete cards and the big
+        # unified-memory APUs (which llama.cpp itself reports with a gfx target) are worth a GPU backend
+        has_amd = any(g.vendor == "amd" and g.integrated is False for g in gpus or ()) or any(
+            x.version.gfx_targets for x in binaries)
+        if gpus is None and gpu_reason:
+            ev["GPU facts"] = gpu_reason
+        archs = sorted({a for a in (cuda_architecture(cc) for cc in nvidia_ccs) if a}, key=int)
+        if archs:
+            ev["CMAKE_CUDA_ARCHITECTURES"] = ";".join(archs) + " (compute capability " + ", ".join(sorted(set(nvidia_ccs))) + ")"
+        gfx = sorted({g for x in binaries for g in x.version.gfx_targets})
+        rebuild = _rebuild(lead, archs, gfx, want=CUDA if has_nvidia else ROCM if has_amd and ROCM in backends
+                           else VULKAN if VULKAN in backends else backends[0] if backends else CPU)
+        what = f"{names} {ident}, backend {', '.join(backends) or 'unknown'}"
+
+        if has_nvidia and backends and CUDA not in backends:
+            if VULKAN in backends:
+                return self.info(f"{what}: on an NVIDIA GPU a CUDA build is usually faster than Vulkan", ev,
+                                 fix=_rebuild(lead, archs, gfx, want=CUDA))
+            return self.warn(f"{what}: built without CUDA on a host with an NVIDIA GPU", ev,
+                             fix=_rebuild(lead, archs, gfx, want=CUDA),
+                             detail="A CPU-only build leaves the GPU idle: every layer runs on the CPU.")
+        if has_amd and backends == (CPU,):
+            return self.warn(f"{what}: built without a GPU backend on a host with an AMD GPU", ev,
+                             fix=_rebuild(lead, archs, gfx, want=ROCM))
+        if not backends:
+            return self.info(f"{what}: could not tell which backend it was built with", ev)
+        if age_days is not None and age_days > OLD_AFTER_DAYS:
+            return self.info(f"{what} is about {age_days // 30} months old: a rebuild picks up months of backend "
+                             "speed-ups", ev, fix=rebuild)
+        if not v.known:
+            return self.info(f"{names}: backend {', '.join(backends)}, build unknown (--version gave no version line)", ev)
+        return self.ok(what, ev)
+
+
+def _nvidia_ccs(gpus: tuple[GpuView, ...] | None, binaries: list[LlamaBinary]) -> list[str]:
+    ccs = [g.compute_capability for g in gpus or () if g.vendor == "nvidia" and g.compute_capability]
+    return ccs or [cc for b in binaries for cc in b.version.compute_capabilities]
+
+
+def _source_dir(binary: LlamaBinary) -> str | None:
+    # <src>/build/bin/llama-server: rebuild in place
+    parts = binary.path.rstrip("/").split("/")
+    if len(parts) >= 4 and parts[-3:-1] == ["build", "bin"]:
+        return "/".join(parts[:-3]) or "/"
+    return None
+
+
+def _rebuild(binary: LlamaBinary, archs: list[str], gfx: list[str], want: str) -> Fix:
+    if "tunehost cache" in binary.found_in:
+        return Fix("Rebuild tunehost's cached llama.cpp.", ("python scripts/build_llama_cpp.py --force",))
+    src = _source_dir(binary)
+    fetch = (f"cd {src} && git pull",) if src else (
+        "git clone https://github.com/ggml-org/llama.cpp && cd llama.cpp",)
+    if want == CUDA:
+        arch = f" -DCMAKE_CUDA_ARCHITECTURES={';'.join(archs)}" if archs else ""
+        configure = f"cmake -B build -DGGML_CUDA=ON{arch} -DCMAKE_BUILD_TYPE=Release"
+        text = "Rebuild llama.cpp with CUDA for this GPU's architecture."
+    elif want == ROCM:
+        targets = f" -DGPU_TARGETS={';'.join(gfx)}" if gfx else ""
+        configure = (f"HIPCXX=\"$(hipconfig -l)/clang\" HIP_PATH=\"$(hipconfig -R)\" cmake -B build -DGGML_HIP=ON{targets} "
+                     "-DCMAKE_BUILD_TYPE=Release")
+        text = "Rebuild llama.cpp with ROCm (HIP) for this GPU."
+    elif want == VULKAN:
+        configure = "cmake -B build -DGGML_VULKAN=ON -DCMAKE_BUILD_TYPE=Release"
+        text = "Rebuild llama.cpp (Vulkan)."
+    else:
+        configure = "cmake -B build -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release"
+        text = "Rebuild llama.cpp for this CPU."
+    return Fix(text, fetch + (configure, "cmake --build build --config Release -j \"$(nproc)\""))

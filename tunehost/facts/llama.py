@@ -1,0 +1,213 @@
+"""llama.cpp build facts: which llama-server / llama-cli / llama-bench are installed, their build and backend.
+
+Where tunehost looks: PATH (host.which), then $TUNEHOST_LLAMA_BIN_DIR, $LLAMA_CPP_DIR, $LLAMA_CPP_DIR/build/bin,
+$LLAMA_CPP_DIR/bin and the tunehost cache (~/.cache/tunehost/llama.cpp/<ver>/bin, built by scripts/build_llama_cpp.py).
+The live search is the `llama_install` sample (so a snapshot replays it); each binary's `<path> --version` is a
+command (cmd/ in a snapshot). The backend comes from the version output's backend lines, else from the ggml
+libraries beside the binary; the build date from the build number (an approximate table of real release dates),
+else from the file's mtime.
+
+Also here: `gpu_views(facts)`, a tolerant view of tunehost.facts.gpu (written by another group) for the checks
+that need to know about GPUs — it never fails when that module is missing or shaped differently.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tunehost.parsers.llama_version import (CPU, GPU_BACKENDS, LlamaVersion, backends_from_libs, build_date,
+                                            parse_list_devices, parse_llama_version)
+
+if TYPE_CHECKING:
+    from tunehost.facts import HostFacts
+    from tunehost.host import Host
+
+PROGRAMS = ("llama-server", "llama-cli", "llama-bench")
+
+
+@dataclass(frozen=True)
+class LlamaBinary:
+    name: str
+    path: str
+    found_in: str  # "PATH", "$LLAMA_CPP_DIR/build/bin", ...
+    version: LlamaVersion = field(default_factory=LlamaVersion)
+    version_command: str | None = None
+    version_raw: str | None = None  # first lines of the output, for evidence
+    libs: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    backend_source: str | None = None  # "--version output", "libraries beside the binary", "--list-devices", ...
+    built: _dt.date | None = None
+    built_source: str | None = None  # "build number (approximate)", "file mtime"
+    mtime: str | None = None
+
+    @property
+    def gpu_backends(self) -> tuple[str, ...]:
+        return tuple(b for b in self.backends if b in GPU_BACKENDS)
+
+
+@dataclass(frozen=True)
+class LlamaBuildFacts:
+    binaries: tuple[LlamaBinary, ...] = ()
+    search_dirs: tuple[str, ...] = ()  # "dir (from $LLAMA_CPP_DIR)"; PATH is always searched
+    reference_date: _dt.date | None = None  # "today" for age judgements: when the search was sampled
+    reason: str | None = None  # why nothing could be searched
+
+    @classmethod
+    def gather(cls, host: "Host") -> "LlamaBuildFacts":
+        install = host.sample("llama_install")
+        install = install if isinstance(install, dict) else {}
+        search = [f"{d.get('dir')} (from {d.get('from')}{'' if d.get('exists', True) else ', absent'})"
+                  for d in install.get("search_dirs") or () if isinstance(d, dict) and d.get("dir")]
+        reference = _date(install.get("sampled_at")) or _date(host.manifest.get("created"))
+        if reference is None and host.live:
+            reference = _dt.date.today()
+        candidates: list[dict[str, Any]] = [b for b in install.get("binaries") or ()
+                                            if isinstance(b, dict) and b.get("path") and b.get("name")]
+        known = {c["path"] for c in candidates}
+        for name in PROGRAMS:  # PATH, also for snapshots that only recorded which.json
+            path = host.which(name)
+            if path and path not in known and all(c["name"] != name or c.get("from") != "PATH" for c in candidates):
+                candidates.append({"name": name, "path": path, "from": "PATH"})
+                known.add(path)
+        binaries = tuple(_binary(host, c) for c in candidates)
+        reason = None if (install or host.live) else host.sample_errors.get("llama_install")
+        return cls(binaries, tuple(search), reference, reason)
+
+
+def _date(value: Any) -> _dt.date | None:
+    if not isinstance(value, str) or len(value) < 10:
+        return None
+    try:
+        return _dt.date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def _binary(host: "Host", row: Mapping[str, Any]) -> LlamaBinary:
+    name, path = str(row["name"]), str(row["path"])
+    libs = tuple(str(x) for x in row.get("libs") or () if isinstance(x, str))
+    argv = [path, "--version"]
+    result = host.run(argv, timeout=15.0)
+    text = "" if result is None else (result.stdout or "") + "\n" + (result.stderr or "")
+    version = parse_llama_version(text)
+    raw = "; ".join(line.strip() for line in text.splitlines()
+                    if line.strip().startswith(("version:", "built with", "ggml_cuda_init: found", "Device ",
+                                                "load_backend", "ggml_vulkan: Found")))[:400] or None
+    backends, source = version.backends, "--version output"
+    if not version.build_number and isinstance(row.get("marker"), str):
+        version = _with_marker(host, row["marker"], version)
+    lib_backends = backends_from_libs(libs)
+    if not any(b in GPU_BACKENDS for b in backends) and any(b in GPU_BACKENDS for b in lib_backends):
+        backends, source = lib_backends, "libraries beside the binary"
+    elif not backends and lib_backends:
+        backends, source = lib_backends, "libraries beside the binary"
+    if not backends and name == "llama-bench":
+        listed = host.run([path, "--list-devices"], timeout=15.0)
+        if listed is not None and listed.ok and "Available devices" in listed.stdout:
+            devices = parse_list_devices(listed.stdout)
+            backends, source = (devices or (CPU,)), "--list-devices"
+    if not backends and version.known and not libs and (version.build_number or 0) >= 4500:
+        # static build whose --version loads no GPU backend: since ~b4500 builds announce the GPU backends they
+        # register (ggml_cuda_init / ggml_vulkan lines) before printing the version, so none means CPU only
+        backends, source = (CPU,), "--version output names no GPU backend (static build)"
+    built = build_date(version.build_number)
+    built_source = "build number (approximate release date)" if built else None
+    mtime = row.get("mtime") if isinstance(row.get("mtime"), str) else None
+    if built is None and mtime:
+        built, built_source = _date(mtime), "file modification time"
+    return LlamaBinary(name, path, str(row.get("from") or "PATH"), version,
+                       " ".join(argv) if result is not None else None, raw, libs, tuple(backends),
+                       source if backends else None, built, built_source, mtime)
+
+
+def _with_marker(host: "Host", marker: str, version: LlamaVersion) -> LlamaVersion:
+    # scripts/build_llama_cpp.py records the pinned build number and commit in <ver>/built.json
+    try:
+        data = json.loads(host.files.read(marker) or "")
+    except ValueError:
+        return version
+    number = data.get("llama_cpp_build_number") if isinstance(data, dict) else None
+    commit = data.get("llama_cpp_commit") if isinstance(data, dict) else None
+    if not isinstance(number, int):
+        return version
+    from dataclasses import replace
+
+    return replace(version, build_number=number, commit=commit if isinstance(commit, str) else version.commit)
+
+
+# ---- a tolerant view of the GPU facts (tunehost.facts.gpu belongs to the GPU group) ----
+
+@dataclass(frozen=True)
+class GpuView:
+    vendor: str | None  # "nvidia", "amd", "intel"
+    name: str | None
+    compute_capability: str | None = None  # NVIDIA "8.6"
+    memory_total_mib: float | None = None
+    processes: tuple[tuple[int | None, str, float | None], ...] = ()  # (pid, name, MiB used)
+    display_active: bool | None = None
+    integrated: bool | None = None  # an iGPU/APU sharing system RAM
+
+
+def gpu_views(facts: "HostFacts") -> tuple[tuple[GpuView, ...] | None, str | None]:
+    """(GPUs, None), or (None, why unknown). Never raises, whatever tunehost.facts.gpu looks like."""
+    try:
+        from tunehost.facts import gpu as gpu_module  # noqa: PLC0415 - optional, written by another group
+    except Exception as exc:  # absent or broken module
+        return None, f"GPU facts unavailable ({exc.__class__.__name__})"
+    kind = next((getattr(gpu_module, n) for n in ("GpuFacts", "GPUFacts", "GpuDevices") if hasattr(gpu_module, n)), None)
+    if kind is None:
+        return None, "GPU facts unavailable (no GpuFacts)"
+    try:
+        gathered = facts.get(kind)
+        items = next((getattr(gathered, n) for n in ("gpus", "devices", "cards") if hasattr(gathered, n)), None)
+        if items is None:
+            return None, "GPU facts unavailable (no GPU list)"
+        return tuple(_gpu_view(g) for g in items or ()), None
+    except LookupError:
+        return None, "GPU facts not gathered"
+    except Exception as exc:
+        return None, f"GPU facts unavailable ({exc.__class__.__name__}: {exc})"
+
+
+def _attr(obj: Any, *names: str) -> Any:
+    for n in names:
+        value = obj.get(n) if isinstance(obj, dict) else getattr(obj, n, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _gpu_view(gpu: Any) -> GpuView:
+    vendor = _attr(gpu, "vendor", "driver")
+    vendor = str(vendor).lower() if vendor is not None else None
+    if vendor:
+        vendor = "nvidia" if "nvidia" in vendor or vendor == "0x10de" else "amd" if any(
+            w in vendor for w in ("amd", "amdgpu", "0x1002", "radeon")) else "intel" if any(
+            w in vendor for w in ("intel", "i915", "xe", "0x8086")) else vendor
+    cc = _attr(gpu, "compute_capability", "cuda_compute_capability", "cc")
+    if isinstance(cc, (tuple, list)) and len(cc) == 2:
+        cc = f"{cc[0]}.{cc[1]}"
+    procs = []
+    for p in _attr(gpu, "processes", "compute_processes") or ():
+        mib = _attr(p, "used_mib", "used_memory_mib", "memory_mib", "vram_mib")
+        if mib is None:
+            used_bytes = _attr(p, "used_bytes", "used_memory_bytes", "memory_bytes")
+            mib = used_bytes / 2**20 if isinstance(used_bytes, (int, float)) else None
+        pid = _attr(p, "pid")
+        procs.append((pid if isinstance(pid, int) else None, str(_attr(p, "name", "process_name") or ""),
+                      float(mib) if isinstance(mib, (int, float)) else None))
+    total = _attr(gpu, "memory_total_mib", "vram_total_mib", "total_mib")
+    display = _attr(gpu, "display_active", "display_attached", "display")
+    integrated = _attr(gpu, "integrated")
+    return GpuView(vendor, _attr(gpu, "name", "product_name"), str(cc) if cc else None,
+                   float(total) if isinstance(total, (int, float)) else None, tuple(procs),
+                   display if isinstance(display, bool) else None, integrated if isinstance(integrated, bool) else None)
+
+
+def cache_dir_hint() -> str:
+    """Where scripts/build_llama_cpp.py caches its build (for messages only)."""
+    return os.path.join(os.environ.get("TUNEHOST_CACHE_DIR") or "~/.cache/tunehost", "llama.cpp", "<version>", "bin")
