@@ -96,7 +96,10 @@ def snapshot(
 def _console() -> "Console":
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    import sys
+
+    # piped to a file or a pager: no hard wrapping at 80 columns, long evidence lines stay whole
+    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
 
 
 def _print_checks(checks: list, json_out: bool) -> None:

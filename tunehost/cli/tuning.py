@@ -1,0 +1,324 @@
+"""`tunehost apply / verify / rollback / status / profiles / recommend` (see docs/apply.md and docs/profiles.md)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from tunehost.cli import cli_errors, fail
+from tunehost.errors import TunehostError
+
+if TYPE_CHECKING:
+    from tunehost.tuning.engine import ApplyOutcome, Plan
+
+EXIT_DRIFT = 2
+
+
+def register(app: typer.Typer) -> None:
+    app.command("apply")(apply)
+    app.command("verify")(verify)
+    app.command("rollback")(rollback)
+    app.command("status")(status)
+    app.command("profiles")(profiles)
+    app.command("recommend")(recommend)
+
+
+@cli_errors
+def apply(
+    profile: str = typer.Option(..., "--profile", "-p", metavar="NAME", help="The profile to apply (`tunehost profiles`)."),
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Print the plan and change nothing."),
+    persist: bool = typer.Option(False, "--persist", help="Also write boot-time configuration (sysctl.d, tmpfiles.d)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    bench: Optional[str] = typer.Option(None, "--bench", metavar="MODEL",
+                                        help="Measure MODEL with llama-bench before and after applying."),
+    power_daemon: Optional[str] = typer.Option(None, "--power-daemon", metavar="ppd|tuned-ppd",
+                                               help="Override the profile's power_daemon key."),
+) -> None:
+    """Apply a tuning profile: plan, confirm, change (journalled), revert everything if any step fails.
+
+    Needs root for the live host. Exit status: 0 applied (or nothing to do), 1 not applied (error, refused, reverted).
+    """
+    from tunehost.tuning.engine import apply_plan, build_plan, doctor_findings
+    from tunehost.tuning.journal import Journal
+    from tunehost.tuning.profiles import load_profile, override
+    from tunehost.tuning.root import open_tuning_host, require_root
+
+    loaded = load_profile(profile)
+    if power_daemon is not None:
+        loaded = override(loaded, power_daemon=power_daemon)
+    journal = Journal()
+    if not dry_run:
+        require_root("tunehost apply")
+        journal.ensure_writable()
+        active = journal.active_runs()
+        if active and active[-1].interrupted:
+            raise TunehostError(f"an earlier apply of {active[-1].profile} (run {active[-1].id}) was interrupted: "
+                                "run `tunehost rollback` first (nothing was changed)")
+        if bench:
+            from tunehost.tuning.bench_hook import bench_function
+
+            bench_function()  # fail before any change when the bench engine is missing
+    host, root = open_tuning_host()
+    findings, note = doctor_findings(host)
+    plan = build_plan(host, loaded, persist=persist, findings=findings, doctor_note=note)
+    render_plan(plan, root)
+    if dry_run:
+        typer.echo("dry run: nothing was changed")
+        return
+    if plan.empty:
+        typer.echo(f"nothing to change: this host already matches profile {loaded.name}")
+        return
+    if not yes:
+        try:
+            typer.confirm(f"Apply {len(plan.to_change) + len(plan.files_to_write)} change(s)?", abort=True)
+        except typer.Abort:
+            raise fail("not confirmed: nothing was changed (use --yes to skip the question)") from None
+    before = _measure(bench, "before") if bench else None
+    outcome = apply_plan(host, plan, journal, root=root)
+    _render_outcome(outcome)
+    if not outcome.ok:
+        raise typer.Exit(1)
+    if bench:
+        from tunehost.tuning.bench_hook import describe
+
+        after = _measure(bench, "after")
+        typer.echo(f"bench before: {describe(before)}")
+        typer.echo(f"bench after:  {describe(after)}")
+
+
+def _measure(model: str, label: str):
+    from tunehost.tuning.bench_hook import measure
+
+    typer.echo(f"measuring {model} ({label})...")
+    return measure(model, label)
+
+
+@cli_errors
+def verify() -> None:
+    """Compare the live state with the last applied profile. Exit 0 nothing drifted, 2 drift, 1 nothing applied."""
+    from tunehost.tuning.engine import verify as run_verify
+    from tunehost.tuning.journal import Journal
+    from tunehost.tuning.root import open_tuning_host
+
+    host, root = open_tuning_host()
+    report = run_verify(host, Journal(), root=root)
+    run = report.run
+    typer.echo(f"profile {run.profile} (run {run.id}, {_when(run.begin.get('time'))}): "
+               f"{len(report.held)} setting(s) hold, {len(report.drift)} drifted")
+    if run.interrupted:
+        typer.echo("INTERRUPTED: that apply never finished; `tunehost rollback` completes its rollback")
+    for d in report.drift:
+        typer.echo(f"DRIFT {d.name}: {d.target} -> now {d.current if d.current is not None else '(unreadable)'}"
+                   f"  ({d.where})")
+    if not report.ok:
+        typer.echo("re-apply with `tunehost apply --profile " + run.profile + "`, or `tunehost rollback`")
+        raise typer.Exit(EXIT_DRIFT)
+
+
+@cli_errors
+def rollback(
+    yes: bool = typer.Option(True, "--yes/--ask", help="Roll back without asking (default), or ask first."),
+) -> None:
+    """Undo the last apply (or finish undoing an interrupted one): restore each recorded value, newest first,
+    only where it is still what tunehost set. Exit 0 done, 1 something could not be restored."""
+    from tunehost.tuning.engine import rollback as run_rollback
+    from tunehost.tuning.journal import Journal
+    from tunehost.tuning.root import open_tuning_host, require_root
+
+    require_root("tunehost rollback")
+    journal = Journal()
+    if not journal.active_runs():
+        typer.echo("nothing to roll back: no apply of tunehost is in place")
+        return
+    journal.ensure_writable()
+    if not yes:
+        try:
+            typer.confirm("Roll back the last apply?", abort=True)
+        except typer.Abort:
+            raise fail("not confirmed: nothing was changed") from None
+    host, root = open_tuning_host()
+    outcome = run_rollback(host, journal, root=root)
+    run = outcome.run
+    assert run is not None
+    state = "interrupted apply" if run.interrupted else "apply"
+    typer.echo(f"rolling back {state} of profile {run.profile} (run {run.id})")
+    for u in outcome.undo:
+        if u["outcome"] == "restored":
+            typer.echo(f"restored  {u['name']}: {u.get('was', '')} -> {u['value']}".replace(":  ->", ": ->"))
+        elif u["outcome"] == "unchanged":
+            typer.echo(f"unchanged {u['name']}: already {u.get('value', 'as before')}")
+        elif u["outcome"] == "left":
+            typer.echo(f"LEFT      {u['name']}: changed by someone else since (now {u['value']}; tunehost set "
+                       f"{u.get('target', 'it')}): left as it is")
+        else:
+            typer.echo(f"FAILED    {u['name']}: {u.get('error')}")
+    if not outcome.complete:
+        typer.echo("rollback incomplete: fix the failures above and run `tunehost rollback` again", err=True)
+        raise typer.Exit(1)
+    typer.echo("rollback complete")
+
+
+@cli_errors
+def status(json_out: bool = typer.Option(False, "--json", help="Print the applied runs as JSON.")) -> None:
+    """Show what tunehost has applied (and not rolled back), newest last."""
+    from tunehost.tuning.journal import Journal
+    from tunehost.tuning.profiles import SETTING_KEYS
+
+    journal = Journal()
+    active = journal.active_runs()
+    if json_out:
+        typer.echo(json.dumps([{"run": r.id, "profile": r.profile, "root": r.root, "status": r.status,
+                                "time": r.begin.get("time"), "settings": r.begin.get("settings", {}),
+                                "steps": len(r.intents)} for r in active], indent=2))
+        return
+    if not active:
+        typer.echo(f"no profile applied by tunehost (journal: {journal.path})")
+        return
+    for r in active:
+        where = "" if r.root == "/" else f" on root {r.root}"
+        typer.echo(f"{r.profile}: {r.status}{where}, {len(r.intents)} change(s), run {r.id}, "
+                   f"{_when(r.begin.get('time'))}")
+        settings = r.begin.get("settings") or {}
+        for key in sorted(settings, key=lambda k: list(SETTING_KEYS).index(k) if k in SETTING_KEYS else 99):
+            typer.echo(f"    {key} = {settings[key]}")
+    top = active[-1]
+    typer.echo(f"in effect: {top.profile}; `tunehost verify` checks it, `tunehost rollback` undoes it")
+
+
+@cli_errors
+def profiles(json_out: bool = typer.Option(False, "--json", help="Print the merged profiles as JSON.")) -> None:
+    """List the tuning profiles and what each sets (includes merged)."""
+    from tunehost.tuning.profiles import SETTING_KEYS, load_all
+
+    loaded = load_all()
+    if json_out:
+        typer.echo(json.dumps([{"name": p.name, "description": p.description, "includes": list(p.includes),
+                                "settings": dict(p.settings)} for p in loaded], indent=2))
+        return
+    for p in loaded:
+        inc = f" (includes {', '.join(p.includes)})" if p.includes else ""
+        typer.echo(f"{p.name}{inc}")
+        if p.description:
+            typer.echo(f"  {p.description}")
+        for key, value in p.targets().items():
+            typer.echo(f"    {key:<14} {value:<24} {SETTING_KEYS[key].meaning}")
+        typer.echo("")
+
+
+@cli_errors
+def recommend(
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR",
+                                            help="Read this snapshot directory instead of the live host."),
+) -> None:
+    """Say which profile fits this host, and why (chassis type, battery and AC power)."""
+    from tunehost.host import open_host
+    from tunehost.tuning.recommend import recommend as run_recommend
+
+    rec = run_recommend(open_host(snapshot))
+    typer.echo(f"recommended profile: {rec.profile}")
+    for reason in rec.reasons:
+        typer.echo(f"  - {reason}")
+    for src, value in rec.evidence.items():
+        typer.echo(f"    {src}: {value}")
+    typer.echo(f"apply it with: sudo tunehost apply --profile {rec.profile} --dry-run   (then without --dry-run)")
+
+
+# --- rendering ---------------------------------------------------------------------------------------------------------
+
+def _units_text(units: list[str]) -> str:
+    from tunehost.cpulist import format_cpu_list
+
+    cpus = [int(u[3:]) for u in units if u.startswith("cpu") and u[3:].isdigit()]
+    if cpus and len(cpus) == len(units):
+        return "cpu " + format_cpu_list(cpus)
+    return ", ".join(u for u in units if u)
+
+
+def _grouped(items, key_of):
+    groups: dict[tuple, list] = {}
+    for item in items:
+        groups.setdefault(key_of(item), []).append(item)
+    return groups
+
+
+def _label(key: str, units: list[str]) -> str:
+    units = [u for u in units if u]
+    return f"{key} ({_units_text(units)})" if units else key
+
+
+def render_plan(plan: "Plan", root: str) -> None:
+    p = plan.profile
+    where = "this host (live)" if root == "/" else f"root {root}"
+    inc = f", includes {', '.join(p.includes)}" if p.includes else ""
+    typer.echo(f"plan for profile {p.name}{inc} on {where}")
+    changes = _grouped(plan.to_change, lambda c: (c.knob.key, c.current, c.target))
+    for (key, current, target), items in changes.items():
+        where_ = items[0].knob.where if len(items) == 1 else items[0].knob.where.replace(
+            f"/{items[0].knob.unit}/", "/cpu*/")
+        typer.echo(f"  change   {_label(key, [c.knob.unit for c in items]):<28} {current} -> {target}   [{where_}]")
+    for (key, current, target), items in _grouped(plan.already, lambda c: (c.knob.key, c.current, c.target)).items():
+        typer.echo(f"  already  {_label(key, [c.knob.unit for c in items]):<28} {target}")
+    for (key, reason), items in _grouped(plan.skipped, lambda s: (s.key, s.reason)).items():
+        typer.echo(f"  skipped  {_label(key, [s.unit for s in items]):<28} unsupported here: {reason}")
+    for f in plan.files:
+        state = "already written" if not f.needed else ("new file" if f.previous is None else "replaces the current file")
+        typer.echo(f"  persist  {f.path} ({state})")
+        if f.needed:
+            for line in f.content.splitlines():
+                if not line.startswith("#"):
+                    typer.echo(f"             {line}")
+    for note in plan.notes:
+        typer.echo(f"  note: {note}")
+    manual = plan.manual
+    if manual:
+        typer.echo("MANUAL steps (doctor findings that tunehost apply does not fix):")
+        for d in manual:
+            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}")
+            if d.fix:
+                typer.echo(f"       fix: {d.fix}")
+            for cmd in d.commands:
+                typer.echo(f"         $ {cmd}")
+    fixed = [d for d in plan.doctor if d.fixed_by]
+    if fixed:
+        typer.echo("doctor findings this plan addresses (re-run `tunehost doctor` afterwards to confirm):")
+        for d in fixed:
+            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}  <- {', '.join(d.fixed_by)}")
+    intended = [d for d in plan.doctor if d.intended]
+    if intended:
+        typer.echo(f"doctor findings profile {p.name} accepts on purpose (see `tunehost profiles`):")
+        for d in intended:
+            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}  <- {', '.join(d.intended)} held on purpose")
+    n = len(plan.to_change) + len(plan.files_to_write)
+    typer.echo(f"{n} change(s), {len(plan.already)} already set, {len(plan.skipped)} skipped, "
+               f"{len(manual)} manual step(s)")
+
+
+def _render_outcome(outcome: "ApplyOutcome") -> None:
+    if outcome.ok:
+        for name, before, after in outcome.changed:
+            typer.echo(f"set {name}: {before} -> {after}")
+        for path in outcome.files:
+            typer.echo(f"wrote {path}")
+        typer.echo(f"applied (run {outcome.run}); `tunehost verify` checks it, `tunehost rollback` undoes it")
+        return
+    typer.echo(f"tunehost: error: apply failed: {outcome.failed}", err=True)
+    bad = [u for u in outcome.undo if u["outcome"] == "failed"]
+    for u in outcome.undo:
+        if u["outcome"] == "restored":
+            typer.echo(f"reverted {u['name']} -> {u['value']}", err=True)
+    if bad:
+        for u in bad:
+            typer.echo(f"tunehost: error: could not revert {u['name']}: {u.get('error')}", err=True)
+        typer.echo("tunehost: error: the host is partly changed; `tunehost rollback` retries the revert", err=True)
+    else:
+        typer.echo("every change was reverted: the host is as it was", err=True)
+
+
+def _when(ts) -> str:
+    if not isinstance(ts, (int, float)):
+        return "time unknown"
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
