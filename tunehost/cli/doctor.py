@@ -87,10 +87,24 @@ def snapshot(
 
     host = open_host(record=True)
     loaded = load_checks()
-    run_doctor(HostFacts(host), loaded.checks)  # records everything every check reads
+    facts = HostFacts(host)
+    run_doctor(facts, loaded.checks)  # records everything every check reads
+    _record_advise_inputs(facts)
     write_snapshot(host, directory)
     files = sum(1 for p in Path(directory).rglob("*") if p.is_file())
     typer.echo(f"snapshot written to {directory} ({files} files); replay with: tunehost doctor --snapshot {directory}")
+
+
+def _record_advise_inputs(facts) -> None:
+    """What `tunehost advise --snapshot` reads beyond the checks: the memlock limit and llama-server's --help."""
+    try:
+        from tunehost.advise.flags import read_caps
+        from tunehost.advise.host_view import HostView
+
+        view = HostView.from_facts(facts)
+        read_caps(facts.host, view.llama_server)
+    except Exception as exc:  # the snapshot is still useful for doctor without these
+        typer.echo(f"tunehost: warning: advise inputs not recorded: {exc}", err=True)
 
 
 def _console() -> "Console":

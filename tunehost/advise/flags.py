@@ -1,0 +1,293 @@
+"""Which flags a llama-server build has (from its `--help`), and the plan's flags adapted to that build.
+
+`parse_help(text)` reads the option lines llama.cpp prints (common/arg.cpp, `common_arg::to_string`):
+
+    -ngl,  --gpu-layers, --n-gpu-layers N   max. number of layers to store in VRAM ...
+    -fa,   --flash-attn [on|off|auto]       set Flash Attention use ...
+    --spec-type [none|draft-mtp|ngram-simple|...]
+
+and older builds' forms (`-fa, --flash-attn   enable Flash Attention` with no value). `adapt(flags, caps)` keeps
+each flag the build knows, rewrites the ones that changed spelling, and drops the rest with a note:
+
+    --flash-attn on         -> -fa (builds where flash attention was an on/off switch), else dropped
+    --n-cpu-moe N           -> -ot "blk\\.(0|...|N-1)\\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU" (before --n-cpu-moe)
+    --no-mmap / --mlock     -> --load-mode none|mlock|mmap+mlock (builds from late 2026 replaced both with -lm)
+    --spec-type draft-mtp   -> --spec-type mtp (the first spelling, PR #22673), else dropped
+    -md PATH                -> --spec-draft-model PATH where only that spelling exists
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from tunehost.advise.plan import Flag
+    from tunehost.host import Host
+
+HELP_TIMEOUT_S = 20.0
+_FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*$")
+_CHOICES = re.compile(r"^[\[{]([A-Za-z0-9_.+|,-]+)[\]}]$")
+# llama.cpp's LLM_FFN_EXPS_REGEX per block (common/common.h llm_ffn_exps_block_regex): routed experts only,
+# never the shared expert (ffn_*_shexp) or the router (ffn_gate_inp)
+EXPERT_TENSORS = r"ffn_(up|down|gate|gate_up)_(ch|)exps"
+
+
+@dataclass(frozen=True)
+class ServerCaps:
+    """The options one llama-server build lists in --help: every spelling, and the value choices it shows."""
+
+    names: frozenset[str] = frozenset()
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # every spelling -> ("on", "off", "auto")
+    takes_value: frozenset[str] = frozenset()  # spellings followed by a value hint (N, TYPE, [on|off|auto], ...)
+    source: str | None = None  # the command line it was read from
+
+    def has(self, *names: str) -> bool:
+        return any(n in self.names for n in names)
+
+    def values(self, *names: str) -> tuple[str, ...]:
+        for n in names:
+            if n in self.choices:
+                return self.choices[n]
+        return ()
+
+
+def parse_help(text: str | None) -> ServerCaps:
+    """Option spellings and value choices from `llama-server --help` output (stdout and stderr joined)."""
+    names: set[str] = set()
+    takes: set[str] = set()
+    choices: dict[str, tuple[str, ...]] = {}
+    last: list[str] = []
+    for raw in (text or "").splitlines():
+        line = raw.lstrip(" ")
+        if not line.startswith("-") or len(raw) - len(line) > 4:  # deeper indents continue a description
+            allowed = re.search(r"allowed values:\s*([A-Za-z0-9_, ]+)$", raw)
+            if allowed and last:  # -ctk/-ctv list their types on a continuation line
+                for s in last:
+                    choices[s] = tuple(v.strip() for v in allowed.group(1).split(",") if v.strip())
+            continue
+        head = re.split(r"\s{2,}", re.sub(r",\s+", ", ", line.rstrip()), maxsplit=1)[0]  # "-fa,   --flash-attn"
+        spellings: list[str] = []
+        hint: list[str] = []
+        for part in head.split(","):
+            tokens = part.split()
+            if tokens and _FLAG.match(tokens[0]):
+                spellings.append(tokens[0])
+                hint.extend(tokens[1:])
+        last = spellings
+        if not spellings:
+            continue
+        names.update(spellings)
+        if hint:
+            takes.update(spellings)
+            match = _CHOICES.match(hint[0])
+            if match and "|" in match.group(1):
+                values = tuple(v for v in match.group(1).split("|") if v)
+                for s in spellings:
+                    choices[s] = values
+    return ServerCaps(frozenset(names), choices, frozenset(takes))
+
+
+def read_caps(host: "Host", server: str | None) -> ServerCaps | None:
+    """`<llama-server> --help` through the host layer; None when it is not available or printed no options."""
+    if not server:
+        return None
+    result = host.run([server, "--help"], timeout=HELP_TIMEOUT_S)
+    if result is None:
+        return None
+    caps = parse_help((result.stdout or "") + "\n" + (result.stderr or ""))
+    if not caps.names:
+        return None
+    return replace(caps, source=f"{server} --help")
+
+
+def expert_override(layers: Iterable[int]) -> str:
+    """The -ot value that keeps the routed experts of `layers` in RAM (what --n-cpu-moe N writes for 0..N-1)."""
+    ids = sorted(set(layers))
+    alternation = "|".join(str(i) for i in ids)
+    block = ids[0] if len(ids) == 1 else f"({alternation})"
+    return rf"blk\.{block}\.{EXPERT_TENSORS}=CPU"
+
+
+# the planner's spelling of each option -> every spelling llama.cpp has used for it (common/arg.cpp)
+ALIASES: dict[str, tuple[str, ...]] = {
+    "-t": ("-t", "--threads"),
+    "-tb": ("-tb", "--threads-batch"),
+    "-c": ("-c", "--ctx-size"),
+    "-np": ("-np", "--parallel"),
+    "-b": ("-b", "--batch-size"),
+    "-ub": ("-ub", "--ubatch-size"),
+    "-fa": ("-fa", "--flash-attn"),
+    "-ctk": ("-ctk", "--cache-type-k"),
+    "-ctv": ("-ctv", "--cache-type-v"),
+    "-ngl": ("-ngl", "--gpu-layers", "--n-gpu-layers"),
+    "--n-cpu-moe": ("--n-cpu-moe", "-ncmoe"),
+    "-ot": ("-ot", "--override-tensor"),
+    "--mlock": ("--mlock",),
+    "--no-mmap": ("--no-mmap",),
+    "--load-mode": ("-lm", "--load-mode"),
+    "--prio": ("--prio",),
+    "--numa": ("--numa",),
+    "--host": ("--host",),
+    "-m": ("-m", "--model"),
+    "-mm": ("-mm", "--mmproj"),
+    "-md": ("-md", "--model-draft", "--spec-draft-model"),
+    "-cd": ("-cd", "--ctx-size-draft", "--spec-draft-ctx-size"),
+    "-ngld": ("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"),
+    "--spec-type": ("--spec-type",),
+}
+
+
+def _known(caps: ServerCaps, name: str) -> str | None:
+    """The spelling this build lists for the planner's option `name`, or None."""
+    if name in caps.names:
+        return name
+    for spelling in ALIASES.get(name, ()):
+        if spelling in caps.names:
+            return spelling
+    return None
+
+
+def adapt(flags: Iterable["Flag"], caps: ServerCaps | None) -> tuple[tuple["Flag", ...], tuple[str, ...]]:
+    """The flags this build accepts, and one note per flag changed or dropped. Without caps nothing changes."""
+    flags = tuple(flags)
+    if caps is None:
+        return flags, ()
+    out: list[Flag] = []
+    notes: list[str] = []
+    load_mode: list[str] = []
+    for flag in flags:
+        name = flag.name
+        if name in ("--mlock", "--no-mmap") and not caps.has(name) and caps.has("-lm", "--load-mode"):
+            load_mode.append(name)
+            continue
+        spelling = _known(caps, name)
+        if name == "-fa":
+            if spelling is None:
+                notes.append("dropped --flash-attn: this llama-server has no flash attention option")
+                continue
+            if spelling not in caps.takes_value:
+                out.append(replace(flag, name=spelling, value=None,
+                                   reason=flag.reason + " (this build's -fa is a switch without a value)"))
+                notes.append("--flash-attn on written as -fa: this build's flash attention option takes no value")
+                continue
+        if name == "--n-cpu-moe" and spelling is None:
+            ot = _known(caps, "-ot")
+            if ot is not None and flag.value:
+                n = int(flag.value)
+                out.append(replace(flag, name=ot, value=expert_override(range(n)),
+                                   reason=flag.reason + " (as -ot: this build has no --n-cpu-moe)"))
+                notes.append(f"--n-cpu-moe {n} written as -ot with llama.cpp's expert regex: this build predates "
+                             "--n-cpu-moe")
+                continue
+        if name == "--spec-type" and spelling is not None and flag.value:
+            allowed = caps.values(spelling)
+            if allowed and flag.value not in allowed:
+                alt = next((v for v in ("draft-mtp", "mtp") if v in allowed), None)
+                if alt is None:
+                    notes.append(f"dropped --spec-type {flag.value}: this build offers {'|'.join(allowed)}")
+                    continue
+                notes.append(f"--spec-type {flag.value} written as --spec-type {alt} (this build's spelling)")
+                flag = replace(flag, value=alt)
+        if name in ("-ctk", "-ctv") and spelling is not None and flag.value:
+            allowed = caps.values(spelling)
+            if allowed and flag.value not in allowed:
+                notes.append(f"dropped {name} {flag.value}: this build allows {', '.join(allowed)}")
+                continue
+        if spelling is None:
+            notes.append(f"dropped {name}: this llama-server does not list it in --help")
+            continue
+        out.append(replace(flag, name=spelling) if spelling != name else flag)
+    if load_mode:
+        mode = {("--no-mmap",): "none", ("--mlock",): "mmap+mlock"}.get(tuple(sorted(set(load_mode))), "mlock")
+        from tunehost.advise.plan import Flag
+
+        spelling = _known(caps, "--load-mode") or "--load-mode"  # the -lm short form reads poorly
+        out.append(Flag(spelling, mode, "load the weights into RAM"
+                        + (" and lock them there" if "--mlock" in load_mode else "")
+                        + " (this build's --load-mode replaces --no-mmap/--mlock)"))
+        notes.append(f"{' '.join(load_mode)} written as {spelling} {mode}: this build replaced them with --load-mode")
+    return tuple(out), tuple(notes)
+
+
+def fit_supported(caps: ServerCaps | None) -> bool:
+    """Whether this llama-server has --fit / --fit-target / --fit-ctx (llama_params_fit, late 2025 on)."""
+    return caps is not None and caps.has("--fit", "-fit") and caps.has("--fit-target", "-fitt")
+
+
+__all__ = ["ServerCaps", "FitProbe", "parse_help", "read_caps", "adapt", "expert_override", "fit_supported",
+           "parse_fit_params", "fit_params_path", "run_fit_params", "EXPERT_TENSORS"]
+
+
+# ---- llama-fit-params: llama.cpp's own placement (tools/fit-params/fit-params.cpp) ----
+
+FIT_TIMEOUT_S = 120.0
+_FIT_LINE = re.compile(r"(?:^|\s)-c\s+(\d+)\s+-ngl\s+(-?\d+)")
+_EXPERT_LAYER = re.compile(r"^blk\\\.(\d+)\\\.ffn_\(up\|down\|gate(?:\|gate_up)?\)_(?:\(ch\|\))?exps$")
+
+
+@dataclass(frozen=True)
+class FitProbe:
+    """What `llama-fit-params` printed: `-c N -ngl K [-ts A,B] [-ot "pattern=BUFT,..."]` (its last stdout line)."""
+
+    n_ctx: int
+    gpu_layers: int  # -1: every layer
+    tensor_split: str | None = None
+    overrides: tuple[str, ...] = ()  # "pattern=BUFFER_TYPE"
+    command: str = ""
+
+    @property
+    def cpu_expert_layers(self) -> tuple[int, ...] | None:
+        """The layers whose routed experts the overrides keep in RAM, when that is all they do; else None."""
+        layers = []
+        for item in self.overrides:
+            pattern, _, buft = item.rpartition("=")
+            match = _EXPERT_LAYER.match(pattern)
+            if not match or not buft.upper().startswith("CPU"):
+                return None
+            layers.append(int(match.group(1)))
+        return tuple(sorted(layers))
+
+
+def parse_fit_params(stdout: str | None, command: str = "") -> FitProbe | None:
+    """The placement line of `llama-fit-params` output; None when there is none."""
+    for line in reversed((stdout or "").strip().splitlines()):
+        match = _FIT_LINE.search(line)
+        if not match:
+            continue
+        ts = re.search(r"\s-ts\s+(\S+)", line)
+        ot = re.search(r'\s-ot\s+"([^"]*)"', line) or re.search(r"\s-ot\s+(\S+)", line)
+        overrides = tuple(o for o in (ot.group(1).split(",") if ot else ()) if o)
+        return FitProbe(int(match.group(1)), int(match.group(2)), ts.group(1) if ts else None, overrides, command)
+    return None
+
+
+def fit_params_path(host: "Host", server: str | None) -> str | None:
+    """llama-fit-params on PATH, or beside the llama-server binary."""
+    found = host.which("llama-fit-params")
+    if found:
+        return found
+    if server and "/" in server:
+        beside = server.rsplit("/", 1)[0] + "/llama-fit-params"
+        if host.files.exists(beside):
+            return beside
+    return None
+
+
+def run_fit_params(host: "Host", binary: str, args: list[str]) -> tuple[FitProbe | None, str | None]:
+    """Run llama-fit-params with the plan's model/context/KV arguments; (probe, None) or (None, why not)."""
+    argv = [binary, *args]
+    result = host.run(argv, timeout=FIT_TIMEOUT_S)
+    line = " ".join(argv)
+    if result is None:
+        return None, f"{binary} is not runnable here"
+    if result.rc == 124:
+        return None, f"llama-fit-params timed out after {FIT_TIMEOUT_S:g} s"
+    if not result.ok:
+        last = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [f"exit status {result.rc}"]
+        return None, f"llama-fit-params failed: {last[0][:200]}"
+    probe = parse_fit_params(result.stdout, line)
+    if probe is None:
+        return None, "llama-fit-params printed no placement"
+    return probe, None

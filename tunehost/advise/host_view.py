@@ -1,0 +1,229 @@
+"""What the advise planner needs to know about a host, in one small frozen value.
+
+`HostView.from_facts(facts)` is the adapter between the host facts (CPU topology, GPUs, /proc/meminfo,
+/proc/self/limits, NUMA nodes, the llama.cpp install) and the pure planner in `tunehost.advise.plan`. It never
+raises for missing data: anything unknown is None and `notes` says why. Tests build `HostView(...)` by hand.
+
+Reads go through the host layer only (`facts.host.files`); the facts modules do the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Iterable
+
+from tunehost.cpulist import format_cpu_list, parse_cpu_list
+from tunehost.errors import TunehostError
+
+if TYPE_CHECKING:
+    from tunehost.facts import HostFacts
+
+MiB = 1024 * 1024
+LIMITS = "/proc/self/limits"
+NODES = "/sys/devices/system/node"
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """One GPU as the planner sees it. Bytes, not MiB; None when unknown."""
+
+    index: int
+    name: str
+    vendor: str  # nvidia | amd | intel | other
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+    unified: bool = False  # an APU / iGPU: its memory is system RAM (carve-out + GTT)
+    gtt_free_bytes: int | None = None  # amdgpu: system RAM the GPU may still map (unified GPUs)
+    compute_capability: str | None = None
+
+
+@dataclass(frozen=True)
+class HostView:
+    """The facts `plan()` uses. CPU lists are logical CPU numbers; `cores` groups SMT siblings per physical core."""
+
+    online_cpus: tuple[int, ...] | None = None
+    cores: tuple[tuple[int, ...], ...] = ()  # every physical core (its online logical CPUs)
+    pin_cpus: tuple[int, ...] | None = None  # one logical CPU per physical performance core, `threads` of them
+    performance_cores: int | None = None  # physical P-cores (all cores on a non-hybrid CPU)
+    threads: int | None = None  # the --threads value (tunehost.facts.topology.recommended_threads)
+    smt: bool | None = None
+    hybrid: bool | None = None
+    gpus: tuple[GpuView, ...] = ()
+    gpus_known: bool = True  # False: GPU facts could not be read at all
+    gpu_backends: tuple[str, ...] | None = None  # llama.cpp backends of the llama-server build; None unknown
+    ram_total: int | None = None
+    ram_available: int | None = None
+    memlock_limit: int | None = None  # soft "Max locked memory" in bytes; None unknown (see memlock_unlimited)
+    memlock_unlimited: bool = False
+    numa_nodes: int | None = None
+    llama_server: str | None = None  # path of the llama-server found on the host
+    cpus_given: bool = False  # pin_cpus/threads come from --cpus
+    notes: tuple[str, ...] = ()
+
+    @property
+    def discrete_gpus(self) -> tuple[GpuView, ...]:
+        return tuple(g for g in self.gpus if not g.unified)
+
+    @property
+    def unified_gpus(self) -> tuple[GpuView, ...]:
+        return tuple(g for g in self.gpus if g.unified)
+
+    def memlock_allows(self, n_bytes: int) -> bool | None:
+        """Whether `n_bytes` may be locked under the current limit; None when the limit is unknown."""
+        if self.memlock_unlimited:
+            return True
+        if self.memlock_limit is None:
+            return None
+        return n_bytes <= self.memlock_limit
+
+    def with_cpus(self, text: str) -> "HostView":
+        """This view pinned to a user's CPU list (--cpus). Raises TunehostError for a list that is not valid here."""
+        cpus = parse_cpu_list(text)
+        if self.online_cpus is not None:
+            missing = [c for c in cpus if c not in set(self.online_cpus)]
+            if missing:
+                raise TunehostError(
+                    f"--cpus {text}: CPU {format_cpu_list(missing)} does not exist on this host "
+                    f"(online CPUs: {format_cpu_list(self.online_cpus)})")
+        chosen = set(cpus)
+        if self.cores:
+            physical = [core for core in self.cores if chosen & set(core)]
+        else:
+            physical = [(c,) for c in cpus]
+        return replace(self, pin_cpus=tuple(cpus), threads=len(physical), cpus_given=True)
+
+    # ---- the adapter ----
+
+    @classmethod
+    def from_facts(cls, facts: "HostFacts", *, llama_server: str | None = None) -> "HostView":
+        notes: list[str] = []
+        cpu = _cpu_part(facts, notes)
+        gpus, gpus_known = _gpu_part(facts, notes)
+        total, available = _ram_part(facts, notes)
+        host = facts.host
+        limit, unlimited = (None, False)
+        numa = None
+        if host is not None:
+            limit, unlimited = parse_memlock(host.files.read(LIMITS))
+            if limit is None and not unlimited:
+                notes.append(f"memlock limit unknown ({LIMITS} unreadable)")
+            numa = sum(1 for n in host.files.listdir(NODES) if re.fullmatch(r"node\d+", n)) or None
+        server, backends = _llama_part(facts, llama_server, notes)
+        return cls(gpus=gpus, gpus_known=gpus_known, gpu_backends=backends, ram_total=total, ram_available=available,
+                   memlock_limit=limit, memlock_unlimited=unlimited, numa_nodes=numa, llama_server=server,
+                   notes=tuple(notes), **cpu)
+
+
+def parse_memlock(text: str | None) -> tuple[int | None, bool]:
+    """/proc/<pid>/limits -> (soft "Max locked memory" in bytes, unlimited?); (None, False) when absent."""
+    for line in (text or "").splitlines():
+        if line.startswith("Max locked memory"):
+            parts = line[len("Max locked memory"):].split()
+            if not parts:
+                return None, False
+            if parts[0] == "unlimited":
+                return None, True
+            try:
+                return int(parts[0]), False
+            except ValueError:
+                return None, False
+    return None, False
+
+
+def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
+    try:
+        from tunehost.facts.topology import (CpuTopology, performance_cores, performance_cpus, physical_cores,
+                                             recommended_threads)
+
+        topo = facts.get(CpuTopology)
+    except Exception as exc:  # a broken or missing topology module: CPU advice becomes unknown, not a crash
+        notes.append(f"CPU topology unavailable ({exc.__class__.__name__})")
+        return {}
+    if not topo.cpus:
+        notes.append(f"CPU topology unknown: {topo.reason or 'no online CPUs found'}")
+        return {}
+    threads = recommended_threads(topo)
+    pin = performance_cpus(topo)[:threads] if threads else None
+    return {
+        "online_cpus": tuple(topo.online),
+        "cores": tuple(physical_cores(topo)),
+        "pin_cpus": tuple(pin) if pin else None,
+        "performance_cores": len(performance_cores(topo)) or None,
+        "threads": threads,
+        "smt": topo.smt,
+        "hybrid": topo.hybrid,
+    }
+
+
+def _gpu_part(facts: "HostFacts", notes: list[str]) -> tuple[tuple[GpuView, ...], bool]:
+    try:
+        from tunehost.facts.gpu import GpuFacts
+
+        gathered = facts.get(GpuFacts)
+    except Exception as exc:
+        notes.append(f"GPU facts unavailable ({exc.__class__.__name__})")
+        return (), False
+    views = []
+    for i, g in enumerate(getattr(gathered, "gpus", ()) or ()):
+        views.append(_gpu_view(i, g))
+    if getattr(gathered, "nvidia_error", None) and not views:
+        notes.append(f"NVIDIA GPU state unknown: {gathered.nvidia_error}")
+    return tuple(views), True
+
+
+def _mib(value: Any) -> int | None:
+    return int(value) * MiB if isinstance(value, (int, float)) else None
+
+
+def _gpu_view(i: int, g: Any) -> GpuView:
+    unified = bool(getattr(g, "unified_memory", False) or getattr(g, "integrated", False))
+    total = _mib(getattr(g, "memory_total_mib", None))
+    free = _mib(getattr(g, "memory_free_mib", None))
+    if free is None and total is not None and getattr(g, "memory_used_mib", None) is not None:
+        free = total - _mib(g.memory_used_mib)  # type: ignore[operator]
+    gtt_total, gtt_used = _mib(getattr(g, "gtt_total_mib", None)), _mib(getattr(g, "gtt_used_mib", None))
+    gtt_free = gtt_total - (gtt_used or 0) if gtt_total is not None else None
+    index = getattr(g, "index", None)
+    return GpuView(index=index if isinstance(index, int) else i, name=getattr(g, "name", None) or f"GPU {i}",
+                   vendor=getattr(g, "vendor", None) or "other", total_bytes=total, free_bytes=free, unified=unified,
+                   gtt_free_bytes=gtt_free, compute_capability=getattr(g, "compute_capability", None))
+
+
+def _ram_part(facts: "HostFacts", notes: list[str]) -> tuple[int | None, int | None]:
+    try:
+        from tunehost.facts.memory import MemInfo
+
+        mem = facts.get(MemInfo)
+        total, available = mem.total_kb, mem.available_kb
+    except Exception as exc:
+        notes.append(f"RAM unknown ({exc.__class__.__name__})")
+        return None, None
+    if available is None:
+        notes.append("available RAM unknown (/proc/meminfo has no MemAvailable)")
+    return (total * 1024 if total is not None else None), (available * 1024 if available is not None else None)
+
+
+def _llama_part(facts: "HostFacts", given: str | None, notes: list[str]) -> tuple[str | None, tuple[str, ...] | None]:
+    """The llama-server to advise for (--llama-server, else the one found) and its GPU backends if known."""
+    try:
+        from tunehost.facts.llama import LlamaBuildFacts
+
+        build = facts.get(LlamaBuildFacts)
+        binaries: Iterable[Any] = build.binaries
+    except Exception as exc:
+        notes.append(f"llama.cpp install unknown ({exc.__class__.__name__})")
+        binaries = ()
+    servers = [b for b in binaries if b.name == "llama-server"]
+    chosen = next((b for b in servers if given and b.path == given), None) or (None if given else
+                                                                                 next(iter(servers), None))
+    path = given or (chosen.path if chosen else None)
+    if path is None and facts.host is not None:
+        path = facts.host.which("llama-server")
+    if path is None:
+        notes.append("no llama-server found (PATH, $LLAMA_CPP_DIR, tunehost cache): flags assume a current build")
+    backends = tuple(chosen.backends) if chosen is not None and chosen.backends else None
+    return path, backends
+
+
+__all__ = ["GpuView", "HostView", "parse_memlock"]

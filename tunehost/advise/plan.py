@@ -1,0 +1,629 @@
+"""The llama-server command line for one model on one host: pure, from ModelFacts + HostView + AdviseOptions.
+
+Placement paths (`Plan.path`):
+  gpu        everything fits in the free VRAM of the chosen discrete GPU: -ngl 99
+  moe        a MoE that does not fit: attention, router and shared experts on the GPU, the routed experts of the
+             first N layers in RAM: --n-cpu-moe N (fit_moe); the CPU part must fit MemAvailable
+  split      a dense model (or a MoE whose attention alone does not fit): -ngl k (fit_layers), with its cost
+  unified    an APU / Strix Halo: the GPU uses system RAM, so -ngl 99 is budgeted against carve-out + RAM
+  cpu        no usable GPU: everything in RAM
+`Plan.source` says whether the placement is tunehost's estimate or llama-fit-params' answer ("probe").
+
+Rules for each flag are in the reasons the planner writes; docs/advise.md lists them with their llama.cpp
+references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling, tg_ceiling
+from tunehost.advise.host_view import GpuView, HostView
+from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, fit_layers,
+                                    fit_moe, kv_cache_bytes, layer_budget, moe_budget)
+from tunehost.cpulist import format_cpu_list
+from tunehost.errors import TunehostError
+from tunehost.model import ModelFacts
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+DEFAULT_CTX = 32768  # per slot, when --ctx is not given (llama.cpp's own default is the trained context)
+MIN_SUGGESTED_CTX = 2048
+RAM_SPARE = 1 * GiB  # left to the OS before --no-mmap/--mlock are advised
+GRAPH_OPT_SPARE = 512 * MiB  # VRAM left beyond the plan before GGML_CUDA_GRAPH_OPT=1 is advised
+MIN_CPU_WEIGHTS_FOR_MLOCK = 256 * MiB
+N_BATCH, N_UBATCH = 2048, 512
+NGL_ALL = 99
+
+# spec-sheet memory bandwidth (GB/s) of common GPUs, for the TG ceiling of the GPU part; longest match first
+GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
+    ("RTX 5090", 1792.0), ("RTX 5080", 960.0), ("RTX 5070 Ti", 896.0), ("RTX 5070", 672.0),
+    ("RTX 5060 Ti", 448.0), ("RTX 4090", 1008.0), ("RTX 4080", 717.0), ("RTX 4070 Ti", 504.0),
+    ("RTX 4070", 504.0), ("RTX 4060 Ti", 288.0), ("RTX 4060", 272.0), ("RTX 3090 Ti", 1008.0),
+    ("RTX 3090", 936.0), ("RTX 3080 Ti", 912.0), ("RTX 3080", 760.0), ("RTX 3070", 448.0), ("RTX 3060 Ti", 448.0),
+    ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0), ("A100", 1935.0), ("H100", 2039.0),
+    ("L40S", 864.0), ("Tesla T4", 320.0), ("A10G", 600.0), ("Radeon RX 7900 XTX", 960.0),
+    ("Radeon RX 7900 XT", 800.0),
+)
+
+
+# ---- inputs and outputs ----
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One llama-server option: its name as printed, its value (None for a switch) and why."""
+
+    name: str
+    value: str | None
+    reason: str
+
+    def argv(self) -> list[str]:
+        return [self.name] if self.value is None else [self.name, self.value]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class FitPlacement:
+    """llama-fit-params' placement (see tunehost.advise.flags.FitProbe), as the planner uses it."""
+
+    gpu_layers: int  # -1 = all
+    cpu_expert_layers: tuple[int, ...] | None = None  # routed experts kept in RAM, when that is all it overrides
+    overrides: tuple[str, ...] = ()
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class AdviseOptions:
+    model_path: str
+    ctx: int | None = None  # per slot; None: min(trained, DEFAULT_CTX)
+    parallel: int = 1
+    mmproj: str | None = None
+    mmproj_bytes: int = 0
+    draft: str | None = None
+    draft_model: ModelFacts | None = None
+    spec: str | None = None  # "mtp" | "draft"
+    host_addr: str | None = None
+    server: str = "llama-server"
+    ram_bandwidth_gbps: float | None = None  # measured (live only)
+    fit: FitPlacement | None = None  # llama-fit-params' answer
+    fit_note: str | None = None  # why llama-fit-params was not used
+    fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    label: str
+    gpu: int
+    ram: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class PlanBudget:
+    """Bytes per item on the GPU and in RAM, against what is free. On unified memory `gpu` is GPU-mapped RAM."""
+
+    rows: tuple[BudgetRow, ...]
+    gpu_free: int | None
+    ram_available: int | None
+    gpu_label: str | None
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(r.gpu for r in self.rows)
+
+    @property
+    def ram_total(self) -> int:
+        return sum(r.ram for r in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rows": [{"label": r.label, "gpu_bytes": r.gpu, "ram_bytes": r.ram, "detail": r.detail}
+                         for r in self.rows],
+                "gpu_total_bytes": self.gpu_total, "ram_total_bytes": self.ram_total,
+                "gpu_free_bytes": self.gpu_free, "ram_available_bytes": self.ram_available, "gpu": self.gpu_label}
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """Best-case token generation: each token reads `parts` bytes at their memory's bandwidth."""
+
+    tokens_per_s: float | None
+    parts: tuple[tuple[str, int, float | None], ...]  # (memory, bytes per token, GB/s or None)
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tokens_per_s": self.tokens_per_s, "note": self.note,
+                "parts": [{"memory": m, "bytes_per_token": b, "gbps": g} for m, b, g in self.parts]}
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    model_name: str | None
+    path: str  # gpu | moe | split | unified | cpu
+    source: str  # estimate | probe
+    fits: bool
+    ctx: int  # per slot
+    parallel: int
+    kv_type: str
+    flags: tuple[Flag, ...]
+    env: tuple[Flag, ...]
+    pin_cpus: tuple[int, ...] | None
+    pin_reason: str
+    budget: PlanBudget
+    ceiling: Ceiling | None
+    mlock_wanted: bool = False  # --mlock is advised but the memlock limit blocks it now (systemd can raise it)
+    mlock_fix: str | None = None
+    nice: int | None = None
+    server: str = "llama-server"
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    suggestions: tuple[str, ...] = ()
+    alternatives: tuple[tuple[str, tuple[Flag, ...]], ...] = ()
+
+    def flag(self, name: str) -> Flag | None:
+        return next((f for f in self.flags if f.name == name), None)
+
+    def value(self, name: str) -> str | None:
+        f = self.flag(name)
+        return f.value if f else None
+
+    def argv(self) -> list[str]:
+        out = [self.server]
+        for f in self.flags:
+            out.extend(f.argv())
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "model_name": self.model_name, "path": self.path, "placement_source": self.source,
+            "fits": self.fits, "ctx_per_slot": self.ctx, "parallel": self.parallel, "kv_type": self.kv_type,
+            "server": self.server, "flags": [f.to_json() for f in self.flags], "env": [e.to_json() for e in self.env],
+            "cpu_affinity": format_cpu_list(self.pin_cpus) if self.pin_cpus else None,
+            "cpu_affinity_reason": self.pin_reason, "nice": self.nice,
+            "mlock_blocked_by_limit": self.mlock_wanted, "mlock_fix": self.mlock_fix,
+            "budget": self.budget.to_json(), "ceiling": self.ceiling.to_json() if self.ceiling else None,
+            "warnings": list(self.warnings), "notes": list(self.notes), "suggestions": list(self.suggestions),
+            "alternatives": [{"text": t, "flags": [f.to_json() for f in fl]} for t, fl in self.alternatives],
+            "argv": self.argv(),
+        }
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GiB:.1f} GiB"
+
+
+# ---- the planner ----
+
+
+def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
+    """Every llama-server flag for `model` on `host`, with the memory budget behind the placement. Pure."""
+    _validate(model, options)
+    warnings: list[str] = []
+    notes: list[str] = list(host.notes)
+    spec = options.spec or ("draft" if options.draft else None)
+    trained = model.context_length
+    ctx = options.ctx or min(trained or DEFAULT_CTX, DEFAULT_CTX)
+    if trained and ctx > trained:
+        warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} was trained for "
+                        f"({trained}); quality degrades beyond it unless the model uses RoPE scaling")
+    kv_type = "f16" if spec else "q8_0"
+    settings = ServerSettings(n_ctx=ctx * options.parallel, n_parallel=options.parallel, type_k=kv_type,
+                              type_v=kv_type, n_batch=N_BATCH, n_ubatch=N_UBATCH, flash_attn=True,
+                              mmproj=bool(options.mmproj))
+    extras = _extras(options, settings)
+    extra_gpu = sum(r.gpu for r in extras)
+
+    gpu, why_no_gpu = _choose_gpu(host)
+    if why_no_gpu:
+        notes.append(why_no_gpu)
+    placement = _place(model, settings, host, gpu, extra_gpu, options, warnings, notes)
+    path, budget, ngl, n_cpu_moe, overrides, source = placement
+
+    fits = True
+    ram_need = budget.cpu_total + sum(r.ram for r in extras)
+    gpu_need = budget.gpu_total + extra_gpu
+    pool_free = None
+    if path == "unified" and gpu is not None:
+        pool_free = _unified_pool(gpu, host)
+        if pool_free is not None and gpu_need + ram_need > pool_free:
+            fits = False
+            warnings.append(f"does not fit: the plan needs {gib(gpu_need + ram_need)} of unified memory, "
+                            f"{gib(pool_free)} is free (GPU carve-out + available RAM)")
+    elif path in ("gpu", "moe", "split") and gpu is not None and gpu.free_bytes is not None:
+        if gpu_need > gpu.free_bytes:
+            fits = False
+    if path != "unified" and host.ram_available is not None and ram_need > host.ram_available:
+        fits = False
+        warnings.append(f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only {gib(host.ram_available)} "
+                        "is available (MemAvailable); it would page from disk")
+
+    budget_view = _budget_view(budget, extras, settings, gpu, host, path, pool_free)
+    suggestions = _suggestions(model, settings, gpu, extra_gpu, path, fits, host)
+    flags, env, pin, pin_reason, mlock_wanted, mlock_fix, nice = _flags(
+        model, host, options, settings, spec, path, ngl, n_cpu_moe, overrides, budget, gpu, extra_gpu, ctx,
+        warnings, notes)
+    alternatives = ()
+    if options.fit_option and gpu is not None and path in ("gpu", "moe", "split"):
+        margin = max(1, (HEADROOM_MMPROJ if options.mmproj else HEADROOM_TEXT) // MiB)
+        alternatives = ((
+            "let llama-server place the layers itself at start-up, against the memory free then (this build has "
+            "--fit): replace -ngl/--n-cpu-moe with", (
+                Flag("--fit", "on", "adjust the unset placement options to the free device memory"),
+                Flag("--fit-target", str(margin), f"leave {margin} MiB free per device"),
+                Flag("--fit-ctx", str(ctx * options.parallel), "never shrink the context below this"),
+            )),)
+    if options.fit_note:
+        notes.append(options.fit_note)
+    ceiling = _ceiling(model, path, n_cpu_moe, ngl, gpu, options.ram_bandwidth_gbps)
+    return Plan(
+        model=options.model_path, model_name=model.name, path=path, source=source, fits=fits, ctx=ctx,
+        parallel=options.parallel, kv_type=kv_type, flags=tuple(flags), env=tuple(env), pin_cpus=pin,
+        pin_reason=pin_reason, budget=budget_view, ceiling=ceiling, mlock_wanted=mlock_wanted, mlock_fix=mlock_fix,
+        nice=nice, server=options.server, warnings=tuple(warnings), notes=tuple(dict.fromkeys(notes)),
+        suggestions=tuple(suggestions), alternatives=alternatives)
+
+
+def apply_caps(p: Plan, caps: Any) -> Plan:
+    """The plan with its flags adapted to one llama-server build (tunehost.advise.flags.adapt)."""
+    from tunehost.advise.flags import adapt
+
+    flags, changes = adapt(p.flags, caps)
+    return replace(p, flags=flags, notes=p.notes + changes)
+
+
+def _validate(model: ModelFacts, options: AdviseOptions) -> None:
+    if options.ctx is not None and options.ctx <= 0:
+        raise TunehostError(f"--ctx must be a positive number of tokens, not {options.ctx}")
+    if options.parallel <= 0:
+        raise TunehostError(f"--parallel must be at least 1, not {options.parallel}")
+    if options.spec not in (None, "mtp", "draft"):
+        raise TunehostError(f"--spec must be mtp or draft, not {options.spec!r}")
+    if options.spec == "draft" and options.draft_model is None:
+        raise TunehostError("--spec draft needs --draft PATH (the small model that drafts tokens)")
+    if options.spec == "mtp" and options.draft:
+        raise TunehostError("--spec mtp uses the model's own MTP heads: leave out --draft")
+    if not model.context_length and not options.ctx:
+        raise TunehostError(f"{options.model_path}: the model declares no context length; pass --ctx")
+
+
+def _extras(options: AdviseOptions, settings: ServerSettings) -> tuple[BudgetRow, ...]:
+    rows = []
+    if options.draft_model is not None:
+        d = options.draft_model
+        kv = kv_cache_bytes(d, replace(settings, mmproj=False))
+        rows.append(BudgetRow("draft model", d.weights.total + kv, 0,
+                              f"{d.name or 'draft'}: weights {gib(d.weights.total)} + KV {gib(kv)}"))
+    excess = options.mmproj_bytes - (HEADROOM_MMPROJ - HEADROOM_TEXT) // 2
+    if options.mmproj and excess > 0:
+        rows.append(BudgetRow("vision projector", excess, 0, "beyond what the 2 GiB vision headroom covers"))
+    return tuple(rows)
+
+
+def _choose_gpu(host: HostView) -> tuple[GpuView | None, str | None]:
+    """The GPU to plan on: the discrete GPU with the most free VRAM, else a unified one; (None, why) for none."""
+    if host.gpu_backends is not None and not any(b != "CPU" and b not in ("BLAS", "RPC") for b in host.gpu_backends):
+        return None, "this llama-server build has no GPU backend: planning for the CPU"
+    discrete = [g for g in host.discrete_gpus if g.vendor in ("nvidia", "amd", "intel")]
+    known = [g for g in discrete if g.free_bytes is not None]
+    if known:
+        best = max(known, key=lambda g: g.free_bytes or 0)
+        why = None
+        if len(discrete) > 1:
+            why = (f"{len(discrete)} GPUs: planned on {best.name} (most free VRAM); splitting across GPUs "
+                   "(-ts) is not planned")
+        return best, why
+    if discrete:
+        return None, f"{discrete[0].name}: free VRAM unknown, planning for the CPU (pass --snapshot of a host " \
+                     "where the driver answers, or check nvidia-smi)"
+    unified = [g for g in host.unified_gpus if g.vendor == "amd"]
+    if unified:
+        return unified[0], None
+    if not host.gpus_known:
+        return None, "GPU facts unknown: planning for the CPU"
+    return None, None
+
+
+def _unified_pool(gpu: GpuView, host: HostView) -> int | None:
+    """Memory a unified GPU can use: its free carve-out plus the RAM it may map (GTT, bounded by MemAvailable)."""
+    if host.ram_available is None and gpu.free_bytes is None:
+        return None
+    ram = host.ram_available or 0
+    if gpu.gtt_free_bytes is not None:
+        ram = min(ram, gpu.gtt_free_bytes)
+    return (gpu.free_bytes or 0) + ram
+
+
+def _place(model: ModelFacts, settings: ServerSettings, host: HostView, gpu: GpuView | None, extra_gpu: int,
+           options: AdviseOptions, warnings: list[str], notes: list[str]):
+    """(path, MemoryBudget, -ngl, --n-cpu-moe, -ot overrides, source)."""
+    n = model.block_count
+    if gpu is None:
+        return "cpu", layer_budget(model, settings, 0), 0, 0, (), "estimate"
+    if gpu.unified:
+        return "unified", layer_budget(model, settings, n + 1), n + 1, 0, (), "estimate"
+    free = (gpu.free_bytes or 0) - extra_gpu
+    if options.fit is not None:
+        fit = options.fit
+        k = n + 1 if fit.gpu_layers < 0 or fit.gpu_layers > n else fit.gpu_layers
+        experts = fit.cpu_expert_layers
+        if experts and k == n + 1 and experts == tuple(range(len(experts))):
+            return "moe", moe_budget(model, settings, len(experts)), k, len(experts), (), "probe"
+        if experts is None and fit.overrides:
+            notes.append("llama-fit-params overrides tensors in a way tunehost does not model; "
+                         "the budget below is tunehost's estimate for its -ngl")
+            return ("split" if k <= n else "gpu"), layer_budget(model, settings, k), k, 0, fit.overrides, "probe"
+        if k == 0:
+            return "cpu", layer_budget(model, settings, 0), 0, 0, (), "probe"
+        return ("gpu" if k == n + 1 else "split"), layer_budget(model, settings, k), k, 0, (), "probe"
+    full = layer_budget(model, settings, n + 1)
+    if full.fits_gpu(free):
+        return "gpu", full, n + 1, 0, (), "estimate"
+    if model.is_moe:
+        p = fit_moe(model, settings, free)
+        if p.fits:
+            return "moe", p.budget, p.gpu_layers, p.n_cpu_moe, (), "estimate"
+        warnings.append(f"even with every routed expert in RAM, attention and KV need {gib(p.budget.gpu_total)} "
+                        f"of VRAM ({gib(free)} free): falling back to a layer split")
+    p = fit_layers(model, settings, free)
+    warnings.append(f"does not fit in {gpu.name}'s {gib(gpu.free_bytes or 0)} free VRAM: full offload needs "
+                    f"{gib(full.gpu_total + extra_gpu)}"
+                    + (f"; best split -ngl {p.gpu_layers} of {n + 1} layers" if p.gpu_layers else
+                       "; not even one layer fits, so it runs on the CPU"))
+    if p.gpu_layers == 0:
+        return "cpu", p.budget, 0, 0, (), "estimate"
+    return "split", p.budget, p.gpu_layers, 0, (), "estimate"
+
+
+def _budget_view(b: MemoryBudget, extras: Iterable[BudgetRow], settings: ServerSettings, gpu: GpuView | None,
+                 host: HostView, path: str, pool_free: int | None) -> PlanBudget:
+    kv_detail = (f"{settings.n_ctx} tokens ({settings.n_parallel} slot{'s' if settings.n_parallel > 1 else ''}), "
+                 f"{settings.type_k}")
+    rows = [BudgetRow("weights", b.weights_gpu, b.weights_cpu),
+            BudgetRow("KV cache", b.kv_gpu, b.kv_cpu, kv_detail),
+            BudgetRow("compute buffers", b.compute_gpu, b.compute_cpu, f"ubatch {settings.n_ubatch}"),
+            *extras]
+    if b.headroom:
+        rows.append(BudgetRow("headroom", b.headroom, 0, "driver context, allocator slack"
+                              + (", vision projector" if settings.mmproj else "")))
+    if path == "unified":
+        label = f"{gpu.name} (unified: carve-out + RAM)" if gpu else None
+        return PlanBudget(tuple(rows), pool_free, host.ram_available, label)
+    if gpu is None:
+        return PlanBudget(tuple(rows), None, host.ram_available, None)
+    return PlanBudget(tuple(rows), gpu.free_bytes, host.ram_available, f"{gpu.name} (free now)")
+
+
+def _suggestions(model: ModelFacts, settings: ServerSettings, gpu: GpuView | None, extra_gpu: int, path: str,
+                 fits: bool, host: HostView) -> list[str]:
+    """For a model that does not fit on the GPU: the context that would, and the file size that would."""
+    if gpu is None or gpu.unified or path not in ("split", "cpu") or gpu.free_bytes is None:
+        return []
+    out = []
+    free = gpu.free_bytes - extra_gpu
+    n = model.block_count
+    lo, hi, best = MIN_SUGGESTED_CTX, settings.n_ctx // settings.n_parallel, None
+    while lo <= hi:  # largest per-slot context (multiple of 256) that allows full offload
+        mid = (lo + hi) // 2 // 256 * 256 or 256
+        s = replace(settings, n_ctx=mid * settings.n_parallel)
+        if layer_budget(model, s, n + 1).fits_gpu(free):
+            best, lo = mid, mid + 256
+        else:
+            hi = mid - 256
+    if best:
+        out.append(f"--ctx {best} would fit entirely on the GPU (KV {gib(kv_cache_bytes(model, replace(settings, n_ctx=best * settings.n_parallel)))})")
+    full = layer_budget(model, settings, n + 1)
+    room = free - (full.gpu_total - full.weights_gpu)  # VRAM left for weights after KV, compute and headroom
+    if room > 0 and model.weights.total:
+        on_gpu_share = full.weights_gpu / model.weights.total
+        max_file = int(room / on_gpu_share) if on_gpu_share else 0
+        bpw = ""
+        if model.n_params:
+            bpw = f" (about {max_file * 8 / model.n_params:.1f} bits per weight; this file has " \
+                  f"{model.weights.total * 8 / model.n_params:.1f})"
+        out.append(f"a quantization of at most {gib(max_file)} would fit at this context{bpw}")
+    elif model.weights.total:
+        out.append("at this context not even the KV cache and compute buffers fit: lower --ctx first")
+    return out
+
+
+def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSettings, spec: str | None, path: str,
+           ngl: int, n_cpu_moe: int, overrides: tuple[str, ...], b: MemoryBudget, gpu: GpuView | None,
+           extra_gpu: int, ctx: int, warnings: list[str], notes: list[str]):
+    flags: list[Flag] = [Flag("-m", o.model_path, "the model")]
+    total_ctx = ctx * o.parallel
+    flags.append(Flag("-c", str(total_ctx),
+                      f"{ctx} tokens per slot" + (f" x {o.parallel} slots (-c is the total)" if o.parallel > 1 else "")
+                      + ("" if o.ctx else f"; tunehost's default (the model was trained for "
+                                          f"{model.context_length}); pass --ctx for more")))
+    flags.append(Flag("-np", str(o.parallel),
+                      "one user: the whole context goes to one slot (llama-server's default makes 4 slots that "
+                      "share -c)" if o.parallel == 1 else f"{o.parallel} concurrent requests, each with {ctx} tokens"))
+    n = model.block_count
+    if path in ("gpu", "unified"):
+        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), f"all {n} layers and the output on the GPU"
+                          + (f": {gib(b.gpu_total + extra_gpu)} planned of {gib(gpu.free_bytes or 0)} free"
+                             if path == "gpu" and gpu else ": unified memory, the GPU reads the weights from RAM")))
+    elif path == "moe":
+        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), "attention, router, shared experts, KV and output on "
+                                                            "the GPU"))
+        flags.append(Flag("--n-cpu-moe", str(n_cpu_moe),
+                          f"routed experts of the first {n_cpu_moe} of {n} layers stay in RAM "
+                          f"({gib(b.weights_cpu - model.weights.token_embd)}); the smallest N that fits "
+                          f"{gpu.name if gpu else 'the GPU'}. Shared experts (_shexp) are not touched by it"))
+    elif path == "split":
+        flags.append(Flag("-ngl", str(ngl), f"the last {ngl - 1} of {n} layers and the output on the GPU: the most "
+                                            "that fits; the rest runs on the CPU at RAM speed"))
+    elif gpu is None and host.gpus:
+        flags.append(Flag("-ngl", "0", "no usable GPU for this plan: everything on the CPU"))
+    if overrides:
+        flags.append(Flag("-ot", ",".join(overrides), "tensor placement computed by llama-fit-params"))
+    flags.append(Flag("-fa", "on", "flash attention: less compute-buffer memory, and required for a quantized "
+                                   "V cache"))
+    kv_reason = ("half the bytes of f16 at a negligible quality cost" if s.type_k == "q8_0" else
+                 "f16: speculative decoding (MTP/draft) verifies tokens against the KV cache; keep it unquantized "
+                 "unless you have measured q8_0 with it")
+    flags.append(Flag("-ctk", s.type_k, f"KV cache K type: {kv_reason}"))
+    flags.append(Flag("-ctv", s.type_v, f"KV cache V type: {kv_reason}"))
+    flags.append(Flag("-b", str(s.n_batch), "logical batch (llama.cpp's default, stated so the budget matches)"))
+    flags.append(Flag("-ub", str(s.n_ubatch), "physical batch; the compute buffer is sized for it"
+                      + (" (>= 512 so an image's tokens decode in one ubatch)" if o.mmproj else "")))
+    pin, pin_reason = _pinning(host, warnings, notes)
+    if host.threads:
+        flags.append(Flag("-t", str(host.threads), _threads_reason(host)))
+        flags.append(Flag("-tb", str(host.threads), "prompt processing on the same cores: more threads than pinned "
+                                                    "CPUs would oversubscribe them"))
+    prio = None
+    spare = set(host.online_cpus or ()) - set(pin or ())
+    if pin and spare:
+        flags.append(Flag("--prio", "2", f"compute threads at real-time (SCHED_FIFO) priority so nothing preempts "
+                                          f"the lock-step threads; CPUs {format_cpu_list(spare)} stay free for the "
+                                          "OS. Needs root or CAP_SYS_NICE, else llama.cpp warns and runs normally"))
+        prio = -10
+    elif pin:
+        notes.append("no --prio: the pinned CPUs are all the CPUs; real-time threads there could starve the system")
+    if host.numa_nodes and host.numa_nodes > 1:
+        flags.append(Flag("--numa", "distribute", f"{host.numa_nodes} NUMA nodes: spread threads and memory "
+                                                  "evenly over them"))
+        notes.append(f"{host.numa_nodes} NUMA nodes: one llama-server per node (pinned to it) is often faster "
+                     "than one spanning them")
+    mlock_wanted, mlock_fix = _memory_flags(flags, host, b, path, warnings, notes)
+    if o.mmproj:
+        flags.append(Flag("-mm", o.mmproj, "the vision projector (budgeted with 2 GiB headroom)"))
+    if spec == "draft" and o.draft:
+        flags.append(Flag("-md", o.draft, "draft model for speculative decoding"))
+        if gpu is not None and path in ("gpu", "moe", "unified"):
+            flags.append(Flag("-ngld", str(NGL_ALL), "the draft model entirely on the GPU (budgeted above)"))
+        flags.append(Flag("-cd", str(total_ctx), "the draft's context matches the main one"))
+    if spec == "mtp":
+        flags.append(Flag("--spec-type", "draft-mtp", "speculative decoding with the model's own multi-token "
+                                                       "prediction heads (llama.cpp PR #22673)"))
+        if model.tensors and not any(".nextn." in t.name for t in model.tensors):
+            warnings.append("--spec mtp: this GGUF has no MTP (nextn) tensors; llama-server will refuse "
+                            "--spec-type draft-mtp. Use a GGUF converted with its MTP heads")
+    flags.append(Flag("--host", o.host_addr or "127.0.0.1",
+                      "listen where you asked" if o.host_addr else "loopback only: llama-server has no API key "
+                                                                    "by default; pass --host to expose it"))
+    env: list[Flag] = []
+    nvidia = [g for g in host.discrete_gpus if g.vendor == "nvidia"]
+    if path == "gpu" and gpu is not None and gpu.vendor == "nvidia" and len(nvidia) == 1 \
+            and (host.gpu_backends is None or "CUDA" in host.gpu_backends):
+        spare_vram = (gpu.free_bytes or 0) - b.gpu_total - extra_gpu
+        if spare_vram >= GRAPH_OPT_SPARE:
+            env.append(Flag("GGML_CUDA_GRAPH_OPT", "1",
+                            f"CUDA graph optimization (concurrent streams inside the graph; single GPU only, off by "
+                            f"default in ggml-cuda.cu); {gib(spare_vram)} of VRAM is spare for its extra buffers"))
+        else:
+            notes.append(f"no GGML_CUDA_GRAPH_OPT=1: only {gib(max(spare_vram, 0))} of VRAM spare beyond the plan "
+                         f"(wants {GRAPH_OPT_SPARE // MiB} MiB)")
+    return flags, env, pin, pin_reason, mlock_wanted, mlock_fix, prio
+
+
+def _threads_reason(host: HostView) -> str:
+    if host.cpus_given:
+        return f"one thread per physical core of --cpus ({host.threads})"
+    parts = [f"{host.threads} physical"]
+    if host.hybrid:
+        parts.append(" performance cores (no E-cores: lock-step threads wait for the slowest)")
+    else:
+        parts.append(" cores")
+    if host.smt:
+        parts.append(", one thread per core (SMT siblings share the core's FPU and add nothing to matrix math)")
+    if host.performance_cores and host.threads < host.performance_cores:
+        parts.append("; one core left to the OS and the HTTP thread")
+    return "".join(parts)
+
+
+def _pinning(host: HostView, warnings: list[str], notes: list[str]) -> tuple[tuple[int, ...] | None, str]:
+    if not host.pin_cpus:
+        notes.append("no CPU pinning: the CPU topology is unknown")
+        return None, ""
+    cpus = format_cpu_list(host.pin_cpus)
+    if host.cpus_given:
+        return host.pin_cpus, f"the CPUs you gave (--cpus {cpus})"
+    what = "the first SMT thread of each performance core" if host.hybrid and host.smt else \
+        "the performance cores" if host.hybrid else "the first SMT thread of each core" if host.smt else "the cores"
+    return host.pin_cpus, f"{what}: the scheduler cannot move a lock-step thread onto a busy or slow CPU"
+
+
+def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str, warnings: list[str],
+                  notes: list[str]) -> tuple[bool, str | None]:
+    """--no-mmap and --mlock when RAM allows; (mlock blocked by the memlock limit?, how to raise it)."""
+    cpu_weights = b.weights_cpu
+    if path == "unified":
+        if host.ram_available is not None:
+            flags.append(Flag("--no-mmap", None, "unified memory: the weights are copied into GPU-visible memory "
+                                                 "anyway; mmap would keep a second copy in the page cache"))
+        return False, None
+    if path == "gpu" or cpu_weights < MIN_CPU_WEIGHTS_FOR_MLOCK:  # only token_embd stays in RAM
+        return False, None
+    need = b.cpu_total
+    if host.ram_available is None:
+        notes.append("no --no-mmap/--mlock: available RAM unknown")
+        return False, None
+    if need + RAM_SPARE > host.ram_available:
+        notes.append(f"no --no-mmap/--mlock: the CPU side ({gib(need)}) leaves less than {gib(RAM_SPARE)} of the "
+                     f"{gib(host.ram_available)} available; with mmap the kernel can at least page weights")
+        return False, None
+    flags.append(Flag("--no-mmap", None, f"read the {gib(cpu_weights)} of CPU-side weights into RAM once: no page "
+                                         "faults or page-cache eviction mid-generation"))
+    allowed = host.memlock_allows(need)
+    fix = "ulimit -l unlimited (shell; /etc/security/limits.conf for a login) or LimitMEMLOCK=infinity (systemd)"
+    if allowed:
+        flags.append(Flag("--mlock", None, f"lock those {gib(need)} in RAM so nothing swaps them out "
+                                           "(the memlock limit allows it)"))
+        return False, None
+    limit = "unknown" if allowed is None else f"{host.memlock_limit // 1024} KiB" if host.memlock_limit else "0"
+    warnings.append(f"--mlock left out: the memlock limit ({limit}) is below the {gib(need)} to lock; raise it "
+                    f"with {fix}, then add --mlock")
+    return True, fix
+
+
+def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuView | None,
+             ram_gbps: float | None) -> Ceiling | None:
+    try:
+        total = bytes_per_token(model)
+    except Exception:
+        return None
+    if total <= 0:
+        return None
+    gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
+    if path in ("cpu", "unified"):
+        label = "RAM" if path == "cpu" else "unified RAM"
+        parts = ((label, total, ram_gbps),)
+    elif path == "gpu":
+        parts = (("VRAM", total, gpu_gbps),)
+    else:
+        if path == "moe":
+            cpu = cpu_moe_bytes_per_token(model, n_cpu_moe)
+        else:
+            first_gpu = model.block_count + 1 - ngl
+            cpu = sum(model.weights.per_layer[:first_gpu]) if model.weights.per_layer else 0
+        parts = (("VRAM", total - cpu, gpu_gbps), ("RAM", cpu, ram_gbps))
+    if any(g is None for _, b, g in parts if b):
+        missing = [m for m, b, g in parts if b and g is None]
+        why = " and ".join(f"{m} bandwidth" for m in missing)
+        note = (f"{why} unknown" + (" (the RAM probe runs live only, without --no-probe)" if "RAM" in " ".join(missing)
+                                    else " (GPU not in tunehost's spec-sheet table)"))
+        return Ceiling(None, parts, note)
+    value = split_tg_ceiling([(b, g) for _, b, g in parts if b]) if len(parts) > 1 else tg_ceiling(parts[0][2],
+                                                                                                   parts[0][1])
+    note = "upper bound: every weight a token uses read once at full bandwidth; real speed is 50-80 % of it"
+    return Ceiling(value, parts, note)
+
+
+def gpu_bandwidth(name: str | None) -> float | None:
+    """Spec-sheet bandwidth (GB/s) of a known GPU model, or None."""
+    if not name:
+        return None
+    for key, gbps in sorted(GPU_BANDWIDTH_GBPS, key=lambda kv: -len(kv[0])):
+        if key.lower() in name.lower():
+            return gbps
+    return None
+
+
+__all__ = ["AdviseOptions", "BudgetRow", "Ceiling", "FitPlacement", "Flag", "Plan", "PlanBudget", "apply_caps",
+           "gpu_bandwidth", "plan"]

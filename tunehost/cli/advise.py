@@ -1,0 +1,254 @@
+"""`tunehost advise`: the llama-server command line and CPU pinning for this host and one GGUF model."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from tunehost.cli import cli_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tunehost.advise.plan import Plan
+
+FORMATS = ("human", "shell", "systemd", "json")
+EXIT_DOES_NOT_FIT = 2
+
+
+def register(app: typer.Typer) -> None:
+    app.command("advise")(advise)
+
+
+@cli_errors
+def advise(
+    model: Path = typer.Option(..., "--model", "-m", metavar="PATH.gguf", help="The GGUF model (any part of a split model)."),
+    ctx: Optional[int] = typer.Option(None, "--ctx", metavar="N", help="Context tokens per slot (default: the model's, at most 32768)."),
+    parallel: int = typer.Option(1, "--parallel", metavar="N", help="Concurrent requests (slots)."),
+    mmproj: Optional[Path] = typer.Option(None, "--mmproj", metavar="PATH", help="Vision projector GGUF."),
+    draft: Optional[Path] = typer.Option(None, "--draft", metavar="PATH", help="Draft model for speculative decoding."),
+    spec: Optional[str] = typer.Option(None, "--spec", metavar="mtp|draft", help="Speculative decoding: the model's MTP heads, or --draft."),
+    fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT", help="human (default), shell, systemd or json."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR", help="Advise for a snapshot instead of this host (no probe runs)."),
+    llama_server: Optional[str] = typer.Option(None, "--llama-server", metavar="PATH", help="The llama-server binary to advise for."),
+    cpus: Optional[str] = typer.Option(None, "--cpus", metavar="LIST", help="Pin to these CPUs (e.g. 0-7) instead of the performance cores."),
+    host_addr: Optional[str] = typer.Option(None, "--host", metavar="ADDR", help="Address llama-server listens on (default 127.0.0.1)."),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Run no measurement (bandwidth probe, llama-fit-params)."),
+) -> None:
+    """The llama-server command for MODEL on this host: placement, threads, pinning, KV cache — each flag explained.
+
+    Exit status: 0 a plan that fits, 2 the model does not fit (the plan says what would), 1 tunehost could not run.
+    """
+    from tunehost.advise.flags import fit_params_path, fit_supported, read_caps, run_fit_params
+    from tunehost.advise.host_view import HostView
+    from tunehost.advise.plan import AdviseOptions, FitPlacement, apply_caps, plan
+    from tunehost.errors import TunehostError
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.model import read_model
+
+    if fmt not in FORMATS:
+        raise TunehostError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if ctx is not None and ctx <= 0:
+        raise TunehostError(f"--ctx must be a positive number of tokens, not {ctx}")
+    if parallel <= 0:
+        raise TunehostError(f"--parallel must be at least 1, not {parallel}")
+    if spec not in (None, "mtp", "draft"):
+        raise TunehostError(f"--spec must be mtp or draft, not {spec!r}")
+    facts_model = read_model(model)
+    draft_model = read_model(draft) if draft else None
+    mmproj_bytes = 0
+    if mmproj is not None:
+        if not mmproj.is_file():
+            raise TunehostError(f"{mmproj}: no such file")
+        mmproj_bytes = mmproj.stat().st_size
+    host = open_host(snapshot)
+    facts = HostFacts(host)
+    view = HostView.from_facts(facts, llama_server=llama_server)
+    if cpus is not None:
+        view = view.with_cpus(cpus)
+    server = view.llama_server or "llama-server"
+    caps = read_caps(host, view.llama_server)
+
+    options = AdviseOptions(model_path=str(model.expanduser().resolve()), ctx=ctx, parallel=parallel,
+                            mmproj=str(mmproj.expanduser().resolve()) if mmproj else None, mmproj_bytes=mmproj_bytes,
+                            draft=str(draft.expanduser().resolve()) if draft else None, draft_model=draft_model,
+                            spec=spec, host_addr=host_addr, server=server, fit_option=fit_supported(caps))
+    first = plan(facts_model, view, options)  # validates, and says whether a GPU placement is needed
+    live_probe = host.live and not no_probe
+    if first.path in ("gpu", "moe", "split") and not no_probe:
+        fit_bin = fit_params_path(host, view.llama_server)
+        if fit_bin:
+            probe, why = run_fit_params(host, fit_bin, _fit_args(options.model_path, first))
+            if probe is not None:
+                options = _with(options, fit=FitPlacement(probe.gpu_layers, probe.cpu_expert_layers, probe.overrides,
+                                                          probe.command))
+            else:
+                options = _with(options, fit_note=f"placement is tunehost's estimate: {why}")
+    if live_probe:
+        from tunehost.advise.bandwidth import measure_read_bandwidth
+
+        options = _with(options, ram_bandwidth_gbps=measure_read_bandwidth().gbps)
+    result = apply_caps(plan(facts_model, view, options), caps)
+    if caps is None and view.llama_server:
+        result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
+
+    if fmt == "json":
+        data = result.to_json()
+        data["snapshot"] = str(snapshot) if snapshot else None
+        typer.echo(json.dumps(data, indent=2))
+    elif fmt == "shell":
+        typer.echo(render_shell(result))
+    elif fmt == "systemd":
+        typer.echo(render_systemd(result), nl=False)
+    else:
+        render_human(result, _console(), snapshot=str(snapshot) if snapshot else None)
+    if not result.fits:
+        raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _with(options, **changes):
+    from dataclasses import replace
+
+    return replace(options, **changes)
+
+
+def _note(p: "Plan", text: str) -> "Plan":
+    from dataclasses import replace
+
+    return replace(p, notes=p.notes + (text,))
+
+
+def _fit_args(model_path: str, p: "Plan") -> list[str]:
+    """llama-fit-params arguments that pin what the plan decided (it only fits what is left unset)."""
+    margin = 2048 if p.value("-mm") else 512
+    return ["-m", model_path, "-c", str(p.ctx * p.parallel), "-np", str(p.parallel), "-fa", "on",
+            "-ctk", p.kv_type, "-ctv", p.kv_type, "-b", p.value("-b") or "2048", "-ub", p.value("-ub") or "512",
+            "-fitt", str(margin)]
+
+
+# ---- renderers ----
+
+
+def render_shell(p: "Plan") -> str:
+    """A ready command line: taskset -c CPUS env VARS llama-server FLAGS (one flag per line)."""
+    from tunehost.cpulist import format_cpu_list
+
+    lines = []
+    prefix = []
+    if p.pin_cpus:
+        prefix += ["taskset", "-c", format_cpu_list(p.pin_cpus)]
+    if p.env:
+        prefix += ["env"] + [f"{e.name}={e.value}" for e in p.env]
+    head = " ".join(shlex.quote(a) for a in prefix + [p.server])
+    lines.append(head)
+    for f in p.flags:
+        lines.append("  " + " ".join(shlex.quote(a) for a in f.argv()))
+    return " \\\n".join(lines)
+
+
+def _systemd_quote(arg: str) -> str:
+    """One ExecStart/Environment word: C-style escapes doubled, specifiers (%) and $ escaped, quoted if needed."""
+    escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    if escaped and not any(c in escaped for c in " \t'\"\\;") and escaped == arg:
+        return escaped
+    return f'"{escaped}"'
+
+
+def render_systemd(p: "Plan") -> str:
+    """A systemd service unit (ExecStart, CPUAffinity, LimitMEMLOCK, Nice, Environment)."""
+    from tunehost.cpulist import format_cpu_list
+
+    argv = p.argv()
+    server = argv[0] if argv[0].startswith("/") else "/usr/local/bin/llama-server"
+    argv[0] = server
+    if p.mlock_wanted and "--mlock" not in argv:
+        argv.append("--mlock")  # LimitMEMLOCK=infinity below lifts the limit that kept it out of the shell form
+    exec_start = " ".join(_systemd_quote(a) for a in argv)
+    lines = ["# written by tunehost advise; check the paths, then:",
+             "#   install -m 644 llama-server.service /etc/systemd/system/ && systemctl daemon-reload",
+             "[Unit]", f"Description=llama-server: {p.model_name or Path(p.model).name}",
+             "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple",
+             f"ExecStart={exec_start}"]
+    if p.pin_cpus:
+        lines.append(f"CPUAffinity={format_cpu_list(p.pin_cpus)}")
+    for e in p.env:
+        lines.append(f"Environment={_systemd_quote(f'{e.name}={e.value}')}")
+    if p.flag("--mlock") or p.mlock_wanted or p.value("--load-mode") in ("mlock", "mmap+mlock"):
+        lines.append("LimitMEMLOCK=infinity")
+    if p.nice is not None:
+        lines.append(f"Nice={p.nice}")
+    lines += ["Restart=on-failure", "RestartSec=5", "", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def _console() -> "Console":
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) -> None:
+    """The budget table, the command, each flag's reason, then warnings and notes."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    where = f"snapshot {snapshot}" if snapshot else "this host (live)"
+    console.print(f"[bold]tunehost advise[/] — {escape(p.model_name or Path(p.model).name)} on {escape(where)}")
+    console.print(f"placement: [bold]{p.path}[/] ({'llama-fit-params' if p.source == 'probe' else 'tunehost estimate'})"
+                  f", context {p.ctx} x {p.parallel} slot{'s' if p.parallel > 1 else ''}, KV {p.kv_type}")
+    b = p.budget
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    gpu_head = "GPU" if b.gpu_label else ""
+    table.add_column("memory")
+    if b.gpu_label:
+        table.add_column(gpu_head, justify="right")
+    table.add_column("RAM", justify="right")
+    table.add_column("")
+    for r in b.rows:
+        cells = [r.label] + ([_gib(r.gpu)] if b.gpu_label else []) + [_gib(r.ram), escape(r.detail)]
+        table.add_row(*cells)
+    table.add_row(*(["[bold]total[/]"] + ([f"[bold]{_gib(b.gpu_total)}[/]"] if b.gpu_label else [])
+                    + [f"[bold]{_gib(b.ram_total)}[/]", ""]))
+    free_row = ["free"] + ([_gib(b.gpu_free)] if b.gpu_label else []) + [_gib(b.ram_available),
+                                                                          escape(b.gpu_label or "")]
+    table.add_row(*free_row)
+    console.print(table)
+    verdict = "[green]fits[/]" if p.fits else "[bold red]does not fit[/]"
+    console.print(verdict)
+    if p.ceiling is not None:
+        c = p.ceiling
+        if c.tokens_per_s is not None:
+            console.print(f"TG ceiling: [bold]{c.tokens_per_s:.0f} tokens/s[/] — {escape(c.note)}")
+        else:
+            console.print(f"TG ceiling: not computed — {escape(c.note)}")
+    console.print()
+    console.print("[bold]command[/]")
+    console.print(escape(render_shell(p)))
+    console.print()
+    if p.pin_cpus:
+        from tunehost.cpulist import format_cpu_list
+
+        console.print(f"  [cyan]taskset -c {format_cpu_list(p.pin_cpus)}[/]  {escape(p.pin_reason)}")
+    for e in p.env:
+        console.print(f"  [cyan]{escape(e.name)}={escape(e.value or '')}[/]  {escape(e.reason)}")
+    for f in p.flags:
+        shown = " ".join(f.argv()) if f.name not in ("-m", "-mm", "-md") else f.name
+        console.print(f"  [cyan]{escape(shown)}[/]  {escape(f.reason)}")
+    for text, flags in p.alternatives:
+        console.print()
+        console.print(f"[bold]alternative[/]: {escape(text)} {escape(' '.join(a for f in flags for a in f.argv()))}")
+    for w in p.warnings:
+        console.print(f"[yellow]WARN[/] {escape(w)}")
+    for s in p.suggestions:
+        console.print(f"[cyan]try[/]  {escape(s)}")
+    for n in p.notes:
+        console.print(f"[dim]note {escape(n)}[/]")
