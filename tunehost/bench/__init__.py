@@ -9,3 +9,18 @@
 from tunehost.bench.llama_bench import BenchResult, find_llama_bench, parse_output, run_llama_bench
 
 __all__ = ["BenchResult", "find_llama_bench", "parse_output", "run_llama_bench"]
+
+# The engine's entry points load lazily (numpy, rich-free but heavier than the parser): `apply --bench` calls
+# tunehost.bench.measure_model(model, label=...) before and after a change, then compare_saved(before, after).
+_LAZY = {
+    "measure": "tunehost.bench.runner", "measure_model": "tunehost.bench.runner",
+    "compare_saved": "tunehost.bench.results", "SavedResult": "tunehost.bench.results",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tunehost.bench' has no attribute {name!r}")

@@ -1,0 +1,189 @@
+"""`tunehost bench` through the real Typer app, with llama-bench, the host reading and the bandwidth probe faked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.bench.test_runner import SUPPORTED, FakeBench, reading
+from tests.conftest import CORPUS
+from tunehost.bench import runner, watch
+from tunehost.errors import TunehostError
+
+
+class Boundary:
+    """The side effects `tunehost bench` has, replaced: llama-bench runs, --help, host description, watcher."""
+
+    def __init__(self, monkeypatch, speeds=None, noise=(0.0, 0.01, -0.01), disturbed=False):
+        self.fake = FakeBench(speeds or {"default": 100.0, "1": 50.0, "2": 100.0}, noise=noise, seconds=0.0)
+        monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: self.fake)
+        monkeypatch.setattr(runner, "_supported", lambda binary: SUPPORTED)
+        monkeypatch.setattr(runner, "resolve_binary", lambda explicit: Path("/opt/llama/llama-bench"))
+        monkeypatch.setattr(runner, "tg_ceiling", lambda model: {"bandwidth_gbps": 40.0, "bandwidth_spread": 0.01,
+                                                                 "probe_threads": 2, "bytes_per_token": 400_000_000,
+                                                                 "tg_ceiling_ts": 100.0})
+        monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU 9000", "cpu_count": 2,
+                                                                  "doctor": {"verdict": "ready", "findings": []}})
+        after = reading(10, 20, 12, procs={7: ("stress", 9.0)}) if disturbed else reading(10, 20, 19.9)
+        readings = iter([reading(0, 0, 0, procs={7: ("stress", 1.0)}), after])
+        monkeypatch.setattr(watch, "read_reading", lambda host, **kw: next(readings))
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(b"GGUF" + b"\1" * 2000)
+    return path
+
+
+def test_table_with_verdicts_bars_and_ceiling(cli, monkeypatch, model):
+    Boundary(monkeypatch)
+    result = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--candidate", "-t 1")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "baseline: (llama-bench defaults)" in out and "candidate: -t 1" in out
+    assert "PP pp16" in out and "TG tg8" in out
+    assert out.count("slower") >= 2 and "-50.0 %" in out
+    assert "█" in out
+    assert "TG = 50% of the ~100 t/s ceiling" in out
+    assert "host stayed quiet" in out
+    assert "3 rounds (A B, B A, …) after 1 warm-up run per side" in out
+
+
+def test_json_is_the_saved_schema_and_nothing_else(cli, monkeypatch, model):
+    Boundary(monkeypatch)
+    result = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--candidate", "-t 1", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "tunehost-bench/1"
+    assert [c["name"] for c in doc["configs"]] == ["baseline", "candidate"]
+    assert [r["verdict"] for r in doc["comparison"]["rows"]] == ["slower", "slower"]
+    assert doc["comparison"]["interleaved"] is True
+    assert doc["host"]["cpu_brand"] == "Test CPU 9000"
+    assert doc["configs"][1]["command"].startswith("/opt/llama/llama-bench -m ")
+    assert doc["watch"]["disturbed"] is False
+    assert len(doc["invocations"]) == 2 + 3 * 2
+
+
+def test_disturbed_run_says_so(cli, monkeypatch, model):
+    Boundary(monkeypatch, disturbed=True)
+    result = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--candidate", "-t 1")
+    assert result.exit_code == 0, result.output
+    assert "disturbed (numbers alone: slower)" in result.stdout
+    assert "disturbed: other processes used" in result.stdout and "stress (pid 7" in result.stdout
+
+
+def test_save_then_compare_gives_before_after(cli, monkeypatch, model, tmp_path):
+    Boundary(monkeypatch, speeds={"default": 100.0})
+    saved = tmp_path / "before.json"
+    first = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--save", str(saved))
+    assert first.exit_code == 0, first.output
+    assert json.loads(saved.read_text())["label"] == "before"
+    boundary = Boundary(monkeypatch, speeds={"default": 120.0})
+    second = cli("bench", "--model", str(model), "--compare", str(saved), "--json")
+    assert second.exit_code == 0, second.output
+    doc = json.loads(second.stdout)
+    assert doc["schema"] == "tunehost-bench-compare/1"
+    rows = doc["comparison"]["rows"]
+    assert [r["verdict"] for r in rows] == ["faster", "faster"] and round(rows[0]["change_percent"]) == 20
+    assert doc["comparison"]["interleaved"] is False
+    # the saved run's -p/-n were reused
+    assert boundary.fake.calls[0][boundary.fake.calls[0].index("-p") + 1] == "16"
+
+
+def test_unknown_flag_is_one_line_exit_1_before_anything_runs(cli, monkeypatch, model):
+    boundary = Boundary(monkeypatch)
+    result = cli("bench", "--model", str(model), "--candidate", "-t 1 --bogus 3")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "tunehost: error: --candidate: this llama-bench has no option --bogus (see `llama-bench --help`)"]
+    assert boundary.fake.calls == []
+
+
+def test_controlled_option_is_refused(cli, monkeypatch, model):
+    Boundary(monkeypatch)
+    result = cli("bench", "--model", str(model), "--baseline", "-r 10")
+    assert result.exit_code == 1 and "-r is set by tunehost; use tunehost's --reps" in result.stderr
+
+
+def test_a_failing_llama_bench_is_one_clear_error(cli, monkeypatch, model):
+    Boundary(monkeypatch)
+
+    def broken(args, on_line):
+        raise TunehostError("llama-bench failed (exit 1): main: error: failed to load model 'x.gguf'")
+
+    monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: broken)
+    result = cli("bench", "--model", str(model))
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "tunehost: error: llama-bench failed (exit 1): main: error: failed to load model 'x.gguf'"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--candidate", "-t 1", "--advised"], "give one"),
+    (["--import", "x.md", "--candidate", "-t 1"], "runs nothing"),
+    ([], "--model PATH.gguf is required"),
+])
+def test_argument_conflicts(cli, monkeypatch, model, args, message):
+    Boundary(monkeypatch)
+    full = ["bench", *args] if "--import" in args or not args else ["bench", "--model", str(model), *args]
+    result = cli(*full)
+    assert result.exit_code == 1 and message in result.stderr
+
+
+def test_missing_model_file(cli, monkeypatch, tmp_path):
+    Boundary(monkeypatch)
+    result = cli("bench", "--model", str(tmp_path / "absent.gguf"))
+    assert result.exit_code == 1 and "cannot read the model" in result.stderr
+
+
+def test_import_markdown_sweep_shows_every_config(cli, tmp_path):
+    path = CORPUS / "llama-bench" / "md-cpu-thread-sweep-1-32-llama7b-q4_0.txt"
+    saved = tmp_path / "imported.json"
+    result = cli("bench", "--import", str(path), "--save", str(saved))
+    assert result.exit_code == 0, result.output
+    assert "n_threads=1" in result.stdout and "n_threads=8" in result.stdout and "mean only" in result.stdout
+    assert json.loads(saved.read_text())["source"] == "imported"
+
+
+def test_import_two_configs_compares_them_without_a_verdict_from_means(cli):
+    path = CORPUS / "llama-bench" / "md-cuda-partial-moe-offload-ryzen5-3500-16gb-ddr4-2667-gtx1650s-4gb-qwen3-30b-a3b.txt"
+    result = cli("bench", "--import", str(path))
+    assert result.exit_code == 0, result.output
+    assert "flash_attn=0 t/s" in result.stdout and "n/a" in result.stdout
+    assert "no per-repetition samples" in result.stdout
+
+
+def test_import_json_then_compare_with_another_import(cli, tmp_path):
+    off = CORPUS / "llama-bench" / "json-cpu-xeon-e5-2690v3-dual-deepseek-r1-671b-iq4kr4-fa-off.txt"
+    on = CORPUS / "llama-bench" / "json-cpu-xeon-e5-2690v3-dual-deepseek-r1-671b-iq4kr4-fa-on.txt"
+    saved = tmp_path / "off.json"
+    assert cli("bench", "--import", str(off), "--save", str(saved)).exit_code == 0
+    result = cli("bench", "--import", str(on), "--compare", str(saved), "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["test"]: r for r in json.loads(result.stdout)["comparison"]["rows"]}
+    assert rows["pp512"]["verdict"] == "faster" and rows["pp512"]["n_baseline"] == 5
+
+
+def test_compare_with_a_foreign_file_is_one_error(cli, monkeypatch, model, tmp_path):
+    Boundary(monkeypatch)
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    result = cli("bench", "--model", str(model), "--compare", str(other))
+    assert result.exit_code == 1 and "is not a tunehost bench result" in result.stderr
+
+
+def test_advised_candidate_comes_from_the_planner_mapping(cli, monkeypatch, model):
+    Boundary(monkeypatch)
+    seen = {}
+
+    def advised(path, supported):
+        seen["supported"] = supported
+        return ("-t", "1")
+
+    monkeypatch.setattr(runner, "advised_flags", advised)
+    result = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--advised", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["configs"][1]["flags"] == ["-t", "1"] and seen["supported"] == SUPPORTED

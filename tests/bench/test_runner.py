@@ -1,0 +1,314 @@
+"""The comparison engine with a fake llama-bench: warm-up, interleaving order, auto-extension, budget, disturbance."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from tunehost.bench import runner
+from tunehost.bench.llama_bench import BenchResult
+from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
+from tunehost.bench.watch import CpuTimes, HostReading, Temperature, judge
+from tunehost.errors import TunehostError
+
+SUPPORTED = frozenset({"-m", "-p", "-n", "-r", "-t", "-fa", "-ngl", "-ctk", "-ctv", "-C", "--cpu-strict", "-ot",
+                       "-lm", "-ncmoe", "--no-warmup", "-o", "--progress", "-b", "-ub", "--prio"})
+
+
+class FakeBench:
+    """Stands in for llama-bench: tokens/s per config (by its -t value), with optional per-call noise."""
+
+    def __init__(self, speeds: dict[str, float], noise: Sequence[float] = (0.0,), seconds: float = 1.0):
+        self.speeds = speeds
+        self.noise = itertools.cycle(noise)
+        self.seconds = seconds
+        self.calls: list[list[str]] = []
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, args: Sequence[str], on_line) -> list[BenchResult]:
+        self.calls.append(list(args))
+        self.now += self.seconds
+        threads = args[args.index("-t") + 1] if "-t" in args else "default"
+        reps = int(args[args.index("-r") + 1])
+        if on_line:
+            on_line("llama-bench: benchmark 1/2: prompt run 1/1")
+        base = self.speeds[threads]
+        out = []
+        for test, n_prompt, n_gen, scale in (("pp16", 16, 0, 3.0), ("tg8", 0, 8, 1.0)):
+            samples = tuple(base * scale * (1 + next(self.noise)) for _ in range(reps))
+            out.append(BenchResult(test=test, n_prompt=n_prompt, n_gen=n_gen, n_depth=0,
+                                   avg_ts=sum(samples) / reps, stddev_ts=0.0, samples_ts=samples,
+                                   model_type="llama ?B Q8_0", build_commit="0c1e570", build_number=11312,
+                                   backend="CPU"))
+        return out
+
+
+def settings(**kw) -> BenchSettings:
+    return BenchSettings(model="m.gguf", n_prompt=16, n_gen=8, **kw)
+
+
+def configs_ab() -> list[BenchConfig]:
+    return [BenchConfig("baseline", ("-t", "2")), BenchConfig("candidate", ("-t", "1"))]
+
+
+def sequence(calls: list[list[str]]) -> list[tuple[str, str]]:
+    """(threads, reps) of each call, in order."""
+    return [(c[c.index("-t") + 1], c[c.index("-r") + 1]) for c in calls]
+
+
+def test_warmup_runs_once_per_config_with_one_repetition_and_is_not_counted():
+    fake = FakeBench({"2": 100.0, "1": 50.0})
+    out = run_rounds(configs_ab(), settings(reps=3), fake, clock=fake.clock)
+    assert sequence(fake.calls)[:2] == [("2", "1"), ("1", "1")]
+    warm = [i for i in out.invocations if not i.counted]
+    assert [(i.config, i.round) for i in warm] == [("baseline", 0), ("candidate", 0)]
+    counted = [i for i in out.invocations if i.counted]
+    assert all(len(i.samples["pp16"]) == 3 for i in counted)
+
+
+def test_rounds_alternate_ab_then_ba():
+    fake = FakeBench({"2": 100.0, "1": 100.0}, noise=(0.0, 0.3, -0.3, 0.1))  # undecidable: runs to max_rounds
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=4), fake, clock=fake.clock)
+    counted = [(i.config, i.round) for i in out.invocations if i.counted]
+    assert counted == [("baseline", 1), ("candidate", 1), ("candidate", 2), ("baseline", 2),
+                       ("baseline", 3), ("candidate", 3), ("candidate", 4), ("baseline", 4)]
+
+
+def test_a_clear_difference_stops_after_min_rounds():
+    fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=10), fake, clock=fake.clock)
+    assert out.rounds == 3 and out.stop_reason == "decided"
+
+
+def test_a_wide_interval_adds_rounds_until_max_rounds():
+    fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2, 0.1, -0.1))
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=6, budget_s=1e6), fake, clock=fake.clock)
+    assert out.rounds == 6 and out.stop_reason.startswith("max rounds")
+
+
+def test_the_budget_stops_extra_rounds_but_never_the_first_ones():
+    fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2), seconds=10.0)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=5.0), fake, clock=fake.clock)
+    assert out.rounds == 3 and out.stop_reason.startswith("budget")
+    fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2), seconds=10.0)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=95.0), fake, clock=fake.clock)
+    # 2 warm-ups + 3 rounds = 80 s; a 4th round (20 s) would end at 100 s > 95 s
+    assert out.rounds == 3
+    fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2), seconds=10.0)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=100.0), fake, clock=fake.clock)
+    assert out.rounds == 4
+
+
+def test_a_single_config_extends_while_its_own_noise_is_wider_than_the_threshold():
+    quiet = FakeBench({"2": 100.0}, noise=(0.0, 0.001, -0.001))
+    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(), quiet, clock=quiet.clock)
+    assert out.rounds == 3 and out.stop_reason == "decided"
+    noisy = FakeBench({"2": 100.0}, noise=(0.0, 0.3, -0.3, 0.15))
+    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(max_rounds=5), noisy, clock=noisy.clock)
+    assert out.rounds == 5
+
+
+def test_progress_events_carry_round_config_eta_and_llama_bench_lines():
+    fake = FakeBench({"2": 100.0, "1": 50.0})
+    events = []
+    run_rounds(configs_ab(), settings(), fake, on_progress=events.append, clock=fake.clock)
+    phases = [e.phase for e in events]
+    assert phases[0] == "warm-up" and phases[-1] == "done"
+    assert any(e.line and "prompt run" in e.line for e in events)
+    last_round = [e for e in events if e.phase == "round"][-1]
+    assert last_round.eta_s is not None and last_round.planned == 2 + 3 * 2
+    assert events[-1].done == events[-1].planned
+
+
+def test_several_values_for_one_option_are_refused_after_the_run():
+    def doubled(args, on_line):
+        one = FakeBench({"2": 1.0})(args, None)
+        return one + one
+
+    with pytest.raises(TunehostError, match="more than once"):
+        run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(), doubled)
+
+
+class FakeWatcher:
+    def __init__(self, before: HostReading, after: HostReading):
+        self.readings = [before, after]
+        self.ticks = 0
+        self.started = False
+
+    def start(self):
+        self.started = True
+
+    def tick(self):
+        self.ticks += 1
+
+    def stop(self):
+        return judge(self.readings[0], self.readings[1], cpu_count=2)
+
+
+def reading(at: float, busy: float, own: float, *, swap: int = 0, throttle: int | None = 0,
+            temp: float | None = 50.0, procs=None) -> HostReading:
+    return HostReading(at_s=at, cpu=CpuTimes(busy, 0.0, at * 2), own_cpu_s=own, swap_in=swap, swap_out=0,
+                       throttle_count=throttle, temperature=Temperature(temp, 95.0, "hwmon") if temp else None,
+                       processes=procs or {})
+
+
+def test_the_watcher_brackets_only_the_counted_rounds_and_ticks_after_each():
+    fake = FakeBench({"2": 100.0, "1": 50.0})
+    watcher = FakeWatcher(reading(0, 0, 0), reading(10, 20, 19.5))
+    out = run_rounds(configs_ab(), settings(), fake, watcher=watcher, clock=fake.clock)
+    assert watcher.started and watcher.ticks == 6
+    assert out.watch is not None and not out.watch.disturbed
+
+
+def test_a_busy_host_marks_every_verdict_disturbed_but_keeps_the_statistics():
+    fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
+    watcher = FakeWatcher(reading(0, 0, 0, procs={7: ("stress", 1.0)}),
+                          reading(10, 20, 12, procs={7: ("stress", 9.0)}))
+    out = run_rounds(configs_ab(), settings(), fake, watcher=watcher, clock=fake.clock)
+    result = runner.build_result(out, settings(), binary="/bin/llama-bench", model_id={"name": "m.gguf"})
+    assert result.comparison is not None
+    assert [r.verdict for r in result.comparison.rows] == ["disturbed", "disturbed"]
+    assert [r.statistical_verdict for r in result.comparison.rows] == ["slower", "slower"]
+    assert "stress (pid 7, 8.0 s)" in result.watch.reasons[0]
+    assert any("host disturbed" in n for n in result.comparison.notes)
+
+
+@pytest.mark.parametrize("after, words", [
+    (reading(10, 2, 2, swap=5000), "swapping"),
+    (reading(10, 2, 2, throttle=3), "throttled"),
+    (reading(10, 2, 2, temp=96.0), "96 °C"),
+])
+def test_swapping_throttling_and_heat_are_disturbances(after, words):
+    report = judge(reading(0, 0, 0), after, cpu_count=2)
+    assert report.disturbed and words in " ".join(report.reasons)
+
+
+def test_unknown_watch_parts_are_listed_not_guessed():
+    report = judge(reading(0, 0, 0, throttle=None, temp=None), reading(10, 1, 1, throttle=None, temp=None), cpu_count=2)
+    assert not report.disturbed
+    assert any("throttling" in u for u in report.unknown) and any("temperature" in u for u in report.unknown)
+
+
+def test_steal_time_is_a_disturbance():
+    before = HostReading(0, CpuTimes(0, 0, 0), 0, 0, 0, 0, None)
+    after = HostReading(10, CpuTimes(5, 4, 20), 5, 0, 0, 0, None)
+    assert "hypervisor stole 20%" in judge(before, after, cpu_count=2).reasons[0]
+
+
+def test_parse_proc_stat():
+    from tunehost.bench.watch import parse_proc_stat
+
+    cpu = parse_proc_stat("cpu  100 10 50 800 20 5 5 10 0 0\ncpu0 1 2 3 4\n", 100.0)
+    assert cpu == CpuTimes(busy_s=1.6, steal_s=0.1, total_s=10.0)
+    assert parse_proc_stat("garbage", 100.0) is None
+
+
+# ---------------------------------------------------------------- flags
+
+
+@pytest.mark.parametrize("flags, message", [
+    ("-r 5", "-r is set by tunehost; use tunehost's --reps"),
+    ("-o json", "tunehost reads llama-bench's JSONL itself"),
+    ("-m other.gguf", "with tunehost's --model"),
+    ("-p 128", "use tunehost's -p"),
+    ("--bogus 1", "this llama-bench has no option --bogus"),
+    ("-t 1,2", "asks for several values"),
+    ("-t 1-4", "asks for several values"),
+    ("-t 1 -t 2", "given twice"),
+    ("-t", "-t needs a value"),
+    ("4", "is not an option"),
+])
+def test_bad_flags_get_one_clear_error(flags, message):
+    with pytest.raises(TunehostError) as raised:
+        runner.check_flags(runner.parse_flags(flags), SUPPORTED, what="--candidate")
+    assert message in str(raised.value) and str(raised.value).startswith("--candidate:")
+
+
+def test_good_flags_pass_including_override_tensor_commas_and_negative_values():
+    runner.check_flags(runner.parse_flags('-t 2 -fa on -ngl -1 -ot "blk\\.0\\.ffn=CPU,blk\\.1\\.ffn=CPU" --no-warmup'),
+                       SUPPORTED, what="--baseline")
+
+
+def test_unbalanced_quotes_are_an_error():
+    with pytest.raises(TunehostError, match="cannot be split"):
+        runner.parse_flags('-t "2', what="--baseline")
+
+
+def test_bench_args_and_command_line():
+    s = BenchSettings(model="/m/x.gguf", n_prompt=512, n_gen=128, depth=4096, reps=3)
+    args = runner.bench_args(s, ("-t", "8"))
+    assert args == ["-m", "/m/x.gguf", "-p", "512", "-n", "128", "-d", "4096", "-r", "3", "-t", "8", "--progress"]
+    assert runner.command_line("/bin/llama-bench", args).endswith("-t 8 --progress -o jsonl")
+
+
+# ---------------------------------------------------------------- --advised mapping
+
+
+class _Flag:
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+
+class _Plan:
+    def __init__(self, flags, pin=None):
+        self.flags = tuple(_Flag(n, v) for n, v in flags)
+        self.pin_cpus = pin
+
+
+def test_plan_flags_map_to_llama_bench_spellings():
+    plan = _Plan([("-m", "x.gguf"), ("-c", "32768"), ("-np", "1"), ("-ngl", "99"), ("--n-cpu-moe", "12"),
+                  ("-fa", "on"), ("-ctk", "q8_0"), ("-ctv", "q8_0"), ("-b", "2048"), ("-ub", "512"), ("-t", "8"),
+                  ("-tb", "8"), ("--prio", "2"), ("--no-mmap", None), ("--mlock", None), ("--host", "127.0.0.1")],
+                 pin=(0, 2, 4, 6))
+    flags = runner.plan_to_bench_flags(plan, SUPPORTED)
+    assert flags == ("-ngl", "99", "-ncmoe", "12", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "2048",
+                     "-ub", "512", "-t", "8", "--prio", "2", "-C", "0x55", "--cpu-strict", "1", "-lm", "mlock")
+    runner.check_flags(flags, SUPPORTED, what="--advised")
+
+
+def test_no_mmap_alone_is_load_mode_none_or_mmp_0_on_older_builds():
+    plan = _Plan([("--no-mmap", None)])
+    assert runner.plan_to_bench_flags(plan, SUPPORTED) == ("-lm", "none")
+    assert runner.plan_to_bench_flags(plan, frozenset({"-mmp", "-t"})) == ("-mmp", "0")
+    assert runner.plan_to_bench_flags(_Plan([("--mlock", None)]), SUPPORTED) == ("-lm", "mmap+mlock")
+
+
+def test_cpu_list_to_mask():
+    assert runner.cpu_list_to_mask("0-3,8") == "0x10f"
+
+
+# ---------------------------------------------------------------- measure() around the engine
+
+
+def test_measure_checks_model_and_flags_before_running(tmp_path: Path):
+    calls = []
+    with pytest.raises(TunehostError, match="cannot read the model"):
+        runner.measure(tmp_path / "absent.gguf", invoke=lambda a, cb: calls.append(a) or [],
+                       llama_bench="/bin/sh", describe=False, ceiling=False, watch=False)
+    not_gguf = tmp_path / "x.gguf"
+    not_gguf.write_bytes(b"nope")
+    with pytest.raises(TunehostError, match="not a GGUF"):
+        runner.measure(not_gguf, invoke=lambda a, cb: calls.append(a) or [], llama_bench="/bin/sh",
+                       describe=False, ceiling=False, watch=False)
+    assert calls == []
+
+
+def test_measure_with_a_fake_invoke_builds_a_complete_result(tmp_path: Path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 100)
+    fake = FakeBench({"default": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
+    result = runner.measure(model, candidate=("-t", "1"), n_prompt=16, n_gen=8, invoke=fake,
+                            llama_bench="/bin/sh", describe=False, ceiling=False, watch=False, label="before")
+    assert [c.name for c in result.configs] == ["baseline", "candidate"]
+    assert result.configs[0].command.startswith("/bin/sh -m ")
+    assert result.model["sha256_head"] and result.model["size_bytes"] == 104
+    assert result.llama_bench["build_number"] == 11312
+    assert result.comparison is not None and result.comparison.interleaved
+    assert {r.kind: r.verdict for r in result.comparison.rows} == {"pp": "slower", "tg": "slower"}
+    assert str(result).startswith("pp16 150.0 t/s")

@@ -1,0 +1,596 @@
+"""The honest comparison engine: warm up, interleave baseline and candidate, stop only when the answer is clear.
+
+How a measurement runs (docs/bench.md explains why):
+
+1. every option in the flags is checked against the binary's ``--help`` (and against the options tunehost sets
+   itself) before anything runs;
+2. warm-up: one unrecorded llama-bench run per configuration (``-r 1``): it pages the model in, wakes the CPU
+   and fails fast on a flag llama-bench rejects at run time (its own per-test warm-up stays on as well);
+3. counted rounds: each round runs every configuration once with ``-r REPS``; the order alternates
+   (A B, B A, A B, ...) so drift and any "second in line" effect hit both sides equally;
+4. after ``min_rounds`` rounds the bootstrap interval of candidate / baseline is computed per test; while it is
+   too wide to decide (:func:`tunehost.bench.stats.needs_more_rounds`) another round runs, as long as the
+   projected end stays inside the budget and ``max_rounds`` is not reached;
+5. the host is watched through the counted rounds (:mod:`tunehost.bench.watch`); a disturbed run's verdicts
+   read "disturbed".
+
+:func:`run_rounds` is the engine (the llama-bench call and the clock are injected, so tests drive it with fakes);
+:func:`measure` does everything around it and returns a :class:`~tunehost.bench.results.SavedResult`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tunehost.bench.llama_bench import BenchResult
+from tunehost.bench.results import (
+    Comparison, ConfigResult, Invocation, SavedResult, compare_configs, config_from_invocations, now_utc,
+)
+from tunehost.errors import TunehostError
+
+if TYPE_CHECKING:
+    from tunehost.bench.watch import HostWatcher, WatchReport
+    from tunehost.host import Host
+
+DEFAULT_N_PROMPT = 512
+DEFAULT_N_GEN = 128
+DEFAULT_REPS = 3
+DEFAULT_BUDGET_S = 120.0
+MIN_ROUNDS = 3
+MAX_ROUNDS = 12
+HEAD_BYTES = 1024 * 1024  # the model's identity: sha256 of its first MiB (GGUF header + tensor table start)
+
+# llama-bench options tunehost sets itself -> what to use instead
+CONTROLLED_OPTIONS: dict[str, str] = {
+    **dict.fromkeys(("-m", "--model"), "give the model with tunehost's --model"),
+    **dict.fromkeys(("-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hft", "--hf-token"),
+                    "download the model first and give its path with --model"),
+    **dict.fromkeys(("-p", "--n-prompt"), "use tunehost's -p"),
+    **dict.fromkeys(("-n", "--n-gen"), "use tunehost's -n"),
+    **dict.fromkeys(("-d", "--n-depth"), "use tunehost's --depth"),
+    "-pg": "tunehost measures pp and tg separately (-p, -n)",
+    **dict.fromkeys(("-r", "--repetitions"), "use tunehost's --reps"),
+    **dict.fromkeys(("-o", "--output", "-oe", "--output-err"), "tunehost reads llama-bench's JSONL itself"),
+    "--progress": "tunehost asks for progress itself",
+    **dict.fromkeys(("-h", "--help", "--list-devices", "--version"), "it does not run a benchmark"),
+}
+# options whose value may hold commas without meaning "several values"
+_COMMA_VALUES = frozenset({"-ot", "--override-tensor"})
+_OPTION = re.compile(r"^--?[A-Za-z][\w-]*$")
+_RANGE = re.compile(r"^-?\d+-\d+([+*]\d+)?$")
+# options that take no value in llama-bench
+_SWITCHES = frozenset({"--no-warmup", "-v", "--verbose", "--offline", "--progress", "-h", "--help",
+                       "--list-devices", "--version"})
+
+Invoke = Callable[[Sequence[str], Callable[[str], None] | None], list[BenchResult]]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One side of a comparison: a name and the llama-bench flags it adds (``()`` = llama-bench's defaults)."""
+
+    name: str
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    model: str
+    n_prompt: int = DEFAULT_N_PROMPT
+    n_gen: int = DEFAULT_N_GEN
+    depth: int = 0
+    reps: int = DEFAULT_REPS
+    budget_s: float = DEFAULT_BUDGET_S
+    min_rounds: int = MIN_ROUNDS
+    max_rounds: int = MAX_ROUNDS
+    warmup: bool = True
+    progress_lines: bool = True  # add --progress (llama-bench prints a line per repetition on stderr)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_prompt": self.n_prompt, "n_gen": self.n_gen, "n_depth": self.depth, "reps": self.reps,
+                "budget_s": self.budget_s, "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
+                "warmup": "one unrecorded llama-bench run per configuration (-r 1)" if self.warmup else "none",
+                "order": "alternating: A B, B A, A B, ..."}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the engine is doing, for a progress bar."""
+
+    phase: str  # "warm-up", "round", "done"
+    config: str
+    round: int  # 0 for warm-up
+    rounds_planned: int
+    done: int  # invocations finished
+    planned: int  # invocations planned so far (grows when rounds are added)
+    elapsed_s: float
+    eta_s: float | None
+    line: str | None = None  # llama-bench's latest progress line
+
+
+@dataclass(frozen=True)
+class RoundsOutcome:
+    """What :func:`run_rounds` measured."""
+
+    configs: tuple[BenchConfig, ...]
+    invocations: tuple[Invocation, ...]
+    results: Mapping[str, Mapping[str, BenchResult]] = field(hash=False)  # config -> test -> last BenchResult
+    rounds: int
+    stop_reason: str
+    wall_s: float
+    watch: "WatchReport | None" = None
+
+
+# ---------------------------------------------------------------- flags
+
+
+def parse_flags(text: str | None, *, what: str = "flags") -> tuple[str, ...]:
+    """FLAGS as one shell-quoted string ("-t 8 -fa on") -> argument list."""
+    if not text:
+        return ()
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise TunehostError(f"{what} {text!r} cannot be split: {exc}") from None
+
+
+def check_flags(flags: Sequence[str], supported: frozenset[str] | None, *, what: str) -> None:
+    """One clear TunehostError for the first problem: an option tunehost sets itself, one this llama-bench does not
+    list in --help, or several values for one option (tunehost compares one configuration against another)."""
+    seen: set[str] = set()
+    i = 0
+    while i < len(flags):
+        token = flags[i]
+        if not _OPTION.match(token):
+            raise TunehostError(f"{what}: {token!r} is not an option (values follow their option: \"-t 4\")")
+        if token in CONTROLLED_OPTIONS:
+            raise TunehostError(f"{what}: {token} is set by tunehost; {CONTROLLED_OPTIONS[token]}")
+        if supported is not None and token not in supported:
+            raise TunehostError(f"{what}: this llama-bench has no option {token} (see `llama-bench --help`)")
+        if token in seen:
+            raise TunehostError(f"{what}: {token} is given twice; one value per option (tunehost compares one "
+                                "configuration against another: put the other in --candidate)")
+        seen.add(token)
+        if token in _SWITCHES:
+            i += 1
+            continue
+        if i + 1 >= len(flags):
+            raise TunehostError(f"{what}: {token} needs a value")
+        value = flags[i + 1]
+        if ("," in value and token not in _COMMA_VALUES) or _RANGE.match(value):
+            raise TunehostError(f"{what}: {token} {value} asks for several values; tunehost compares one "
+                                "configuration against another (put the other in --candidate)")
+        i += 2
+
+
+def bench_args(settings: BenchSettings, flags: Sequence[str], *, reps: int | None = None) -> list[str]:
+    """The llama-bench arguments of one run (without the binary and -o, which run_llama_bench adds)."""
+    args = ["-m", settings.model, "-p", str(settings.n_prompt), "-n", str(settings.n_gen)]
+    if settings.depth:
+        args += ["-d", str(settings.depth)]
+    args += ["-r", str(reps or settings.reps), *flags]
+    if settings.progress_lines:
+        args.append("--progress")
+    return args
+
+
+def command_line(binary: str | os.PathLike[str], args: Sequence[str]) -> str:
+    """The exact command line a user can paste to reproduce one run."""
+    return shlex.join([str(binary), *args, "-o", "jsonl"])
+
+
+# ---------------------------------------------------------------- the engine
+
+
+def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: Invoke, *,
+               watcher: "HostWatcher | None" = None, on_progress: Callable[[Progress], None] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> RoundsOutcome:
+    """Warm up, then interleaved rounds until every test is decided, the budget or max_rounds is reached."""
+    from tunehost.bench import stats
+
+    if not configs:
+        raise ValueError("nothing to measure")
+    if settings.n_prompt <= 0 and settings.n_gen <= 0:
+        raise TunehostError("nothing to measure: -p and -n are both 0")
+    start = clock()
+    invocations: list[Invocation] = []
+    results: dict[str, dict[str, BenchResult]] = {c.name: {} for c in configs}
+    durations: dict[str, list[float]] = {c.name: [] for c in configs}
+    n_warm = len(configs) if settings.warmup else 0
+    rounds_planned = settings.min_rounds
+    state = {"done": 0}
+
+    def planned() -> int:
+        return n_warm + rounds_planned * len(configs)
+
+    def eta() -> float | None:
+        known = [sum(d) / len(d) for d in durations.values() if d]
+        if not known:
+            return None
+        per = sum(known) / len(known)
+        return max(0.0, (planned() - state["done"]) * per)
+
+    def emit(phase: str, config: str, round_no: int, line: str | None = None) -> None:
+        if on_progress is not None:
+            on_progress(Progress(phase, config, round_no, rounds_planned, state["done"], planned(),
+                                 clock() - start, eta(), line))
+
+    def run_one(config: BenchConfig, round_no: int) -> None:
+        counted = round_no > 0
+        args = bench_args(settings, config.flags, reps=settings.reps if counted else 1)
+        phase = "round" if counted else "warm-up"
+        emit(phase, config.name, round_no)
+        began = clock()
+        got = invoke(args, lambda line: emit(phase, config.name, round_no, line))
+        took = clock() - began
+        by_test = _one_per_test(got, config)
+        if counted:
+            durations[config.name].append(took)
+        invocations.append(Invocation(config=config.name, round=round_no, counted=counted,
+                                      started_s=began - start, duration_s=took, argv=tuple(args),
+                                      samples={t: r.samples_ts or (r.avg_ts,) for t, r in by_test.items()}))
+        results[config.name] = by_test
+        state["done"] += 1
+        if watcher is not None and counted:
+            watcher.tick()
+
+    if settings.warmup:
+        for config in configs:
+            run_one(config, 0)
+    if watcher is not None:
+        watcher.start()
+    rounds = 0
+    stop_reason = "max rounds"
+    while True:
+        order = list(configs) if rounds % 2 == 0 else list(reversed(configs))
+        for config in order:
+            run_one(config, rounds + 1)
+        rounds += 1
+        if rounds < settings.min_rounds:
+            continue
+        if rounds >= settings.max_rounds:
+            stop_reason = f"max rounds ({settings.max_rounds})"
+            break
+        if not _undecided(configs, invocations, stats):
+            stop_reason = "decided"
+            break
+        round_s = sum(sum(durations[c.name][-1:]) for c in configs)
+        if clock() - start + round_s > settings.budget_s:
+            stop_reason = f"budget ({settings.budget_s:g} s)"
+            break
+        rounds_planned = rounds + 1
+    rounds_planned = rounds
+    report = watcher.stop() if watcher is not None else None
+    emit("done", configs[-1].name, rounds)
+    return RoundsOutcome(tuple(configs), tuple(invocations), results, rounds, stop_reason, clock() - start, report)
+
+
+def _one_per_test(got: Sequence[BenchResult], config: BenchConfig) -> dict[str, BenchResult]:
+    by_test: dict[str, BenchResult] = {}
+    for result in got:
+        if result.test in by_test:
+            raise TunehostError(f"{config.name}: llama-bench ran {result.test} more than once in one run "
+                                f"(flags {' '.join(config.flags)!r} give several values); one value per option")
+        by_test[result.test] = result
+    if not by_test:
+        raise TunehostError(f"{config.name}: llama-bench returned no results")
+    return by_test
+
+
+def _pooled(invocations: Sequence[Invocation], config: str) -> dict[str, list[float]]:
+    pooled: dict[str, list[float]] = {}
+    for inv in invocations:
+        if inv.config == config and inv.counted:
+            for test, samples in inv.samples.items():
+                pooled.setdefault(test, []).extend(samples)
+    return pooled
+
+
+def _undecided(configs: Sequence[BenchConfig], invocations: Sequence[Invocation], stats: Any) -> bool:
+    """Whether any test still needs rounds: a comparison whose interval is too wide to decide, or (one config)
+    a result whose own noise is wider than the practical threshold (its A/A interval, see docs/bench.md)."""
+    big = 10**9  # run_rounds enforces max_rounds itself
+    if len(configs) == 1:
+        pooled = _pooled(invocations, configs[0].name)
+        return any(stats.needs_more_rounds(stats.compare(s, s), max_samples=big) for s in pooled.values())
+    base = _pooled(invocations, configs[0].name)
+    for other in configs[1:]:
+        cand = _pooled(invocations, other.name)
+        for test, samples in base.items():
+            if test in cand and stats.needs_more_rounds(stats.compare(samples, cand[test]), max_samples=big):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------- around the engine
+
+
+def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Path, size and the sha256 of the first MiB: enough to tell two model files apart without reading 40 GB."""
+    model = Path(path)
+    try:
+        size = model.stat().st_size
+        with open(model, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError as exc:
+        raise TunehostError(f"cannot read the model {path}: {exc.strerror or exc}") from None
+    if not head.startswith(b"GGUF"):
+        raise TunehostError(f"{path} is not a GGUF model file (no GGUF magic)")
+    return {"path": str(model.resolve()), "name": model.name, "size_bytes": size,
+            "sha256_head": hashlib.sha256(head).hexdigest(), "head_bytes": len(head)}
+
+
+def tg_ceiling(model: str | os.PathLike[str], *, probe_bytes: int = 512 * 1024 * 1024) -> dict[str, Any] | None:
+    """The memory-bandwidth ceiling on token generation: measured read bandwidth / bytes read per token.
+
+    Measured before the rounds (never while llama-bench runs); None when the model cannot be read."""
+    from tunehost.advise.bandwidth import bytes_per_token, measure_read_bandwidth
+    from tunehost.advise.bandwidth import tg_ceiling as ceiling_of
+    from tunehost.model import read_model
+
+    try:
+        per_token = bytes_per_token(read_model(model))
+    except (TunehostError, OSError, ValueError, KeyError) as exc:
+        return {"error": f"model not readable for the ceiling: {exc}"}
+    bandwidth = measure_read_bandwidth(probe_bytes)
+    return {"bandwidth_gbps": round(bandwidth.gbps, 2), "bandwidth_spread": round(bandwidth.spread, 3),
+            "probe_threads": bandwidth.threads, "bytes_per_token": per_token,
+            "tg_ceiling_ts": round(ceiling_of(bandwidth.gbps, per_token), 2)}
+
+
+def default_invoke(binary: str | os.PathLike[str], *, timeout_s: float) -> Invoke:
+    from tunehost.bench.llama_bench import run_llama_bench
+
+    def invoke(args: Sequence[str], on_line: Callable[[str], None] | None) -> list[BenchResult]:
+        return run_llama_bench(binary, args, timeout=timeout_s, on_progress=on_line)
+
+    return invoke
+
+
+def resolve_binary(explicit: str | os.PathLike[str] | None) -> Path:
+    """llama-bench: the given path, $LLAMA_CPP_DIR, PATH, then $TUNEHOST_LLAMA_BIN_DIR and the tunehost cache."""
+    from tunehost.bench.llama_bench import find_llama_bench
+
+    if explicit is not None:
+        return find_llama_bench(explicit)
+    try:
+        return find_llama_bench()
+    except TunehostError as first:
+        from tunehost.host.samples import llama_search_dirs
+
+        for entry in llama_search_dirs():
+            candidate = Path(entry["dir"]) / "llama-bench"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+        raise first
+
+
+def measure(
+    model: str | os.PathLike[str],
+    *,
+    baseline: Sequence[str] = (),
+    candidate: Sequence[str] | None = None,
+    n_prompt: int = DEFAULT_N_PROMPT,
+    n_gen: int = DEFAULT_N_GEN,
+    depth: int = 0,
+    reps: int = DEFAULT_REPS,
+    budget_s: float = DEFAULT_BUDGET_S,
+    min_rounds: int = MIN_ROUNDS,
+    max_rounds: int = MAX_ROUNDS,
+    llama_bench: str | os.PathLike[str] | None = None,
+    label: str | None = None,
+    ceiling: bool = True,
+    describe: bool = True,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_status: Callable[[str], None] | None = None,
+    invoke: Invoke | None = None,
+    host: "Host | None" = None,
+    watch: bool = True,
+    timeout_s: float = 900.0,
+) -> SavedResult:
+    """Measure ``model`` with the real llama-bench: the baseline flags alone, or baseline against candidate.
+
+    Everything is checked before anything runs (model, binary, every flag). The returned result carries the
+    comparison (with a candidate), the host summary, what happened on the host, and the command lines.
+    ``apply --bench`` calls ``measure(model)`` before and after a change, then :func:`compare_saved`.
+    """
+    status = on_status or (lambda message: None)
+    identity = model_identity(model)
+    binary = resolve_binary(llama_bench)
+    supported = _supported(binary) if invoke is None else None
+    check_flags(baseline, supported, what="--baseline")
+    if candidate is not None:
+        check_flags(candidate, supported, what="--candidate")
+    if reps < 1:
+        raise TunehostError("--reps must be at least 1")
+    configs = [BenchConfig("baseline", tuple(baseline))]
+    if candidate is not None:
+        configs.append(BenchConfig("candidate", tuple(candidate)))
+    settings = BenchSettings(model=str(model), n_prompt=n_prompt, n_gen=n_gen, depth=depth, reps=reps,
+                             budget_s=budget_s, min_rounds=max(1, min_rounds), max_rounds=max(min_rounds, max_rounds),
+                             progress_lines=supported is None or "--progress" in supported)
+    if host is None:
+        from tunehost.host import open_host
+
+        host = open_host()
+    host_summary: dict[str, Any] = {}
+    if describe:
+        from tunehost.bench.watch import describe_host
+
+        status("reading the host (doctor checks, CPU)")
+        host_summary = describe_host(host)
+    ceiling_data = None
+    if ceiling and n_gen > 0:
+        status("measuring memory bandwidth for the token-generation ceiling")
+        ceiling_data = tg_ceiling(model)
+    watcher = None
+    if watch:
+        from tunehost.bench.watch import HostWatcher
+
+        watcher = HostWatcher(host)
+    outcome = run_rounds(configs, settings, invoke or default_invoke(binary, timeout_s=timeout_s),
+                         watcher=watcher, on_progress=on_progress)
+    return build_result(outcome, settings, binary=binary, model_id=identity, host_summary=host_summary,
+                        ceiling=ceiling_data, label=label)
+
+
+def _supported(binary: Path) -> frozenset[str]:
+    from tunehost.bench.llama_bench import supported_options
+
+    return supported_options(binary)
+
+
+def build_result(outcome: RoundsOutcome, settings: BenchSettings, *, binary: str | os.PathLike[str],
+                 model_id: Mapping[str, Any], host_summary: Mapping[str, Any] | None = None,
+                 ceiling: Mapping[str, Any] | None = None, label: str | None = None) -> SavedResult:
+    """The SavedResult of an engine run (pure)."""
+    configs: list[ConfigResult] = []
+    for config in outcome.configs:
+        last = next((i for i in reversed(outcome.invocations) if i.config == config.name and i.counted), None)
+        command = command_line(binary, last.argv) if last else None
+        configs.append(config_from_invocations(config.name, config.flags, outcome.invocations,
+                                               outcome.results[config.name], command))
+    disturbed = outcome.watch is not None and outcome.watch.disturbed
+    comparison: Comparison | None = None
+    if len(configs) == 2:
+        notes = [f"host disturbed: {'; '.join(outcome.watch.reasons)}"] if disturbed and outcome.watch else []
+        comparison = compare_configs(configs[0], configs[1], interleaved=True, disturbed=disturbed, notes=notes)
+    first = next(iter(next(iter(outcome.results.values())).values()))
+    model = dict(model_id, model_type=first.model_type, n_params=first.n_params)
+    notes = []
+    if outcome.stop_reason.startswith(("budget", "max rounds")) and comparison is not None \
+            and any(r.statistical_verdict == "no clear difference" for r in comparison.rows):
+        notes.append(f"stopped at the {outcome.stop_reason} before the interval was narrow enough: a larger "
+                     "--budget could still separate a small difference from noise")
+    settings_json = dict(settings.to_json(), rounds=outcome.rounds, stop_reason=outcome.stop_reason,
+                         wall_s=round(outcome.wall_s, 3))
+    return SavedResult(
+        source="measured", configs=tuple(configs), model=model,
+        llama_bench={"path": str(binary), "build_commit": first.build_commit, "build_number": first.build_number,
+                     "backend": first.backend},
+        settings=settings_json, host=dict(host_summary or {}), comparison=comparison,
+        invocations=outcome.invocations, watch=outcome.watch, ceiling=dict(ceiling) if ceiling else None,
+        label=label, created=now_utc(), notes=tuple(notes),
+    )
+
+
+def measure_model(model: str | os.PathLike[str], *, label: str | None = None, **kwargs: Any) -> SavedResult:
+    """``apply --bench``'s entry point: llama-bench's defaults on ``model``, labelled ("before" / "after")."""
+    return measure(model, label=label, **kwargs)
+
+
+# ---------------------------------------------------------------- --advised
+
+
+def advised_flags(model: str | os.PathLike[str], supported: frozenset[str] | None = None) -> tuple[str, ...]:
+    """The flags ``tunehost advise`` would give llama-server for ``model`` here, as llama-bench options.
+
+    The one call into the planner (lazy import): plan(read_model, HostView.from_facts, AdviseOptions) -> Plan,
+    mapped by :func:`plan_to_bench_flags`."""
+    try:
+        from tunehost.advise.host_view import HostView
+        from tunehost.advise.plan import AdviseOptions, plan
+    except ImportError as exc:
+        raise TunehostError(f"--advised needs the advise planner (tunehost.advise.plan), which is not available: {exc}") from None
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.model import read_model
+
+    view = HostView.from_facts(HostFacts(open_host()))
+    made = plan(read_model(model), view, AdviseOptions(model_path=str(model)))
+    return plan_to_bench_flags(made, supported)
+
+
+def plan_to_bench_flags(plan: Any, supported: frozenset[str] | None = None) -> tuple[str, ...]:
+    """Map a plan's llama-server flags to llama-bench's spellings; flags with no llama-bench equivalent are dropped.
+
+    llama-bench (tools/llama-bench/llama-bench.cpp) spells: -t, -C/--cpu-mask (hex), --cpu-strict 0|1, -ngl,
+    -ncmoe/--n-cpu-moe, -ctk, -ctv, -fa on|off|auto, -b, -ub, -ot, --numa, --prio; --no-mmap / --mlock became
+    ``-lm none|mlock|mmap+mlock`` (older builds: ``-mmp 0``; there was never an mlock option before -lm).
+    ``taskset -c LIST`` becomes ``-C <hex mask> --cpu-strict 1``.
+    """
+    pairs = _plan_pairs(plan)
+    out: list[str] = []
+    no_mmap = mlock = False
+    for name, value in pairs:
+        if name in ("--no-mmap",):
+            no_mmap = True
+            continue
+        if name == "--mlock":
+            mlock = True
+            continue
+        if name in ("taskset", "--cpus", "cpus") and value:
+            out += ["-C", cpu_list_to_mask(str(value)), "--cpu-strict", "1"]
+            continue
+        spelled = _BENCH_SPELLING.get(name)
+        if spelled is None:
+            continue
+        if value is None:
+            continue
+        out += [spelled, str(value)]
+    if no_mmap or mlock:
+        if supported is None or "-lm" in supported or "--load-mode" in supported:
+            out += ["-lm", "mlock" if (no_mmap and mlock) else ("none" if no_mmap else "mmap+mlock")]
+        elif no_mmap and ("-mmp" in supported or "--mmap" in supported):
+            out += ["-mmp", "0"]
+    if supported is not None:
+        out = _keep_supported(out, supported)
+    return tuple(out)
+
+
+# llama-server spelling -> llama-bench spelling
+_BENCH_SPELLING = {
+    "-t": "-t", "--threads": "-t",
+    "-ngl": "-ngl", "--gpu-layers": "-ngl", "--n-gpu-layers": "-ngl",
+    "--n-cpu-moe": "-ncmoe", "-ncmoe": "-ncmoe",
+    "-ctk": "-ctk", "--cache-type-k": "-ctk", "-ctv": "-ctv", "--cache-type-v": "-ctv",
+    "-fa": "-fa", "--flash-attn": "-fa",
+    "-b": "-b", "--batch-size": "-b", "-ub": "-ub", "--ubatch-size": "-ub",
+    "-ot": "-ot", "--override-tensor": "-ot",
+    "--numa": "--numa", "--prio": "--prio", "-sm": "-sm", "--split-mode": "-sm", "-ts": "-ts",
+    "--tensor-split": "-ts", "-mg": "-mg", "--main-gpu": "-mg", "-nkvo": "-nkvo",
+    "-C": "-C", "--cpu-mask": "-C", "--cpu-strict": "--cpu-strict", "--poll": "--poll",
+}
+
+
+def _plan_pairs(plan: Any) -> list[tuple[str, str | None]]:
+    """(option, value) pairs of a Plan (``.flags``: Flag(name, value, reason); ``.pin_cpus``: CPUs to pin to)."""
+    pairs = [(str(f.name), None if f.value is None else str(f.value)) for f in getattr(plan, "flags", ())]
+    pin = getattr(plan, "pin_cpus", None)
+    if pin:
+        from tunehost.cpulist import format_cpu_list
+
+        pairs.append(("taskset", format_cpu_list(pin)))
+    return pairs
+
+
+def cpu_list_to_mask(cpu_list: str) -> str:
+    """"0-3,8" -> "0x10f" (llama-bench's -C takes a hex mask)."""
+    from tunehost.cpulist import parse_cpu_list
+
+    mask = 0
+    for cpu in parse_cpu_list(cpu_list):
+        mask |= 1 << cpu
+    if not mask:
+        raise TunehostError(f"empty CPU list {cpu_list!r}")
+    return hex(mask)
+
+
+def _keep_supported(args: list[str], supported: frozenset[str]) -> list[str]:
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        name = args[i]
+        has_value = i + 1 < len(args) and not _OPTION.match(args[i + 1])
+        if name in supported:
+            kept += args[i:i + 2] if has_value else [name]
+        i += 2 if has_value else 1
+    return kept

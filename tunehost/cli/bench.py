@@ -1,0 +1,339 @@
+"""`tunehost bench`: real llama-bench, baseline against candidate (or before against after), with honest verdicts.
+
+See docs/bench.md for how to read the table and the statistics behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from tunehost.cli import cli_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tunehost.bench.results import Comparison, SavedResult
+
+VERDICT_STYLE = {
+    "faster": "bold green", "slower": "bold red", "no clear difference": "yellow", "disturbed": "bold magenta",
+    "n/a": "dim",
+}
+BAR_WIDTH = 36
+KIND_NAME = {"pp": "PP (prompt processing)", "tg": "TG (token generation)", "pp+tg": "PP+TG"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
+
+
+@cli_errors
+def bench(
+    model: Optional[Path] = typer.Option(None, "--model", "-m", metavar="PATH.gguf", help="The GGUF model to run."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FLAGS",
+                                           help='llama-bench flags of the baseline, one string ("-t 4 -fa off"); '
+                                                "default: llama-bench's defaults."),
+    candidate: Optional[str] = typer.Option(None, "--candidate", metavar="FLAGS",
+                                            help="llama-bench flags to compare against the baseline."),
+    advised: bool = typer.Option(False, "--advised",
+                                 help="The candidate is what `tunehost advise` recommends for this model here."),
+    n_prompt: Optional[int] = typer.Option(None, "-p", "--n-prompt", metavar="N",
+                                           help="Prompt tokens of the PP test (default 512; 0 skips it)."),
+    n_gen: Optional[int] = typer.Option(None, "-n", "--n-gen", metavar="N",
+                                        help="Generated tokens of the TG test (default 128; 0 skips it)."),
+    depth: Optional[int] = typer.Option(None, "--depth", "-d", metavar="D",
+                                        help="Tokens already in the context before each test (default 0)."),
+    reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run (llama-bench -r)."),
+    budget: float = typer.Option(120.0, "--budget", metavar="SECONDS",
+                                 help="Time after which no extra round starts (the first 3 rounds always run)."),
+    save: Optional[Path] = typer.Option(None, "--save", metavar="OUT.json", help="Save the result (JSON)."),
+    compare: Optional[Path] = typer.Option(None, "--compare", metavar="SAVED.json",
+                                           help="Compare this run (after) with a saved one (before)."),
+    import_file: Optional[Path] = typer.Option(None, "--import", metavar="FILE",
+                                               help="Show llama-bench results you already have (Markdown, CSV, JSON, "
+                                                    "JSONL) instead of running anything."),
+    llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
+                                               help="The llama-bench binary (or its directory)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (the --save format)."),
+) -> None:
+    """Measure a model with the real llama-bench: baseline against candidate, interleaved, with a verdict only
+    beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy)."""
+    from tunehost.bench import results as saved_results
+    from tunehost.bench import runner
+    from tunehost.errors import TunehostError
+
+    if candidate is not None and advised:
+        raise TunehostError("--candidate and --advised are two candidates; give one")
+    if import_file is not None and (model or baseline or candidate or advised):
+        raise TunehostError("--import shows results you already have and runs nothing; drop --model/--baseline/"
+                            "--candidate/--advised")
+    if import_file is None and model is None:
+        raise TunehostError("--model PATH.gguf is required (or --import FILE)")
+    before = saved_results.load(compare) if compare is not None else None
+    err = _console(stderr=True)
+
+    if import_file is not None:
+        result = saved_results.import_results(import_file)
+    else:
+        assert model is not None
+        base_flags = runner.parse_flags(baseline, what="--baseline")
+        cand_flags = runner.parse_flags(candidate, what="--candidate") if candidate is not None else None
+        defaults = before.settings if before is not None else {}
+        if before is not None and baseline is None and candidate is None and not advised:
+            base_flags = before.config().flags  # measure again what was measured before
+        if advised:
+            binary = runner.resolve_binary(llama_bench)
+            cand_flags = runner.advised_flags(model, runner._supported(binary))
+            if not json_out:
+                err.print(f"advised llama-bench flags: {' '.join(cand_flags) or '(llama-bench defaults)'}",
+                          highlight=False)
+        with _progress(err, enabled=sys.stderr.isatty()) as progress:
+            result = runner.measure(
+                model, baseline=base_flags, candidate=cand_flags,
+                n_prompt=_pick(n_prompt, defaults.get("n_prompt"), runner.DEFAULT_N_PROMPT),
+                n_gen=_pick(n_gen, defaults.get("n_gen"), runner.DEFAULT_N_GEN),
+                depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget,
+                llama_bench=llama_bench, on_progress=progress.update, on_status=progress.status,
+                label=save.stem if save else None,
+            )
+    if save is not None:
+        saved_results.save(result, save)
+    comparison = saved_results.compare_saved(before, result) if before is not None else None
+
+    if json_out:
+        if before is not None and comparison is not None:
+            document: dict[str, Any] = {"schema": "tunehost-bench-compare/1", "comparison": comparison.to_json(),
+                                        "before": before.to_json(), "after": result.to_json()}
+        else:
+            document = result.to_json()
+        typer.echo(json.dumps(document, indent=2))
+        return
+    console = _console()
+    render_result(result, console)
+    if comparison is not None and before is not None:
+        console.print()
+        console.print(f"[bold]before/after[/] — {compare} ({before.created}) → this run")
+        render_comparison(comparison, console)
+    if save is not None:
+        console.print(f"\nsaved to {save}; compare later with: tunehost bench --model {result.model.get('path') or '...'} "
+                      f"--compare {save}", highlight=False)
+
+
+def _pick(given: int | None, saved: Any, default: int) -> int:
+    if given is not None:
+        return given
+    return int(saved) if isinstance(saved, int) else default
+
+
+def _console(*, stderr: bool = False) -> "Console":
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False, stderr=stderr)
+
+
+# ---------------------------------------------------------------- progress
+
+
+class _ProgressView:
+    """A rich progress bar on stderr: what runs now and our own ETA; silent when disabled."""
+
+    def __init__(self, console: "Console", enabled: bool):
+        self.console = console
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> "_ProgressView":
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TextColumn("{task.fields[eta]}"), console=self.console, transient=True,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task("starting", total=None, eta="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def status(self, message: str) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=message)
+
+    def update(self, event: Any) -> None:
+        if self._progress is None:
+            return
+        if event.phase == "warm-up":
+            what = f"warm-up · {event.config}"
+        elif event.phase == "done":
+            what = "done"
+        else:
+            what = f"round {event.round}/{event.rounds_planned} · {event.config}"
+        if event.line:
+            what += " · " + event.line.replace("llama-bench: ", "").strip()[:48]
+        eta = f"ETA {event.eta_s:.0f} s" if event.eta_s is not None else "ETA …"
+        self._progress.update(self._task, description=what, total=event.planned, completed=event.done, eta=eta)
+
+
+def _progress(console: "Console", *, enabled: bool) -> _ProgressView:
+    return _ProgressView(console, enabled)
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def render_result(result: "SavedResult", console: "Console") -> None:
+    """Header, the before/after table (or one config's numbers), bars, the TG ceiling, and how it was measured."""
+    from rich.markup import escape
+
+    model = result.model
+    size = f", {model['size_bytes'] / 1e6:.1f} MB" if model.get("size_bytes") else ""
+    build = result.llama_bench
+    build_text = f"llama-bench b{build.get('build_number')} ({build.get('build_commit')})" if build.get("build_number") \
+        else "llama-bench"
+    source = "imported from " + (result.label or "a file") if result.source == "imported" else "measured"
+    console.print(f"[bold]tunehost bench[/] — {escape(str(model.get('name') or model.get('model_type') or 'model'))}"
+                  f"{size} · {escape(build_text)} · {escape(str(build.get('backend') or ''))} · {source}")
+    if result.host.get("cpu_brand"):
+        doctor = (result.host.get("doctor") or {}).get("verdict")
+        console.print(f"[dim]host: {escape(str(result.host['cpu_brand']))}"
+                      + (f" · doctor: {doctor}" if doctor else "") + "[/]")
+    for config in result.configs:
+        flags = " ".join(config.flags) or ("(llama-bench defaults)" if result.source == "measured" else "")
+        console.print(f"[bold]{escape(config.name)}[/]: {escape(flags)}")
+    console.print()
+    if result.comparison is not None:
+        render_comparison(result.comparison, console, chart=True)
+    else:
+        render_configs(result, console)
+    render_ceiling(result, console)
+    render_how(result, console)
+
+
+def render_comparison(comparison: "Comparison", console: "Console", *, chart: bool = True) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table.add_column("test")
+    table.add_column(f"{comparison.baseline} t/s", justify="right")
+    table.add_column(f"{comparison.candidate} t/s", justify="right")
+    table.add_column("change", justify="right")
+    table.add_column(f"{comparison.confidence:.0%} interval", justify="right")
+    table.add_column("verdict")
+    for row in comparison.rows:
+        interval = "—" if row.low is None else f"{(row.low - 1) * 100:+.1f} … {(row.high - 1) * 100:+.1f} %"
+        verdict = row.verdict
+        if row.verdict == "disturbed" and row.statistical_verdict:
+            verdict = f"disturbed (numbers alone: {row.statistical_verdict})"
+        table.add_row(f"{row.kind.upper()} {row.test}", _ts(row.baseline_ts), _ts(row.candidate_ts),
+                      f"{row.change_percent:+.1f} %", interval,
+                      f"[{VERDICT_STYLE.get(row.verdict, '')}]{escape(verdict)}[/]")
+    console.print(table)
+    if chart:
+        console.print()
+        for row in comparison.rows:
+            top = max(row.baseline_ts, row.candidate_ts) or 1.0
+            console.print(f"{row.kind.upper():<3} {escape(comparison.baseline[:10]):<10} {_bar(row.baseline_ts / top)} "
+                          f"{_ts(row.baseline_ts)}")
+            console.print(f"{'':<3} {escape(comparison.candidate[:10]):<10} {_bar(row.candidate_ts / top, style=VERDICT_STYLE.get(row.verdict, ''))} "
+                          f"{_ts(row.candidate_ts)}")
+    console.print()
+    console.print(f"[dim]verdict: faster/slower only when the whole {comparison.confidence:.0%} interval of "
+                  f"candidate/baseline lies beyond ±{comparison.threshold:.0%}[/]")
+    for row in comparison.rows:
+        if row.note:
+            console.print(f"[dim]{row.test}: {escape(row.note)}[/]")
+    for note in comparison.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def render_configs(result: "SavedResult", console: "Console") -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table.add_column("config")
+    table.add_column("test")
+    table.add_column("t/s (median)", justify="right")
+    table.add_column("spread", justify="right")
+    table.add_column("samples", justify="right")
+    for config in result.configs:
+        for test in config.tests:
+            spread = f"±{test.spread * 100:.1f} %" if test.spread is not None else "—"
+            table.add_row(config.name, f"{test.kind.upper()} {test.test}", _ts(test.centre), spread,
+                          str(len(test.samples_ts)) if test.samples_ts else "mean only")
+    console.print(table)
+
+
+def render_ceiling(result: "SavedResult", console: "Console") -> None:
+    ceiling = result.ceiling or {}
+    top = ceiling.get("tg_ceiling_ts")
+    if not top:
+        return
+    config = result.config()
+    tg = next((t for t in config.tests if t.kind == "tg"), None)
+    if tg is None:
+        return
+    share = tg.centre / top
+    basis = (f"{ceiling['bandwidth_gbps']:.1f} GB/s read bandwidth / {ceiling['bytes_per_token'] / 1e6:.1f} MB of "
+             "weights per token")
+    console.print()
+    if share > 1.0:
+        console.print(f"TG = {share:.0%} of the ~{_ts(top)} t/s RAM ceiling: above it, because the model's weights "
+                      f"fit in the CPU caches ({basis})")
+    else:
+        console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
+
+
+def render_how(result: "SavedResult", console: "Console") -> None:
+    from rich.markup import escape
+
+    settings = result.settings
+    if result.source == "measured":
+        counts = {t.test: len(t.samples_ts) for t in result.config().tests}
+        n = max(counts.values(), default=0)
+        console.print(f"[dim]{settings.get('rounds')} rounds (A B, B A, …) after 1 warm-up run per side, "
+                      f"{n} samples per side per test, {settings.get('wall_s', 0):.1f} s; "
+                      f"stopped: {settings.get('stop_reason')}[/]")
+    watch = result.watch
+    if watch is not None:
+        if watch.disturbed:
+            for reason in watch.reasons:
+                console.print(f"[bold magenta]disturbed:[/] {escape(reason)}")
+        else:
+            parts = []
+            if watch.other_cpu_cores is not None:
+                parts.append(f"other processes {watch.other_cpu_cores:.2f} CPUs")
+            if watch.swap_in_pages is not None:
+                parts.append("no swapping" if not (watch.swap_in_pages + (watch.swap_out_pages or 0))
+                             else f"{watch.swap_in_pages + (watch.swap_out_pages or 0)} pages swapped")
+            if watch.temp_max_c is not None:
+                parts.append(f"CPU up to {watch.temp_max_c:.0f} °C")
+            if watch.throttle_delta is not None:
+                parts.append("no throttling" if watch.throttle_delta == 0 else f"{watch.throttle_delta} throttle events")
+            console.print(f"[dim]host stayed quiet: {', '.join(parts)}"
+                          + (f" (not visible here: {'; '.join(u.split(' (')[0] for u in watch.unknown)})" if watch.unknown else "")
+                          + "[/]")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _ts(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}".replace(",", " ")
+    return f"{value:.2f}"
+
+
+def _bar(fraction: float, *, style: str = "") -> str:
+    blocks = " ▏▎▍▌▋▊▉█"
+    eighths = max(0, min(BAR_WIDTH * 8, round(fraction * BAR_WIDTH * 8)))
+    text = "█" * (eighths // 8) + (blocks[eighths % 8] if eighths % 8 else "")
+    text = text.ljust(BAR_WIDTH)
+    return f"[{style}]{text}[/]" if style else text
