@@ -169,8 +169,19 @@ def test_bench_without_the_engine_is_a_clear_error_before_any_change(cli, root, 
     assert tree(root) == before
 
 
-def test_bench_measures_before_and_after_the_change(cli, root, monkeypatch):
+def test_bench_with_a_model_that_is_not_gguf_fails_before_any_change(cli, root, tmp_path):
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"\0" * 4096)  # a zero-filled download
+    before = tree(root)
+    result = cli("apply", "--profile", "throughput", "--yes", "--bench", str(bogus))
+    assert result.exit_code == 1 and "not a GGUF" in result.stderr
+    assert tree(root) == before
+
+
+def test_bench_measures_before_and_after_the_change(cli, root, monkeypatch, tmp_path):
     thp = root / "sys/kernel/mm/transparent_hugepage/enabled"
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 60)
     seen = []
 
     def fake_measure(model, *, label):
@@ -178,9 +189,10 @@ def test_bench_measures_before_and_after_the_change(cli, root, monkeypatch):
         return f"{label}: 42.0 t/s"
 
     monkeypatch.setattr("tunehost.tuning.bench_hook._find", lambda: fake_measure)
-    result = cli("apply", "--profile", "throughput", "--yes", "--bench", "model.gguf")
+    monkeypatch.setattr("tunehost.bench.runner.resolve_binary", lambda explicit: "/bin/true")
+    result = cli("apply", "--profile", "throughput", "--yes", "--bench", str(model))
     assert result.exit_code == 0, result.output
-    assert seen == [("model.gguf", "before", "always [madvise] never"), ("model.gguf", "after", "[always] madvise never")]
+    assert seen == [(str(model), "before", "always [madvise] never"), (str(model), "after", "[always] madvise never")]
     assert "bench before: before: 42.0 t/s" in result.stdout and "bench after:  after: 42.0 t/s" in result.stdout
 
 

@@ -87,28 +87,20 @@ def probe_size(available_bytes: int | None, wanted: int = DEFAULT_PROBE_BYTES) -
     return max(MIN_PROBE_BYTES, wanted // MiB * MiB)
 
 
-def _available_ram() -> int | None:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:  # psutil missing or /proc unreadable: fall back to the wanted size
-        return None
-
-
 def measure_read_bandwidth(
-    n_bytes: int | None = None, *, threads: int | None = None, repeats: int = 5
+    n_bytes: int | None = None, *, available_bytes: int | None = None, threads: int | None = None, repeats: int = 5
 ) -> ReadBandwidth:
     """Measure host memory read bandwidth in ~1-2 s: `threads` threads each sum a slice of one large int64 array.
 
     numpy releases the GIL inside the reduction, so the threads stream memory in parallel. The first pass warms
     the pages and is not counted; the result is the best of `repeats` timed passes. Defaults: 1 GiB bounded by a
-    quarter of available RAM, one thread per CPU this process may run on.
+    quarter of `available_bytes` (MemAvailable from the host facts, when the caller knows it), one thread per CPU
+    this process may run on.
     """
     import numpy as np
     from concurrent.futures import ThreadPoolExecutor
 
-    size = probe_size(_available_ram()) if n_bytes is None else max(n_bytes // 8 * 8, 8 * 1024)
+    size = probe_size(available_bytes) if n_bytes is None else max(n_bytes // 8 * 8, 8 * 1024)
     n_threads = threads or len(os.sched_getaffinity(0))
     data = np.ones(size // 8, dtype=np.int64)  # np.ones writes every page, so no page faults land in the timing
     chunks = np.array_split(data, n_threads)

@@ -369,12 +369,12 @@ def compare_saved(before: SavedResult, after: SavedResult, *, config: str | None
             notes.append(f"{side} was disturbed: {'; '.join(result.watch.reasons)}")
     return compare_configs(
         base, cand, interleaved=False, disturbed=before.disturbed or after.disturbed,
-        baseline_label=f"before{_label(before)}", candidate_label=f"after{_label(after)}", notes=notes,
+        baseline_label=f"before{_label(before, 'before')}", candidate_label=f"after{_label(after, 'after')}", notes=notes,
     )
 
 
-def _label(result: SavedResult) -> str:
-    return f" ({result.label})" if result.label else ""
+def _label(result: SavedResult, side: str) -> str:
+    return f" ({result.label})" if result.label and result.label != side else ""
 
 
 def _build(result: SavedResult) -> str:

@@ -14,13 +14,13 @@ rounds, after each llama-bench invocation and at the end, and :func:`judge` (pur
   disturbance at the sensor's own "high"/"crit" mark.
 
 :func:`describe_host` records what the host was (CPU brand, the doctor's verdict and findings) next to a result.
-Everything here reads through ``host.files`` except process CPU times (psutil) and our own times (``os.times``).
+Everything here reads through the host layer (``host.files``; process CPU times from
+``tunehost.host.samples.process_cpu_seconds``) except our own times (``os.times``).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,9 +37,6 @@ STEAL_LIMIT_SHARE = 0.05
 SWAP_LIMIT_PAGES = 256
 # ... or any CPU's thermal-throttle counter went up, or a CPU sensor reached its own "high"/"crit" mark.
 
-HWMON = "/sys/class/hwmon"
-CPU_DIR = "/sys/devices/system/cpu"
-CPU_SENSOR_CHIPS = ("coretemp", "k10temp", "zenpower", "cpu_thermal")
 BUSIEST_SHOWN = 3
 
 
@@ -247,55 +244,28 @@ def _vmstat(text: str | None) -> dict[str, int]:
 
 def read_throttle_count(host: "Host") -> int | None:
     """Sum of every CPU's core and package throttle counters; None when the kernel exposes none."""
-    total, found = 0, False
-    for path in host.files.glob(f"{CPU_DIR}/cpu*/thermal_throttle/*_throttle_count"):
-        value = host.files.read_int(path)
-        if value is not None:
-            total += value
-            found = True
-    return total if found else None
+    from tunehost.facts.thermal import throttle_counts
+
+    values = [v for c in throttle_counts(host) for v in (c.core, c.package) if v is not None]
+    return sum(values) if values else None
 
 
 def read_cpu_temperature(host: "Host") -> Temperature | None:
     """The hottest CPU sensor (hwmon coretemp / k10temp / zenpower / cpu_thermal); None when there is none."""
-    hottest: Temperature | None = None
-    for hw in host.files.listdir(HWMON):
-        base = f"{HWMON}/{hw}"
-        if host.files.read_value(f"{base}/name") not in CPU_SENSOR_CHIPS:
-            continue
-        for name in host.files.listdir(base):
-            match = re.fullmatch(r"temp(\d+)_input", name)
-            if not match:
-                continue
-            milli = host.files.read_int(f"{base}/{name}")
-            if milli is None:
-                continue
-            limit = host.files.read_int(f"{base}/temp{match[1]}_max") or host.files.read_int(f"{base}/temp{match[1]}_crit")
-            reading = Temperature(milli / 1000, limit / 1000 if limit else None, f"{base}/{name}")
-            if hottest is None or reading.value_c > hottest.value_c:
-                hottest = reading
-    return hottest
+    from tunehost.facts.thermal import CPU_DRIVERS, hwmon_readings
+
+    cpu = [r for r in hwmon_readings(host) if r.chip in CPU_DRIVERS and r.value_c is not None]
+    if not cpu:
+        return None
+    hottest = max(cpu, key=lambda r: r.value_c)
+    return Temperature(hottest.value_c, hottest.high_c or hottest.crit_c, hottest.source)
 
 
 def _process_cpu(exclude: set[int]) -> dict[int, tuple[str, float]]:
-    """pid -> (name, CPU seconds) of every process but tunehost, its children and ``exclude``."""
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        return {}
-    own = os.getpid()
-    try:
-        ours = {own, *(c.pid for c in psutil.Process(own).children(recursive=True))} | exclude
-    except Exception:
-        ours = {own} | exclude
-    found: dict[int, tuple[str, float]] = {}
-    for proc in psutil.process_iter(["pid", "name", "cpu_times"]):
-        info = proc.info
-        times = info.get("cpu_times")
-        if info["pid"] in ours or times is None:
-            continue
-        found[info["pid"]] = (info.get("name") or "?", times.user + times.system)
-    return found
+    """pid -> (name, CPU seconds) of every process but tunehost, its children and ``exclude`` (host layer)."""
+    from tunehost.host.samples import process_cpu_seconds
+
+    return process_cpu_seconds(exclude)
 
 
 class HostWatcher:

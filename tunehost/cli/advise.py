@@ -92,7 +92,7 @@ def advise(
     if live_probe:
         from tunehost.advise.bandwidth import measure_read_bandwidth
 
-        options = _with(options, ram_bandwidth_gbps=measure_read_bandwidth().gbps)
+        options = _with(options, ram_bandwidth_gbps=measure_read_bandwidth(available_bytes=view.ram_available).gbps)
     result = apply_caps(plan(facts_model, view, options), caps)
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")

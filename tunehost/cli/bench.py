@@ -239,11 +239,14 @@ def render_comparison(comparison: "Comparison", console: "Console", *, chart: bo
     console.print(table)
     if chart:
         console.print()
+        width = min(24, max(len(comparison.baseline), len(comparison.candidate)))
+        base_label, cand_label = comparison.baseline[:width], comparison.candidate[:width]
         for row in comparison.rows:
             top = max(row.baseline_ts, row.candidate_ts) or 1.0
-            console.print(f"{row.kind.upper():<3} {escape(comparison.baseline[:10]):<10} {_bar(row.baseline_ts / top)} "
+            style = VERDICT_STYLE.get(row.verdict, "")
+            console.print(f"{row.kind.upper():<3} {escape(base_label):<{width}} {_bar(row.baseline_ts / top)} "
                           f"{_ts(row.baseline_ts)}")
-            console.print(f"{'':<3} {escape(comparison.candidate[:10]):<10} {_bar(row.candidate_ts / top, style=VERDICT_STYLE.get(row.verdict, ''))} "
+            console.print(f"{'':<3} {escape(cand_label):<{width}} {_bar(row.candidate_ts / top, style=style)} "
                           f"{_ts(row.candidate_ts)}")
     console.print()
     console.print(f"[dim]verdict: faster/slower only when the whole {comparison.confidence:.0%} interval of "

@@ -59,9 +59,9 @@ def apply(
             raise TunehostError(f"an earlier apply of {active[-1].profile} (run {active[-1].id}) was interrupted: "
                                 "run `tunehost rollback` first (nothing was changed)")
         if bench:
-            from tunehost.tuning.bench_hook import bench_function
+            from tunehost.tuning.bench_hook import check_ready
 
-            bench_function()  # fail before any change when the bench engine is missing
+            check_ready(bench)  # no engine, not a GGUF, no llama-bench: fail before any change
     host, root = open_tuning_host()
     findings, note = doctor_findings(host)
     plan = build_plan(host, loaded, persist=persist, findings=findings, doctor_note=note)
@@ -83,11 +83,20 @@ def apply(
     if not outcome.ok:
         raise typer.Exit(1)
     if bench:
-        from tunehost.tuning.bench_hook import describe
+        from tunehost.tuning.bench_hook import comparison, describe
 
         after = _measure(bench, "after")
-        typer.echo(f"bench before: {describe(before)}")
-        typer.echo(f"bench after:  {describe(after)}")
+        compared = comparison(before, after)
+        if compared is None:
+            typer.echo(f"bench before: {describe(before)}")
+            typer.echo(f"bench after:  {describe(after)}")
+            return
+        from tunehost.cli.bench import _console, render_comparison
+
+        console = _console()
+        console.print(f"[bold]before/after applying {loaded.name}[/] (measured one after the other, not interleaved: "
+                      "drift between the two runs is not cancelled out)")
+        render_comparison(compared, console)
 
 
 def _measure(model: str, label: str):

@@ -74,7 +74,7 @@ def is_bogus(reading: TempReading) -> bool:
 
 
 def _gather(host: "Host") -> ThermalFacts:
-    readings = _hwmon(host)
+    readings = hwmon_readings(host)
     source = "hwmon" if readings else None
     note = None
     if not any(r.chip in CPU_DRIVERS for r in readings):
@@ -88,14 +88,15 @@ def _gather(host: "Host") -> ThermalFacts:
     cpu = tuple(r for r in readings if r.chip in CPU_DRIVERS)
     bogus = tuple(r for r in readings if is_bogus(r))
     other = tuple(r for r in readings if r.chip not in CPU_DRIVERS and r not in bogus)
-    return ThermalFacts(cpu, other, bogus, _zones(host), _throttle(host), source, note)
+    return ThermalFacts(cpu, other, bogus, _zones(host), throttle_counts(host), source, note)
 
 
 def _milli(value: int | None) -> float | None:
     return value / 1000 if value is not None else None
 
 
-def _hwmon(host: "Host") -> list[TempReading]:
+def hwmon_readings(host: "Host") -> list[TempReading]:
+    """Every hwmon temperature (live sysfs reads, no command): the facts and the bench watcher both use it."""
     found: list[TempReading] = []
     for hw in host.files.listdir(HWMON):
         base = f"{HWMON}/{hw}"
@@ -145,7 +146,8 @@ def _zones(host: "Host") -> tuple[TempReading, ...]:
     return tuple(zones)
 
 
-def _throttle(host: "Host") -> tuple[ThrottleCount, ...]:
+def throttle_counts(host: "Host") -> tuple[ThrottleCount, ...]:
+    """Per-CPU thermal_throttle counters since boot (Intel); () when the kernel exposes none."""
     counts = []
     cpus = sorted(int(n[3:]) for n in host.files.listdir(CPU_DIR) if re.fullmatch(r"cpu\d+", n))
     if not cpus or not host.files.is_dir(f"{CPU_DIR}/cpu{cpus[0]}/thermal_throttle"):

@@ -179,6 +179,28 @@ def sample_activity(host: "Host") -> dict[str, Any]:
     }
 
 
+def process_cpu_seconds(exclude: set[int] | frozenset[int] = frozenset()) -> dict[int, tuple[str, float]]:
+    """pid -> (name, user+system CPU seconds) of every live process except tunehost, its children and `exclude`.
+
+    Not a cached sample: the bench watcher diffs two calls taken minutes apart.
+    """
+    import psutil
+
+    own = os.getpid()
+    try:
+        ours = {own, *(c.pid for c in psutil.Process(own).children(recursive=True))} | set(exclude)
+    except Exception:
+        ours = {own} | set(exclude)
+    found: dict[int, tuple[str, float]] = {}
+    for proc in psutil.process_iter(["pid", "name", "cpu_times"]):
+        info = proc.info
+        times = info.get("cpu_times")
+        if info["pid"] in ours or times is None:
+            continue
+        found[info["pid"]] = (info.get("name") or "?", times.user + times.system)
+    return found
+
+
 @sampler("listeners")
 def sample_listeners(host: "Host") -> list[dict[str, Any]]:
     """Listening TCP sockets: address, port, owning pid (None when not visible without root)."""

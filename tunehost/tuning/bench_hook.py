@@ -1,7 +1,7 @@
-"""`apply --bench MODEL`: the one call into the bench engine, behind a lazy import.
+"""`apply --bench MODEL`: measure before, apply, measure after, and compare — through the bench engine.
 
-The bench engine's entry point is `tunehost.bench.runner.measure_model(model, *, label=...) -> SavedResult`
-(`tunehost.bench.measure_model` is accepted too). Missing: one clear error before anything changes.
+`check_ready` runs before anything changes: a model that is not a GGUF, or no llama-bench, is one clear error and
+the host stays as it was.
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ from tunehost.errors import TunehostError
 def _find() -> Callable[..., Any] | None:
     try:
         from tunehost.bench.runner import measure_model
-
-        return measure_model
-    except ImportError:
-        pass
-    try:
-        import tunehost.bench as bench
     except ImportError:
         return None
-    return getattr(bench, "measure_model", None)
+    return measure_model
 
 
 def bench_function() -> Callable[..., Any]:
@@ -32,6 +26,15 @@ def bench_function() -> Callable[..., Any]:
         raise TunehostError("--bench needs the bench engine (tunehost.bench.runner.measure_model), which this build "
                             "does not have; nothing was changed (run `tunehost apply` without --bench)")
     return fn
+
+
+def check_ready(model: str) -> None:
+    """Fail before any change when the measurement could not run: the engine, the model, llama-bench."""
+    bench_function()
+    from tunehost.bench.runner import model_identity, resolve_binary
+
+    model_identity(model)
+    resolve_binary(None)
 
 
 def measure(model: str, label: str) -> Any:
@@ -50,3 +53,14 @@ def describe(result: Any) -> str:
         if isinstance(attr, str):
             return attr
     return str(result)
+
+
+def comparison(before: Any, after: Any) -> Any | None:
+    """before/after as the bench engine's Comparison (same table as `tunehost bench --compare`); None if not results."""
+    try:
+        from tunehost.bench.results import SavedResult, compare_saved
+    except ImportError:
+        return None
+    if isinstance(before, SavedResult) and isinstance(after, SavedResult):
+        return compare_saved(before, after)
+    return None
