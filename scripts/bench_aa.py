@@ -16,7 +16,6 @@ Prints a summary; exit 1 when the false-positive rate exceeds --target.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -25,19 +24,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))  # build_llama_cpp, make_test_model
+
+import build_llama_cpp  # noqa: E402
+import make_test_model  # noqa: E402
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"tunehost_scripts_{name}", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def resolve(model: str) -> Path:
     if model in ("tiny", "medium"):
-        return _script("make_test_model").ensure_model(model)
+        return make_test_model.ensure_model(model)
     return Path(model)
 
 
@@ -78,7 +75,7 @@ def main() -> int:
 
     from tunehost.bench.runner import MAX_ROUNDS, parse_flags, resolve_binary
 
-    bin_dir = _script("build_llama_cpp").cached_bin_dir()
+    bin_dir = build_llama_cpp.cached_bin_dir()
     binary = resolve_binary(bin_dir if bin_dir else None)
     model = resolve(args.model)
     flags = parse_flags(args.flags)

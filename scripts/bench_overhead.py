@@ -14,7 +14,6 @@ the bandwidth probe for the TG ceiling) is timed separately. Target: engine over
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -24,16 +23,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))  # build_llama_cpp, make_test_model
+
+import build_llama_cpp  # noqa: E402
+import make_test_model  # noqa: E402
 
 WORKLOADS = {"medium": (128, 32, 3), "tiny": (16, 8, 5)}  # -p, -n, rounds
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"tunehost_scripts_{name}", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def engine_run(binary: Path, settings, configs) -> tuple[float, list[list[str]]]:
@@ -57,7 +54,7 @@ def raw_run(binary: Path, argvs: list[list[str]]) -> float:
 def workload(name: str, binary: Path, pairs: int) -> dict:
     from tunehost.bench.runner import BenchConfig, BenchSettings
 
-    model = _script("make_test_model").ensure_model(name)
+    model = make_test_model.ensure_model(name)
     n_prompt, n_gen, rounds = WORKLOADS[name]
     settings = BenchSettings(model=str(model), n_prompt=n_prompt, n_gen=n_gen, reps=3, min_rounds=rounds,
                              max_rounds=rounds)
@@ -89,7 +86,7 @@ def fixed_cost(model_name: str) -> dict:
     from tunehost.bench.watch import describe_host
     from tunehost.host import open_host
 
-    model = _script("make_test_model").ensure_model(model_name)
+    model = make_test_model.ensure_model(model_name)
     started = time.perf_counter()
     describe_host(open_host())
     described = time.perf_counter() - started
@@ -107,7 +104,7 @@ def main() -> int:
     args = parser.parse_args()
     from tunehost.bench.runner import resolve_binary
 
-    bin_dir = _script("build_llama_cpp").cached_bin_dir()
+    bin_dir = build_llama_cpp.cached_bin_dir()
     binary = resolve_binary(bin_dir if bin_dir else None)
     results = {name: workload(name, binary, args.pairs) for name in (args.model or ["medium", "tiny"])}
     results["fixed_cost_per_command"] = fixed_cost("medium")
