@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Mapping
 
 import pytest
@@ -80,3 +84,54 @@ def _isolated_state(tmp_path, monkeypatch):
     """No test writes tunehost state or caches outside tmp_path unless it asks to."""
     monkeypatch.setenv("TUNEHOST_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "120")
+
+
+# ---------------------------------------------------------------- the real llama-bench and the test model
+# Missing pieces skip locally but FAIL when $CI is set: CI runs ./scripts/test, which builds them, and must never
+# pass by skipping.
+
+SCRIPTS = Path(__file__).parents[1] / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    """A module of scripts/ (build_llama_cpp, make_test_model) loaded by path: scripts/ is no package."""
+    spec = importlib.util.spec_from_file_location(f"tunehost_scripts_{name}", SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is created
+    spec.loader.exec_module(module)
+    return module
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set: integration tests must run, not skip)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def llama_bench() -> Path:
+    from tunehost.bench.llama_bench import find_llama_bench
+
+    configured = os.environ.get("TUNEHOST_LLAMA_BIN_DIR")
+    if configured:
+        # An explicitly configured location that is wrong is an error, never a skip.
+        return find_llama_bench(configured)
+    bin_dir = load_script("build_llama_cpp").cached_bin_dir()
+    if bin_dir is None:
+        _unavailable("no cached llama-bench build; run `python scripts/build_llama_cpp.py` or set TUNEHOST_LLAMA_BIN_DIR")
+    return find_llama_bench(bin_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    configured = os.environ.get("TUNEHOST_TEST_MODEL")
+    if configured:
+        path = Path(configured)
+        assert path.is_file(), f"TUNEHOST_TEST_MODEL={configured} does not exist"
+        return path
+    try:
+        return load_script("make_test_model").ensure_model("tiny")
+    except (OSError, ValueError, ImportError) as error:
+        _unavailable(f"cannot write the tiny test model: {error}")
+        raise

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.test_llama_bench_real import llama_bench, tiny_model  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +24,7 @@ def bench_json(cli, llama_bench: Path, tiny_model: Path, *args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_one_thread_against_two_is_measured_and_judged(cli, llama_bench, tiny_model):  # noqa: F811
+def test_one_thread_against_two_is_measured_and_judged(cli, llama_bench, tiny_model):
     doc = bench_json(cli, llama_bench, tiny_model, "--baseline", "-t 2", "--candidate", "-t 1")
     rows = {r["kind"]: r for r in doc["comparison"]["rows"]}
     assert set(rows) == {"pp", "tg"}
@@ -42,7 +41,7 @@ def test_one_thread_against_two_is_measured_and_judged(cli, llama_bench, tiny_mo
     assert not doc["invocations"][0]["counted"]
 
 
-def test_same_flags_twice_are_never_faster_or_slower(cli, llama_bench, tiny_model):  # noqa: F811
+def test_same_flags_twice_are_never_faster_or_slower(cli, llama_bench, tiny_model):
     # A/A. By design about <= 5 % of honest A/A runs could still cross the threshold by chance (scripts/bench_aa.py
     # measures the rate); one retry makes a chance failure ~0.25 % while a biased engine still fails every time.
     for attempt in range(2):
@@ -53,7 +52,7 @@ def test_same_flags_twice_are_never_faster_or_slower(cli, llama_bench, tiny_mode
     assert not {"faster", "slower"} & set(verdicts), doc["comparison"]
 
 
-def test_save_then_compare_round_trip(cli, llama_bench, tiny_model, tmp_path):  # noqa: F811
+def test_save_then_compare_round_trip(cli, llama_bench, tiny_model, tmp_path):
     saved = tmp_path / "before.json"
     first = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *QUICK, "--save", str(saved))
     assert first.exit_code == 0, first.output
@@ -67,14 +66,14 @@ def test_save_then_compare_round_trip(cli, llama_bench, tiny_model, tmp_path):  
     assert doc["before"]["created"] == before["created"]
 
 
-def test_unknown_flag_is_one_line_and_runs_nothing(cli, llama_bench, tiny_model):  # noqa: F811
+def test_unknown_flag_is_one_line_and_runs_nothing(cli, llama_bench, tiny_model):
     result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), "--candidate", "--bogus-flag 1")
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         "tunehost: error: --candidate: this llama-bench has no option --bogus-flag (see `llama-bench --help`)"]
 
 
-def test_a_value_llama_bench_rejects_is_one_line_with_its_message(cli, llama_bench, tiny_model):  # noqa: F811
+def test_a_value_llama_bench_rejects_is_one_line_with_its_message(cli, llama_bench, tiny_model):
     result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *QUICK,
                  "--candidate", "-ctk bogus")
     assert result.exit_code == 1
@@ -82,7 +81,7 @@ def test_a_value_llama_bench_rejects_is_one_line_with_its_message(cli, llama_ben
     assert len(lines) == 1 and "llama-bench failed (exit 1)" in lines[0] and "-ctk" in lines[0]
 
 
-def test_human_table_from_the_real_binary(cli, llama_bench, tiny_model):  # noqa: F811
+def test_human_table_from_the_real_binary(cli, llama_bench, tiny_model):
     result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *QUICK,
                  "--candidate", "-t 1")
     assert result.exit_code == 0, result.output

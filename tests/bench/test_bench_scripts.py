@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPTS = Path(__file__).parents[2] / "scripts"
+from tests.conftest import load_script
 
-
-def _load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"tunehost_scripts_{name}", SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-build = _load_script("build_llama_cpp")
-model = _load_script("make_test_model")
+build = load_script("build_llama_cpp")
+model = load_script("make_test_model")
 
 
 @pytest.fixture

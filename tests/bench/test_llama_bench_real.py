@@ -1,4 +1,5 @@
-"""The real llama-bench binary on the tiny random-weight test model.
+"""The real llama-bench binary on the tiny random-weight test model (fixtures `llama_bench`, `tiny_model`
+in tests/conftest.py).
 
 Where they come from:
 - llama-bench: ``$TUNEHOST_LLAMA_BIN_DIR`` if set, else the cached build of
@@ -12,16 +13,11 @@ Missing pieces skip the tests locally, but fail them when ``$CI`` is set: CI mus
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tunehost.bench.llama_bench import (
-    find_llama_bench,
     parse_output,
     run_llama_bench,
     supported_options,
@@ -31,49 +27,7 @@ from tunehost.errors import TunehostError
 
 pytestmark = pytest.mark.integration
 
-SCRIPTS = Path(__file__).parents[2] / "scripts"
 QUICK_RUN = ["-p", "16", "-n", "8", "-r", "2", "-t", "1"]
-
-
-def _load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"tunehost_scripts_{name}", SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is created
-    spec.loader.exec_module(module)
-    return module
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set: integration tests must run, not skip)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def llama_bench() -> Path:
-    configured = os.environ.get("TUNEHOST_LLAMA_BIN_DIR")
-    if configured:
-        # An explicitly configured location that is wrong is an error, never a skip.
-        return find_llama_bench(configured)
-    bin_dir = _load_script("build_llama_cpp").cached_bin_dir()
-    if bin_dir is None:
-        _unavailable("no cached llama-bench build; run `python scripts/build_llama_cpp.py` or set TUNEHOST_LLAMA_BIN_DIR")
-    return find_llama_bench(bin_dir)
-
-
-@pytest.fixture(scope="module")
-def tiny_model() -> Path:
-    configured = os.environ.get("TUNEHOST_TEST_MODEL")
-    if configured:
-        path = Path(configured)
-        assert path.is_file(), f"TUNEHOST_TEST_MODEL={configured} does not exist"
-        return path
-    try:
-        return _load_script("make_test_model").ensure_model("tiny")
-    except (OSError, ValueError, ImportError) as error:
-        _unavailable(f"cannot write the tiny test model: {error}")
-        raise
 
 
 def test_run_tiny_model_gives_pp_and_tg(llama_bench: Path, tiny_model: Path):

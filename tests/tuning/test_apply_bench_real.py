@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.bench.test_llama_bench_real import llama_bench, tiny_model  # noqa: F401 (fixtures: built once, CI never skips)
 from tests.tuning.fakehost import build_root
 
 pytestmark = pytest.mark.integration
 
 
-def test_apply_bench_shows_a_before_after_table(cli, tmp_path, monkeypatch, llama_bench, tiny_model):  # noqa: F811
+def test_apply_bench_shows_a_before_after_table(cli, tmp_path, monkeypatch, llama_bench, tiny_model):
     root = build_root(tmp_path / "root", "intel_pstate", cpus=4)
     monkeypatch.setenv("TUNEHOST_ROOT", str(root))
     monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(llama_bench.parent))

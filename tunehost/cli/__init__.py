@@ -82,6 +82,15 @@ def cli_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def make_console(*, stderr: bool = False) -> Any:
+    """The rich Console every command prints through. Piped to a file or a pager it does not hard-wrap at
+    80 columns, so long evidence and command lines stay whole."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(highlight=False, soft_wrap=not stream.isatty(), stderr=stderr)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"tunehost {__version__}")

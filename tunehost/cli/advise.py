@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from tunehost.cli import cli_errors
+from tunehost.cli import cli_errors, make_console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -106,7 +106,7 @@ def advise(
     elif fmt == "systemd":
         typer.echo(render_systemd(result), nl=False)
     else:
-        render_human(result, _console(), snapshot=str(snapshot) if snapshot else None)
+        render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -184,12 +184,6 @@ def render_systemd(p: "Plan") -> str:
         lines.append(f"Nice={p.nice}")
     lines += ["Restart=on-failure", "RestartSec=5", "", "[Install]", "WantedBy=multi-user.target", ""]
     return "\n".join(lines)
-
-
-def _console() -> "Console":
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False)
 
 
 def _gib(n: int | None) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from tunehost.cli import cli_errors
+from tunehost.cli import cli_errors, make_console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -74,7 +74,7 @@ def bench(
     if import_file is None and model is None:
         raise TunehostError("--model PATH.gguf is required (or --import FILE)")
     before = saved_results.load(compare) if compare is not None else None
-    err = _console(stderr=True)
+    err = make_console(stderr=True)
 
     if import_file is not None:
         result = saved_results.import_results(import_file)
@@ -112,7 +112,7 @@ def bench(
             document = result.to_json()
         typer.echo(json.dumps(document, indent=2))
         return
-    console = _console()
+    console = make_console()
     render_result(result, console)
     if comparison is not None and before is not None:
         console.print()
@@ -127,12 +127,6 @@ def _pick(given: int | None, saved: Any, default: int) -> int:
     if given is not None:
         return given
     return int(saved) if isinstance(saved, int) else default
-
-
-def _console(*, stderr: bool = False) -> "Console":
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False, stderr=stderr)
 
 
 # ---------------------------------------------------------------- progress

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from tunehost.cli import cli_errors
+from tunehost.cli import cli_errors, make_console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,7 +67,7 @@ def doctor(
     elif quiet:
         _print_quiet(report)
     else:
-        render_report(report, _console(), verbose=verbose)
+        render_report(report, make_console(), verbose=verbose)
     raise typer.Exit(report.exit_code)
 
 
@@ -105,15 +105,6 @@ def _record_advise_inputs(facts) -> None:
         read_caps(facts.host, view.llama_server)
     except Exception as exc:  # the snapshot is still useful for doctor without these
         typer.echo(f"tunehost: warning: advise inputs not recorded: {exc}", err=True)
-
-
-def _console() -> "Console":
-    from rich.console import Console
-
-    import sys
-
-    # piped to a file or a pager: no hard wrapping at 80 columns, long evidence lines stay whole
-    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
 
 
 def _print_checks(checks: list, json_out: bool) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, fail
+from tunehost.cli import cli_errors, fail, make_console
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
@@ -91,9 +91,9 @@ def apply(
             typer.echo(f"bench before: {describe(before)}")
             typer.echo(f"bench after:  {describe(after)}")
             return
-        from tunehost.cli.bench import _console, render_comparison
+        from tunehost.cli.bench import render_comparison
 
-        console = _console()
+        console = make_console()
         console.print(f"[bold]before/after applying {loaded.name}[/] (measured one after the other, not interleaved: "
                       "drift between the two runs is not cancelled out)")
         render_comparison(compared, console)

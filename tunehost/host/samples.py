@@ -225,7 +225,7 @@ def sample_listeners(host: "Host") -> list[dict[str, Any]]:
 
 
 try:  # the NVML sampler registers itself; pynvml is imported only when it runs live
-    import tunehost.host.nvml  # noqa: E402,F401
+    import tunehost.host.nvml  # noqa: E402,F401 (imported for its @sampler registration)
 except ImportError:  # pragma: no cover - a partial install must not break the other samplers
     pass
 
