@@ -12,7 +12,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from tunehost.check import Check, Fix
-from tunehost.facts.ram import DESKTOP_CHASSIS, DMIDECODE_LINE, LAPTOP_CHASSIS, SERVER_CHASSIS, Module, RamFacts
+from tunehost.facts.chassis import DESKTOP_CHASSIS, LAPTOP_CHASSIS, SERVER_CHASSIS
+from tunehost.facts.ram import DMIDECODE_LINE, Module, RamFacts
 from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "

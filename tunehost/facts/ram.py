@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Mapping
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.memory_parts import JEDEC_MAX, PartRating, generation, is_standard_grade, rated_speed
+from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 DMIDECODE_MEMORY = ("dmidecode", "-t", "memory")
 DMIDECODE_LINE = " ".join(DMIDECODE_MEMORY)
 DMI_ID = "/sys/class/dmi/id"
-CHASSIS_TYPE = f"{DMI_ID}/chassis_type"
 PRODUCT_NAME = f"{DMI_ID}/product_name"
 BOARD_NAME = f"{DMI_ID}/board_name"
 SYS_VENDOR = f"{DMI_ID}/sys_vendor"
@@ -37,18 +37,6 @@ NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
 
 NEEDS_ROOT = "dmidecode needs root: run `sudo tunehost doctor`"
 NOT_INSTALLED = "dmidecode is not installed (apt install dmidecode)"
-
-# SMBIOS 3.x chassis types (DMTF DSP0134, 7.4.1)
-DESKTOP_CHASSIS = {3, 4, 5, 6, 7, 13, 15, 16, 24, 34, 35, 36}
-LAPTOP_CHASSIS = {8, 9, 10, 11, 12, 14, 30, 31, 32}
-SERVER_CHASSIS = {17, 22, 23, 25, 28, 29}
-CHASSIS_NAMES = {
-    1: "Other", 2: "Unknown", 3: "Desktop", 4: "Low Profile Desktop", 5: "Pizza Box", 6: "Mini Tower", 7: "Tower",
-    8: "Portable", 9: "Laptop", 10: "Notebook", 11: "Hand Held", 12: "Docking Station", 13: "All in One",
-    14: "Sub Notebook", 15: "Space-saving", 16: "Lunch Box", 17: "Main Server Chassis", 22: "RAID Chassis",
-    23: "Rack Mount Chassis", 24: "Sealed-case PC", 25: "Multi-system chassis", 28: "Blade", 29: "Blade Enclosure",
-    30: "Tablet", 31: "Convertible", 32: "Detachable", 34: "Embedded PC", 35: "Mini PC", 36: "Stick PC",
-}
 
 _BANK_CHANNEL = re.compile(r"\bP(\d+)[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
 _CONTROLLER_CHANNEL = re.compile(r"Controller(\d+)[\s_-]*Channel([A-Z])", re.I)          # "Controller0-ChannelA-DIMM1"

@@ -5,18 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tunehost.facts.chassis import CHASSIS_TYPE, chassis_kind, chassis_label
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
-CHASSIS_TYPE = "/sys/class/dmi/id/chassis_type"
 POWER_SUPPLY = "/sys/class/power_supply"
-# SMBIOS chassis types (DMTF DSP0134, 7.4.1)
-PORTABLE = {8: "portable", 9: "laptop", 10: "notebook", 11: "hand held", 14: "sub notebook", 30: "tablet",
-            31: "convertible", 32: "detachable"}
-DESKTOP = {3: "desktop", 4: "low profile desktop", 5: "pizza box", 6: "mini tower", 7: "tower", 13: "all in one",
-           15: "space-saving", 16: "lunch box", 24: "sealed-case PC", 35: "mini PC", 36: "stick PC"}
-SERVER = {17: "main server chassis", 23: "rack mount chassis", 25: "multi-system chassis", 28: "blade",
-          29: "blade enclosure"}
 
 
 @dataclass(frozen=True)
@@ -61,9 +55,9 @@ def recommend(host: "Host") -> Recommendation:
         evidence[CHASSIS_TYPE] = str(chassis)
     power = power_state(host)
     evidence.update(power.evidence)
-    kind = ("portable" if chassis in PORTABLE else "desktop" if chassis in DESKTOP else
-            "server" if chassis in SERVER else None)
-    label = (PORTABLE.get(chassis) or DESKTOP.get(chassis) or SERVER.get(chassis)) if chassis is not None else None
+    kind = chassis_kind(chassis)
+    kind = "portable" if kind == "laptop" else kind
+    label = chassis_label(chassis) if kind else None
     portable = kind == "portable" or (kind is None and power.has_battery)
     if portable and power.has_battery and power.on_ac is False:
         return Recommendation("throughput-quiet", (
