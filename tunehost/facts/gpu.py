@@ -400,18 +400,11 @@ def _bytes_mib(value: int | None) -> int | None:
 
 
 def _hwmon_temps(host: "Host", dev: str) -> dict[str, float]:
+    from tunehost.facts.thermal import hwmon_readings
+
     temps: dict[str, float] = {}
-    for hw in host.files.listdir(f"{dev}/hwmon"):
-        base = f"{dev}/hwmon/{hw}"
-        for name in host.files.listdir(base):
-            match = re.fullmatch(r"temp(\d+)_input", name)
-            if not match:
-                continue
-            milli = host.files.read_int(f"{base}/{name}")
-            if milli is None:
-                continue
-            label = host.files.read_value(f"{base}/temp{match.group(1)}_label") or f"temp{match.group(1)}"
-            temps.setdefault(label, milli / 1000)
+    for reading in hwmon_readings(host, f"{dev}/hwmon"):
+        temps.setdefault(reading.label, reading.value_c)
     return temps
 
 

@@ -95,11 +95,12 @@ def _milli(value: int | None) -> float | None:
     return value / 1000 if value is not None else None
 
 
-def hwmon_readings(host: "Host") -> list[TempReading]:
-    """Every hwmon temperature (live sysfs reads, no command): the facts and the bench watcher both use it."""
+def hwmon_readings(host: "Host", directory: str = HWMON) -> list[TempReading]:
+    """Every hwmon temperature under `directory` (sysfs reads, no command): /sys/class/hwmon for the thermal facts
+    and the bench watcher, a GPU's own <device>/hwmon for the GPU facts."""
     found: list[TempReading] = []
-    for hw in host.files.listdir(HWMON):
-        base = f"{HWMON}/{hw}"
+    for hw in host.files.listdir(directory):
+        base = f"{directory}/{hw}"
         chip = host.files.read_value(f"{base}/name")
         if not chip:
             continue
