@@ -2,7 +2,7 @@ import pytest
 
 from tunehost.check import Severity
 from tunehost.facts import HostFacts
-from tunehost.facts.memory import THP_ENABLED, ThpFacts, selected_mode
+from tunehost.facts.memory import THP_ENABLED, ThpFacts, selected_mode, selector_options
 from tunehost.host import open_host
 from tunehost.checks.thp import ThpCheck
 
@@ -47,3 +47,10 @@ def test_thp_missing_is_skip(make_snapshot):
 def test_thp_from_hand_built_facts():
     [finding] = ThpCheck().run(HostFacts.of(ThpFacts("never", None)))
     assert finding.severity is Severity.WARN
+
+
+@pytest.mark.parametrize("text, options", [("always [madvise] never\n", ["always", "madvise", "never"]),
+                                           ("[always] defer defer+madvise madvise never", ["always", "defer", "defer+madvise", "madvise", "never"]),
+                                           ("", []), (None, [])])
+def test_selector_options(text, options):
+    assert selector_options(text) == options

@@ -21,6 +21,11 @@ def selected_mode(text: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+def selector_options(text: str | None) -> list[str]:
+    """Every choice a sysfs selector file offers: "always [madvise] never" -> ["always", "madvise", "never"]."""
+    return (text or "").replace("[", "").replace("]", "").split()
+
+
 @dataclass(frozen=True)
 class ThpFacts:
     enabled: str | None  # always | madvise | never | None (unknown)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from tunehost.errors import TunehostError
+from tunehost.facts.memory import selector_options
 from tunehost.host import Host
 from tunehost.host.commands import CommandResult, LiveCommands
 from tunehost.host.files import HostFiles
@@ -35,7 +36,7 @@ class RootFiles(HostFiles):
     def write(self, path: str, text: str) -> None:
         current = self.read(path) if path.startswith("/sys/") else None
         if current is not None and "[" in current:
-            options = current.replace("[", "").replace("]", "").split()
+            options = selector_options(current)
             word = text.strip()
             if word in options:
                 text = " ".join(f"[{o}]" if o == word else o for o in options) + "\n"

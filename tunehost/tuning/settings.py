@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from tunehost.cpulist import ONLINE, online_cpus
-from tunehost.facts.memory import THP_DEFRAG, THP_ENABLED, selected_mode
+from tunehost.facts.memory import THP_DEFRAG, THP_ENABLED, selected_mode, selector_options
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -315,7 +315,7 @@ class SelectorSetting(Setting):
         raw = host.files.read_value(self.path)
         if raw is None:
             return [self.skip(f"no {self.path} (kernel without transparent huge pages)")]
-        offered = raw.replace("[", "").replace("]", "").split()
+        offered = selector_options(raw)
         if target not in offered:
             return [self.skip(f"{target} is not offered by this kernel ({self.path}: {raw})")]
         return [FileKnob(self.key, "", self.path, "selector")]
