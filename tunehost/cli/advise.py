@@ -187,7 +187,9 @@ def render_systemd(p: "Plan") -> str:
 
 
 def _gib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**30:.1f} GiB"
+    from tunehost.advise.plan import gib
+
+    return "-" if n is None else gib(n)
 
 
 def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) -> None:
