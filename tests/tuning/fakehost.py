@@ -155,6 +155,10 @@ class FakeTools:
         self.ppd = ppd  # None: power-profiles-daemon not installed
         self.tuned = tuned  # None: tuned not installed; "off": no active profile
         self.units = {"power-profiles-daemon": ppd is not None, "tuned-ppd": False}
+        # systemctl is-enabled: "enabled", "disabled", "masked"; a unit missing here is not installed
+        self.boot = {"power-profiles-daemon": "enabled"} if ppd is not None else {}
+        if tuned_ppd:
+            self.boot["tuned-ppd"] = "disabled"
         self.tuned_ppd_installed = tuned_ppd
         self.fail = fail  # command lines (joined) that exit 1
         self.calls: list[str] = []
@@ -191,6 +195,18 @@ class FakeTools:
             if verb == "is-active":
                 active = self.units.get(unit, False)
                 return CommandResult(argv, "active\n" if active else "inactive\n", "", 0 if active else 3)
+            if verb == "is-enabled":
+                state = self.boot.get(unit)
+                if state is None:
+                    return CommandResult(argv, "", f"Failed to get unit file state for {unit}.service: "
+                                                   "No such file or directory\n", 1)
+                return CommandResult(argv, state + "\n", "", 0 if state.startswith("enabled") else 1)
+            if verb in ("enable", "disable"):
+                if self.boot.get(unit) in (None, "masked"):
+                    why = "is masked" if unit in self.boot else "does not exist"
+                    return CommandResult(argv, "", f"Failed to {verb} unit: Unit file {unit}.service {why}.\n", 1)
+                self.boot[unit] = "enabled" if verb == "enable" else "disabled"
+                return CommandResult(argv, "")
             self.units[unit] = verb == "start"
             return CommandResult(argv, "")
         return None

@@ -12,7 +12,7 @@ from tunehost.check import Finding, Fix, Severity
 from tunehost.errors import TunehostError
 from tunehost.tuning.engine import apply_plan, build_plan, rollback, verify
 from tunehost.tuning.journal import Journal
-from tunehost.tuning.profiles import builtin_dir, load_profile
+from tunehost.tuning.profiles import builtin_dir, load_profile, override
 from tunehost.tuning.settings import SETTINGS, Knob
 
 DRIVERS = ["intel_pstate", "amd-pstate-epp", "acpi-cpufreq"]
@@ -84,16 +84,18 @@ def no_fsync(monkeypatch):
     monkeypatch.setattr("tunehost.tuning.journal.os.fsync", lambda fd: None)
 
 
-def count_writes(tmp_path, driver):
+def count_writes(tmp_path, driver, persist=False):
     root = build_root(tmp_path / "count", driver)
     host = kernel_host(root, FakeTools())
-    do_apply(host, new_journal(tmp_path / "count-state"))
+    do_apply(host, new_journal(tmp_path / "count-state"), persist=persist)
     return host.files.writes
 
 
+@pytest.mark.parametrize("persist", [False, True], ids=["runtime", "persist"])
 @pytest.mark.parametrize("driver", DRIVERS)
-def test_a_write_failing_at_any_step_leaves_the_host_as_it_was(tmp_path, driver, no_fsync):
-    steps = count_writes(tmp_path, driver)
+def test_a_write_failing_at_any_step_leaves_the_host_as_it_was(tmp_path, driver, persist, no_fsync):
+    # with --persist the last writes create /etc/sysctl.d and /etc/tmpfiles.d: the revert removes them again
+    steps = count_writes(tmp_path, driver, persist)
     assert steps >= 5
     for k in range(1, steps + 1):
         root = build_root(tmp_path / f"root{k}", driver)
@@ -101,7 +103,7 @@ def test_a_write_failing_at_any_step_leaves_the_host_as_it_was(tmp_path, driver,
         host = kernel_host(root, tools, fail_at=k)
         journal = new_journal(tmp_path / f"state{k}")
         before, tools_before = tree(root), tools_state(tools)
-        _, outcome = do_apply(host, journal)
+        _, outcome = do_apply(host, journal, persist=persist)
         assert not outcome.ok and "injected failure" in outcome.failed, k
         assert tree(root) == before, f"step {k}"
         assert tools_state(tools) == tools_before
@@ -130,9 +132,10 @@ def test_a_read_only_file_fails_cleanly(tmp_path, journal):
     assert tree(root) == before
 
 
+@pytest.mark.parametrize("persist", [False, True], ids=["runtime", "persist"])
 @pytest.mark.parametrize("after_write", [False, True])
-def test_rollback_completes_an_interrupted_apply(tmp_path, after_write, no_fsync):
-    steps = count_writes(tmp_path, "intel_pstate")
+def test_rollback_completes_an_interrupted_apply(tmp_path, after_write, persist, no_fsync):
+    steps = count_writes(tmp_path, "intel_pstate", persist)
     for k in range(1, steps + 1):
         root = build_root(tmp_path / f"root{k}")
         tools = FakeTools()
@@ -140,7 +143,7 @@ def test_rollback_completes_an_interrupted_apply(tmp_path, after_write, no_fsync
         journal = new_journal(tmp_path / f"state{k}")
         crashing = kernel_host(root, tools, crash_at=k, crash_after_write=after_write)
         with pytest.raises(Crash):
-            do_apply(crashing, journal)
+            do_apply(crashing, journal, persist=persist)
         [run] = journal.runs()
         assert run.interrupted and run.active
         last = max(run.intents)
@@ -243,6 +246,74 @@ def test_persist_writes_boot_config_and_rollback_removes_or_restores_it(tmp_path
     assert verify(host, journal, root=str(root)).ok
     rollback(host, journal, root=str(root))
     assert tree(root) == before
+
+
+def test_persist_directories_it_created_are_removed_by_rollback_unless_used(tmp_path, journal):
+    root = build_root(tmp_path / "root")
+    assert (root / "etc").is_dir() and not (root / "etc/sysctl.d").exists() and not (root / "etc/tmpfiles.d").exists()
+    host = kernel_host(root)
+    before = tree(root)
+    do_apply(host, journal, persist=True)
+    assert (root / "etc/sysctl.d/90-tunehost.conf").is_file() and (root / "etc/tmpfiles.d/tunehost.conf").is_file()
+    [intent] = [r for r in journal.runs()[-1].intents.values() if r.get("path") == "/etc/sysctl.d/90-tunehost.conf"]
+    assert intent["created_dirs"] == ["/etc/sysctl.d"]
+    rollback(host, journal, root=str(root))
+    assert tree(root) == before  # /etc/sysctl.d and /etc/tmpfiles.d are gone again
+    do_apply(host, journal, persist=True)
+    (root / "etc/tmpfiles.d/other.conf").write_text("d /run/other\n")  # someone else uses a directory tunehost made
+    rollback(host, journal, root=str(root))
+    assert not (root / "etc/sysctl.d").exists() and (root / "etc/tmpfiles.d/other.conf").is_file()
+    assert not (root / "etc/tmpfiles.d/tunehost.conf").exists()
+
+
+def tuned_ppd_host(tmp_path, **tools_kw):
+    root = build_root(tmp_path / "root")
+    (root / "usr/lib/systemd/system").mkdir(parents=True)
+    for unit in ("tuned-ppd", "power-profiles-daemon"):
+        (root / f"usr/lib/systemd/system/{unit}.service").write_text("[Unit]\n")
+    tools = FakeTools(tuned_ppd=True, **tools_kw)
+    return root, tools, kernel_host(root, tools)
+
+
+def test_persist_keeps_the_power_daemon_switch_across_reboots_and_rollback_undoes_it(tmp_path, journal):
+    root, tools, host = tuned_ppd_host(tmp_path)
+    before, boot_before = tree(root), dict(tools.boot)
+    chosen = override(profile(), power_daemon="tuned-ppd")
+    plan = build_plan(host, chosen, persist=True)
+    boot = [c for c in plan.to_change if c.knob.name == "power_daemon_boot"]
+    assert [(c.current, c.target) for c in boot] == [("ppd", "tuned-ppd")]
+    outcome = apply_plan(host, plan, journal, root=str(root))
+    assert outcome.ok and ("power_daemon_boot", "ppd", "tuned-ppd") in outcome.changed
+    assert tools.units == {"power-profiles-daemon": False, "tuned-ppd": True}
+    assert tools.boot == {"power-profiles-daemon": "disabled", "tuned-ppd": "enabled"}
+    assert tools.calls.index("systemctl disable power-profiles-daemon") < tools.calls.index("systemctl enable tuned-ppd")
+    assert verify(host, journal, root=str(root)).ok
+    tools.boot["power-profiles-daemon"] = "enabled"  # a package update re-enabled it
+    [drift] = verify(host, journal, root=str(root)).drift
+    assert (drift.name, drift.current, drift.target) == ("power_daemon_boot", "both", "tuned-ppd")
+    tools.boot["power-profiles-daemon"] = "disabled"
+    assert rollback(host, journal, root=str(root)).complete
+    assert tools.boot == boot_before and tools.units == {"power-profiles-daemon": True, "tuned-ppd": False}
+    assert tree(root) == before
+
+
+def test_without_persist_the_power_daemon_switch_does_not_touch_boot(tmp_path, journal):
+    root, tools, host = tuned_ppd_host(tmp_path)
+    plan = build_plan(host, override(profile(), power_daemon="tuned-ppd"))
+    assert not [c for c in plan.changes if c.knob.name == "power_daemon_boot"]
+    apply_plan(host, plan, journal, root=str(root))
+    assert tools.boot == {"power-profiles-daemon": "enabled", "tuned-ppd": "disabled"}
+    assert not [c for c in tools.calls if c.startswith(("systemctl enable", "systemctl disable"))]
+
+
+def test_a_masked_daemon_cannot_be_enabled_and_the_switch_is_reverted(tmp_path, journal):
+    root, tools, host = tuned_ppd_host(tmp_path)
+    tools.boot["tuned-ppd"] = "masked"
+    before, state_before, boot_before = tree(root), tools_state(tools), dict(tools.boot)
+    plan = build_plan(host, override(profile(), power_daemon="tuned-ppd"), persist=True)
+    outcome = apply_plan(host, plan, journal, root=str(root))
+    assert not outcome.ok and "systemctl enable tuned-ppd" in outcome.failed and "is masked" in outcome.failed
+    assert tools_state(tools) == state_before and tools.boot == boot_before and tree(root) == before
 
 
 def test_persist_file_changed_by_someone_else_is_left(tmp_path, journal):

@@ -61,7 +61,7 @@ def apply(
         if bench:
             from tunehost.tuning.bench_hook import check_ready
 
-            check_ready(bench)  # no engine, not a GGUF, no llama-bench: fail before any change
+            check_ready(bench)  # not a GGUF, no llama-bench: fail before any change
     host, root = open_tuning_host()
     findings, note = doctor_findings(host)
     plan = build_plan(host, loaded, persist=persist, findings=findings, doctor_note=note)
@@ -83,15 +83,11 @@ def apply(
     if not outcome.ok:
         raise typer.Exit(1)
     if bench:
-        from tunehost.tuning.bench_hook import comparison, describe
+        from tunehost.cli.bench import render_comparison
+        from tunehost.tuning.bench_hook import comparison
 
         after = _measure(bench, "after")
         compared = comparison(before, after)
-        if compared is None:
-            typer.echo(f"bench before: {describe(before)}")
-            typer.echo(f"bench after:  {describe(after)}")
-            return
-        from tunehost.cli.bench import render_comparison
 
         console = make_console()
         console.print(f"[bold]before/after applying {loaded.name}[/] (measured one after the other, not interleaved: "
@@ -103,7 +99,9 @@ def _measure(model: str, label: str):
     from tunehost.tuning.bench_hook import measure
 
     typer.echo(f"measuring {model} ({label})...")
-    return measure(model, label)
+    result = measure(model, label)
+    typer.echo(f"bench {label}: {result}")
+    return result
 
 
 @cli_errors

@@ -196,6 +196,13 @@ class HostFiles:
             raise PermissionError(f"{path}: outside the host root")
         os.unlink(local)
 
+    def remove_dir(self, path: str) -> None:
+        """Remove an empty directory (tuning only: undoing one tunehost created). Raises OSError, also when not empty."""
+        local = self.local(path)
+        if local is None:
+            raise PermissionError(f"{path}: outside the host root")
+        os.rmdir(local)
+
     def make_dirs(self, path: str, mode: int = 0o755) -> None:
         """Create a directory and its parents if missing (tuning only: /etc/sysctl.d on a minimal host)."""
         local = self.local(path)

@@ -21,7 +21,7 @@ from tunehost.errors import TunehostError
 from tunehost.tuning.journal import Journal, Run, new_run_id
 from tunehost.tuning.persist import config_files
 from tunehost.tuning.profiles import Profile
-from tunehost.tuning.settings import SETTINGS, Knob, Skip, knob_from_record
+from tunehost.tuning.settings import SETTINGS, Knob, PowerDaemonBootKnob, PowerDaemonKnob, Skip, knob_from_record
 
 if TYPE_CHECKING:
     from tunehost.check import Finding
@@ -125,9 +125,11 @@ def build_plan(host: "Host", profile: Profile, *, persist: bool = False,
             files.append(FileChange(cf.path, cf.content, host.files.read(cf.path)))
         if any(c.knob.key in ("tuned_profile", "power_profile") for c in changes):
             notes.append("TuneD and power-profiles-daemon keep their active profile across reboots themselves")
-        if any(c.knob.key == "power_daemon" and c.needed for c in changes):
-            notes.append("the power daemon switch lasts until reboot; to keep it: systemctl disable "
-                         "power-profiles-daemon && systemctl enable tuned-ppd (or the other way round)")
+        for change in [c for c in changes if isinstance(c.knob, PowerDaemonKnob)]:
+            boot = PowerDaemonBootKnob(f"{change.knob.key}_boot")  # the same daemon at the next boot
+            enabled = boot.get(host)
+            if enabled is not None:
+                changes.append(Change(boot, enabled, change.target))
     changing = {c.knob.key for c in changes if c.needed}
     # keys the profile deliberately holds below "fastest" (boost off): a finding about them is the profile's choice
     deliberate = {c.knob.key for c in changes if not c.needed and c.knob.key == "boost" and c.target == "off"}
@@ -227,13 +229,14 @@ def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> Appl
                 continue
             step += 1
             backup = _save_backup(journal, run, step, fc.path, current)
+            parent = fc.path.rsplit("/", 1)[0]
+            created = _missing_dirs(host, parent)
             intents.append({"type": "intent", "run": run, "step": step, "kind": "file", "path": fc.path,
                             "target_sha256": sha256(fc.content), "previous_sha256": sha256(current),
-                            "backup": backup})
+                            "backup": backup, "created_dirs": created})
             journal.append(intents[-1])
             pending = step
-            parent = fc.path.rsplit("/", 1)[0]
-            if parent and not host.files.is_dir(parent):
+            if created:
                 host.files.make_dirs(parent)
             host.files.write(fc.path, fc.content)
             journal.append({"type": "result", "run": run, "step": step, "ok": True, "wrote": fc.path,
@@ -251,6 +254,15 @@ def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> Appl
         return outcome
     journal.append({"type": "end", "run": run, "status": "applied", "time": time.time()})
     return outcome
+
+
+def _missing_dirs(host: "Host", directory: str) -> list[str]:
+    """The directories that writing into `directory` creates, outermost first ([] when it exists)."""
+    missing = []
+    while directory and directory != "/" and not host.files.is_dir(directory):
+        missing.append(directory)
+        directory = directory.rsplit("/", 1)[0]
+    return missing[::-1]
 
 
 def _save_backup(journal: Journal, run: str, step: int, path: str, content: bytes | None) -> str | None:
@@ -318,6 +330,8 @@ def _undo_file(host: "Host", intent: dict[str, Any], *, force: bool) -> dict[str
     path = intent["path"]
     current = sha256(host.files.read_bytes(path))
     if current == intent["previous_sha256"]:
+        if current is None:  # an apply interrupted between creating the directories and writing the file
+            _remove_created_dirs(host, intent)
         return {"outcome": "unchanged"}
     if current != intent["target_sha256"] and not force:
         return {"outcome": "left", "value": f"sha256 {current}" if current else "(removed)"}
@@ -325,10 +339,23 @@ def _undo_file(host: "Host", intent: dict[str, Any], *, force: bool) -> dict[str
     if backup is None:
         if current is not None:
             host.files.remove(path)
+        _remove_created_dirs(host, intent)
         return {"outcome": "restored", "value": "(removed)"}
     data = Path(backup).read_bytes()
     host.files.write(path, data.decode())
     return {"outcome": "restored", "value": f"restored from {backup}"}
+
+
+def _remove_created_dirs(host: "Host", intent: dict[str, Any]) -> None:
+    """Remove the directories the apply created for a file, innermost first, while they are empty (a directory
+    someone has since put files in is kept)."""
+    for directory in reversed(intent.get("created_dirs") or []):
+        if not host.files.is_dir(directory):
+            continue
+        try:
+            host.files.remove_dir(directory)
+        except OSError:
+            return
 
 
 @dataclass

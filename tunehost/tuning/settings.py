@@ -182,7 +182,61 @@ class PowerDaemonKnob(Knob):
         return "; ".join(" ".join(a) for a in steps)
 
 
-KNOB_KINDS: dict[str, type[Knob]] = {k.kind: k for k in (FileKnob, PowerProfileKnob, TunedProfileKnob, PowerDaemonKnob)}
+@dataclass(frozen=True)
+class PowerDaemonBootKnob(Knob):
+    """Which power-profile daemon starts at boot (`apply --persist` with a power_daemon switch): "ppd",
+    "tuned-ppd", "both" or "none", from `systemctl is-enabled`; set enables/disables only the units that differ.
+
+    A masked or static unit counts as not enabled and is never unmasked: enabling it fails, and the apply reverts."""
+
+    kind: ClassVar[str] = "power-daemon-boot"
+    UNITS: ClassVar[dict[str, str]] = PowerDaemonKnob.UNITS
+
+    @property
+    def where(self) -> str:
+        return "systemctl is-enabled tuned-ppd power-profiles-daemon"
+
+    def _enabled(self, host: "Host") -> dict[str, bool] | None:
+        states = {}
+        for name, unit in self.UNITS.items():
+            result = host.run(["systemctl", "is-enabled", unit])
+            if result is None:
+                return None
+            # "enabled", "enabled-runtime", "alias"...; "disabled", "masked", "static" or nothing (not installed)
+            states[name] = result.ok and result.stdout.strip().startswith("enabled")
+        return states
+
+    def get(self, host: "Host") -> str | None:
+        states = self._enabled(host)
+        if states is None:
+            return None
+        if states["ppd"] and states["tuned-ppd"]:
+            return "both"
+        return next((name for name, on in states.items() if on), "none")
+
+    @classmethod
+    def _wanted(cls, value: str) -> dict[str, bool]:
+        if value not in (*cls.UNITS, "both", "none"):
+            raise ValueError(f"power_daemon[boot]: {value!r} is not ppd, tuned-ppd, both or none")
+        return {name: value in (name, "both") for name in cls.UNITS}
+
+    def set(self, host: "Host", value: str, sim: bool = False) -> str:
+        wanted = self._wanted(value)
+        states = self._enabled(host) if not sim else None
+        steps = [["systemctl", "enable" if on else "disable", self.UNITS[name]] for name, on in wanted.items()
+                 if states is None or states[name] != on]
+        # disable first, so two daemons are never both enabled in between
+        steps.sort(key=lambda argv: argv[1] != "disable")
+        if not sim:
+            for argv in steps:
+                if argv[1] == "disable" and not unit_installed(host, argv[2]):
+                    continue
+                _checked(host, argv)
+        return "; ".join(" ".join(a) for a in steps)
+
+
+KNOB_KINDS: dict[str, type[Knob]] = {k.kind: k for k in (
+    FileKnob, PowerProfileKnob, TunedProfileKnob, PowerDaemonKnob, PowerDaemonBootKnob)}
 
 
 def knob_from_record(record: dict) -> Knob:
