@@ -246,3 +246,13 @@ def test_apply_after_an_interrupted_apply_asks_for_rollback_first(cli, root, tmp
     back = cli("rollback")
     assert back.exit_code == 0 and "rolling back interrupted apply of profile throughput" in back.stdout
     assert tree(root) == before
+
+
+def test_benchmark_profile_says_which_findings_it_accepts_and_how_to_gate(cli, root):
+    # the intel_pstate root has turbo off (no_turbo = 1): exactly what the benchmark profile holds
+    out = cli("apply", "--profile", "benchmark", "--dry-run").stdout
+    assert "already  boost" in out
+    assert "doctor findings profile benchmark accepts on purpose" in out
+    assert "FAIL cpu-frequency: turbo is disabled (intel_pstate/no_turbo = 1)  <- boost held on purpose" in out
+    assert "`scripts/gate --skip cpu-frequency -- ...`" in out
+    assert "MANUAL" not in out or "cpu-frequency" not in out.split("MANUAL", 1)[1].split("doctor findings")[0]
