@@ -373,21 +373,43 @@ def _fake_binary(directory: Path, name: str = "llama-bench", script: str = "exit
     return binary
 
 
-def test_find_llama_bench_order_explicit_then_llama_cpp_dir_then_path(tmp_path: Path):
+def test_find_llama_bench_order_explicit_then_configured_dirs_then_path_then_cache(tmp_path: Path):
     explicit = _fake_binary(tmp_path / "explicit")
+    bin_dir = _fake_binary(tmp_path / "bin-dir")
     in_build = _fake_binary(tmp_path / "llama.cpp" / "build" / "bin")
     on_path = _fake_binary(tmp_path / "path")
-    environ = {"LLAMA_CPP_DIR": str(tmp_path / "llama.cpp"), "PATH": str(tmp_path / "path")}
+    cached = _fake_binary(tmp_path / "cache" / "llama.cpp" / "0.3.36" / "bin")
+    base = {"PATH": str(tmp_path / "path"), "TUNEHOST_CACHE_DIR": str(tmp_path / "cache")}
+    environ = {**base, "LLAMA_CPP_DIR": str(tmp_path / "llama.cpp")}
     assert find_llama_bench(explicit, environ=environ) == explicit
     assert find_llama_bench(tmp_path / "explicit", environ=environ) == explicit  # a directory works too
+    assert find_llama_bench(tmp_path / "llama.cpp", environ={}) == in_build  # so does a source tree
+    assert find_llama_bench(environ={**environ, "TUNEHOST_LLAMA_BIN_DIR": str(tmp_path / "bin-dir")}) == bin_dir
     assert find_llama_bench(environ=environ) == in_build
-    assert find_llama_bench(environ={"PATH": str(tmp_path / "path")}) == on_path
-    assert find_llama_bench(environ={"LLAMA_CPP_DIR": str(tmp_path / "nowhere"), "PATH": str(tmp_path / "path")}) == on_path
+    assert find_llama_bench(environ=base) == on_path
+    assert find_llama_bench(environ={**base, "LLAMA_CPP_DIR": str(tmp_path / "nowhere")}) == on_path
+    assert find_llama_bench(environ={**base, "PATH": str(tmp_path / "empty")}) == cached
+
+
+def test_find_llama_bench_agrees_with_what_doctor_reports(tmp_path: Path, monkeypatch):
+    # the llama-build check lists binaries in the llama_install sample's order; bench runs the first llama-bench
+    from tunehost.host import open_host
+
+    _fake_binary(tmp_path / "path")
+    in_build = _fake_binary(tmp_path / "llama.cpp" / "build" / "bin")
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(tmp_path / "llama.cpp"))
+    monkeypatch.setenv("TUNEHOST_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TUNEHOST_LLAMA_BIN_DIR", raising=False)
+    rows = [b for b in open_host().sample("llama_install")["binaries"] if b["name"] == "llama-bench"]
+    assert [r["path"] for r in rows][0] == str(in_build) == str(find_llama_bench())
+    assert [r["from"] for r in rows] == ["$LLAMA_CPP_DIR/build/bin", "PATH"]
 
 
 def test_find_llama_bench_missing_names_where_it_looked(tmp_path: Path):
     with pytest.raises(TunehostError, match="LLAMA_CPP_DIR") as raised:
-        find_llama_bench(environ={"LLAMA_CPP_DIR": str(tmp_path), "PATH": str(tmp_path / "empty")})
+        find_llama_bench(environ={"LLAMA_CPP_DIR": str(tmp_path), "PATH": str(tmp_path / "empty"),
+                                  "TUNEHOST_CACHE_DIR": str(tmp_path / "no-cache")})
     assert str(tmp_path) in str(raised.value)
     with pytest.raises(TunehostError, match="no executable llama-bench"):
         find_llama_bench(tmp_path / "missing", environ={})

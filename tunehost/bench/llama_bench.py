@@ -22,7 +22,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -426,40 +425,28 @@ def _excerpt(text: str) -> str:
 def find_llama_bench(
     explicit: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
 ) -> Path:
-    """Locate llama-bench: ``explicit`` (a binary or a directory), then ``$LLAMA_CPP_DIR``
-    (itself, ``build/bin``, ``bin``), then ``PATH``. Raises TunehostError naming where it looked.
+    """Locate llama-bench: ``explicit`` (a binary or a directory: itself, ``build/bin``, ``bin``), else the first of
+    tunehost's search (``$TUNEHOST_LLAMA_BIN_DIR``, ``$LLAMA_CPP_DIR``, ``PATH``, the build cache) — the same order
+    `tunehost doctor`'s llama-build check reports. Raises TunehostError naming where it looked.
     """
-    environ = os.environ if environ is None else environ
-    looked: list[str] = []
+    from tunehost.host.samples import llama_program_candidates, llama_search_dirs
+
     if explicit is not None:
-        found = _binary_in(Path(explicit).expanduser(), looked)
-        if found is None:
-            raise TunehostError(f"no executable llama-bench at {explicit}")
-        return found
-    if llama_cpp_dir := environ.get("LLAMA_CPP_DIR"):
-        found = _binary_in(Path(llama_cpp_dir).expanduser(), looked)
-        if found is not None:
-            return found
-    on_path = shutil.which(BENCH_BINARY, path=environ.get("PATH", os.defpath))
-    if on_path:
-        return Path(on_path)
-    looked.append("PATH")
+        location = Path(explicit).expanduser()
+        places = [location] if location.is_file() else [location, location / "build" / "bin", location / "bin"]
+        for place in places:
+            candidate = place if place.is_file() else place / BENCH_BINARY
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+        raise TunehostError(f"no executable llama-bench at {explicit}")
+    found = llama_program_candidates(BENCH_BINARY, environ)
+    if found:
+        return Path(found[0][0])
+    looked = [d["dir"] for d in llama_search_dirs(dict(os.environ if environ is None else environ))] + ["PATH"]
     raise TunehostError(
         f"llama-bench not found (looked in {', '.join(looked)}); pass its path, set LLAMA_CPP_DIR, "
         "or build one with scripts/build_llama_cpp.py"
     )
-
-
-def _binary_in(location: Path, looked: list[str]) -> Path | None:
-    if location.is_file():
-        looked.append(str(location))
-        return location if os.access(location, os.X_OK) else None
-    for directory in (location, location / "build" / "bin", location / "bin"):
-        looked.append(str(directory))
-        candidate = directory / BENCH_BINARY
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def parse_help_options(help_text: str) -> frozenset[str]:

@@ -356,21 +356,10 @@ def default_invoke(binary: str | os.PathLike[str], *, timeout_s: float) -> Invok
 
 
 def resolve_binary(explicit: str | os.PathLike[str] | None) -> Path:
-    """llama-bench: the given path, $LLAMA_CPP_DIR, PATH, then $TUNEHOST_LLAMA_BIN_DIR and the tunehost cache."""
+    """llama-bench: the given path, else tunehost's search ($TUNEHOST_LLAMA_BIN_DIR, $LLAMA_CPP_DIR, PATH, cache)."""
     from tunehost.bench.llama_bench import find_llama_bench
 
-    if explicit is not None:
-        return find_llama_bench(explicit)
-    try:
-        return find_llama_bench()
-    except TunehostError as first:
-        from tunehost.host.samples import llama_search_dirs
-
-        for entry in llama_search_dirs():
-            candidate = Path(entry["dir"]) / "llama-bench"
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
-        raise first
+    return find_llama_bench(explicit)
 
 
 def measure(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -259,8 +259,35 @@ def llama_search_dirs(environ: dict[str, str] | None = None) -> list[dict[str, s
     except OSError:
         versions = []
     for version in versions:
-        add(os.path.join(cache_builds, version, "bin"), "tunehost cache (scripts/build_llama_cpp.py)")
+        add(os.path.join(cache_builds, version, "bin"), CACHE_SOURCE)
     return dirs
+
+
+CACHE_SOURCE = "tunehost cache (scripts/build_llama_cpp.py)"
+
+
+def llama_program_candidates(name: str, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(path, where it was found) of every executable `name`, in the one search order all of tunehost uses:
+    $TUNEHOST_LLAMA_BIN_DIR, $LLAMA_CPP_DIR (itself, build/bin, bin), PATH, then tunehost's build cache."""
+    import shutil
+
+    env = os.environ if environ is None else environ
+    dirs = llama_search_dirs(dict(env))
+    configured = [d for d in dirs if d["from"] != CACHE_SOURCE]
+    cached = [d for d in dirs if d["from"] == CACHE_SOURCE]
+    found: list[tuple[str, str]] = []
+    for entry in configured:
+        path = os.path.join(entry["dir"], name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            found.append((path, entry["from"]))
+    on_path = shutil.which(name, path=env.get("PATH", os.defpath))
+    if on_path:
+        found.append((on_path, "PATH"))
+    for entry in cached:
+        path = os.path.join(entry["dir"], name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            found.append((path, entry["from"]))
+    return found
 
 
 def _ggml_libs(binary: str) -> list[str]:
@@ -288,21 +315,10 @@ def sample_llama_install(host: "Host") -> dict[str, Any]:
 
     Stored so a snapshot replays the same search; the `--version` outputs themselves are commands (cmd/).
     """
-    import shutil
-
     dirs = llama_search_dirs()
     binaries: list[dict[str, Any]] = []
     seen: set[str] = set()
-    candidates: list[tuple[str, str, str]] = []
-    for name in LLAMA_PROGRAMS:
-        found = shutil.which(name)
-        if found:
-            candidates.append((name, found, "PATH"))
-    for entry in dirs:
-        for name in LLAMA_PROGRAMS:
-            path = os.path.join(entry["dir"], name)
-            if os.path.isfile(path) and os.access(path, os.X_OK):
-                candidates.append((name, path, entry["from"]))
+    candidates = [(name, path, source) for name in LLAMA_PROGRAMS for path, source in llama_program_candidates(name)]
     for name, path, source in candidates:
         real = os.path.realpath(path)
         if real in seen:
