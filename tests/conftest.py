@@ -93,6 +93,13 @@ def _isolated_state(tmp_path, monkeypatch):
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 
 
+def write_tiny_gguf(path: Path) -> Path:
+    """A real (tiny, one-layer dense llama) GGUF for tests that need a valid model file but never run it."""
+    from tests.advise.conftest import dense_tensors, write_gguf
+
+    return write_gguf(path, "llama", dense_tensors(1), n_layer=1)
+
+
 def load_script(name: str) -> ModuleType:
     """A module of scripts/ (build_llama_cpp, make_test_model) loaded by path: scripts/ is no package."""
     spec = importlib.util.spec_from_file_location(f"tunehost_scripts_{name}", SCRIPTS / f"{name}.py")

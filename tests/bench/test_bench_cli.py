@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.test_runner import SUPPORTED, FakeBench, reading
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, write_tiny_gguf
 from tunehost.bench import runner, watch
 from tunehost.errors import TunehostError
 
@@ -33,9 +33,7 @@ class Boundary:
 
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
-    path = tmp_path / "tiny.gguf"
-    path.write_bytes(b"GGUF" + b"\1" * 2000)
-    return path
+    return write_tiny_gguf(tmp_path / "tiny.gguf")
 
 
 def test_table_with_verdicts_bars_and_ceiling(cli, monkeypatch, model):
@@ -135,7 +133,7 @@ def test_argument_conflicts(cli, monkeypatch, model, args, message):
 def test_missing_model_file(cli, monkeypatch, tmp_path):
     Boundary(monkeypatch)
     result = cli("bench", "--model", str(tmp_path / "absent.gguf"))
-    assert result.exit_code == 1 and "cannot read the model" in result.stderr
+    assert result.exit_code == 1 and "absent.gguf: no such file" in result.stderr
 
 
 def test_import_markdown_sweep_shows_every_config(cli, tmp_path):

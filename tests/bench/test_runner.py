@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_tiny_gguf
 from tunehost.bench import runner
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
@@ -288,7 +289,7 @@ def test_cpu_list_to_mask():
 
 def test_measure_checks_model_and_flags_before_running(tmp_path: Path):
     calls = []
-    with pytest.raises(TunehostError, match="cannot read the model"):
+    with pytest.raises(TunehostError, match="absent.gguf: no such file"):
         runner.measure(tmp_path / "absent.gguf", invoke=lambda a, cb: calls.append(a) or [],
                        llama_bench="/bin/sh", describe=False, ceiling=False, watch=False)
     not_gguf = tmp_path / "x.gguf"
@@ -296,18 +297,22 @@ def test_measure_checks_model_and_flags_before_running(tmp_path: Path):
     with pytest.raises(TunehostError, match="not a GGUF"):
         runner.measure(not_gguf, invoke=lambda a, cb: calls.append(a) or [], llama_bench="/bin/sh",
                        describe=False, ceiling=False, watch=False)
+    cut_short = tmp_path / "cut.gguf"
+    cut_short.write_bytes(write_tiny_gguf(tmp_path / "whole.gguf").read_bytes()[:-100])  # an interrupted download
+    with pytest.raises(TunehostError, match="truncated"):
+        runner.measure(cut_short, invoke=lambda a, cb: calls.append(a) or [], llama_bench="/bin/sh",
+                       describe=False, ceiling=False, watch=False)
     assert calls == []
 
 
 def test_measure_with_a_fake_invoke_builds_a_complete_result(tmp_path: Path):
-    model = tmp_path / "m.gguf"
-    model.write_bytes(b"GGUF" + b"\0" * 100)
+    model = write_tiny_gguf(tmp_path / "m.gguf")
     fake = FakeBench({"default": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
     result = runner.measure(model, candidate=("-t", "1"), n_prompt=16, n_gen=8, invoke=fake,
                             llama_bench="/bin/sh", describe=False, ceiling=False, watch=False, label="before")
     assert [c.name for c in result.configs] == ["baseline", "candidate"]
     assert result.configs[0].command.startswith("/bin/sh -m ")
-    assert result.model["sha256_head"] and result.model["size_bytes"] == 104
+    assert result.model["sha256_head"] and result.model["size_bytes"] == model.stat().st_size
     assert result.llama_bench["build_number"] == 11312
     assert result.comparison is not None and result.comparison.interleaved
     assert {r.kind: r.verdict for r in result.comparison.rows} == {"pp": "slower", "tg": "slower"}

@@ -87,8 +87,18 @@ def test_bad_arguments_are_one_line_and_exit_1(cli, args, message):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_unknown_option_exits_1(cli):
-    assert cli("doctor", "--bogus").exit_code == 1
+@pytest.mark.parametrize("args, message", [
+    (["doctor", "--bogus"], "tunehost: error: No such option: --bogus"),
+    (["advise", "--model", "m.gguf", "--ctx", "abc"], "tunehost: error: Invalid value for '--ctx': 'abc' is not a valid"),
+    (["profiles", "extra"], "tunehost: error: Got unexpected extra argument(s) (extra)"),
+    (["nosuchcommand"], "tunehost: error: No such command 'nosuchcommand'"),
+    (["advise"], "tunehost: error: Missing option '--model'"),
+])
+def test_bad_arguments_are_one_line_and_exit_1(cli, args, message):
+    result = cli(*args)
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(message) and line.endswith("--help`)") and result.stdout == ""
 
 
 @pytest.mark.parametrize("manifest, message", [

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.conftest import write_snapshot
+from tests.conftest import write_snapshot, write_tiny_gguf
 from tests.tuning.fakehost import build_root, tree
 
 GOV1 = "sys/devices/system/cpu/cpufreq/policy1/scaling_governor"
@@ -173,8 +173,7 @@ def test_bench_measures_before_and_after_the_change(cli, root, monkeypatch, tmp_
     from tests.bench.test_results import saved
 
     thp = root / "sys/kernel/mm/transparent_hugepage/enabled"
-    model = tmp_path / "model.gguf"
-    model.write_bytes(b"GGUF" + b"\0" * 60)
+    model = write_tiny_gguf(tmp_path / "model.gguf")
     seen = []
     speeds = {"before": ([100.0, 101, 99], [40.0, 40.5, 39.5]), "after": ([100.0, 100.5, 99.5], [50.0, 50.5, 49.5])}
 

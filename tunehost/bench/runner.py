@@ -314,7 +314,13 @@ def _undecided(configs: Sequence[BenchConfig], invocations: Sequence[Invocation]
 
 
 def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Path, size and the sha256 of the first MiB: enough to tell two model files apart without reading 40 GB."""
+    """Path, size and the sha256 of the first MiB: enough to tell two model files apart without reading 40 GB.
+
+    The GGUF header is read first (tunehost.model), so a file that is not a GGUF, or is cut short, is one clear
+    error before llama-bench runs."""
+    from tunehost.model import read_model
+
+    read_model(path)
     model = Path(path)
     try:
         size = model.stat().st_size

@@ -27,8 +27,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_USAGE = 1  # SNAPSHOT.md: bad arguments are "the tool could not run" (1), not click's default 2
 
 
+def _as_one_line(exc: UsageError) -> UsageError:
+    """Bad arguments: exit status 1 and one line on stderr, like every other tunehost error, instead of click's
+    usage block ("Usage: ... Try ... Error: ...")."""
+    exc.exit_code = EXIT_USAGE
+    where = exc.ctx.command_path if exc.ctx is not None else "tunehost"
+
+    def show(file: Any = None) -> None:
+        typer.echo(f"tunehost: error: {exc.format_message()} (see `{where} --help`)", err=True)
+
+    exc.show = show  # type: ignore[method-assign]
+    return exc
+
+
 class _Group(TyperGroup):
-    """Keeps commands in the order they are registered and maps usage errors to exit status 1."""
+    """Keeps commands in the order they are registered and makes usage errors one line with exit status 1."""
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
         return list(self.commands)
@@ -37,15 +50,13 @@ class _Group(TyperGroup):
         try:
             return super().make_context(*args, **kwargs)
         except UsageError as exc:
-            exc.exit_code = EXIT_USAGE
-            raise
+            raise _as_one_line(exc)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            exc.exit_code = EXIT_USAGE
-            raise
+            raise _as_one_line(exc)
 
 
 app = typer.Typer(
