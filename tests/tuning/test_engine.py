@@ -375,6 +375,18 @@ def test_journal_directory_not_writable(tmp_path):
         Journal(blocker / "state").ensure_writable()
 
 
+def test_a_journal_only_root_can_read_says_so(tmp_path, monkeypatch):
+    journal = new_journal(tmp_path / "state")
+    journal.append({"type": "begin", "run": "r1", "profile": "throughput"})
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr("pathlib.Path.read_text", denied)  # what a non-root user meets on /var/lib/tunehost
+    with pytest.raises(TunehostError, match=r"journal.jsonl: permission denied .*run this with sudo"):
+        journal.active_runs()
+
+
 def test_journal_tolerates_a_line_cut_short_by_a_crash(tmp_path, journal):
     root = build_root(tmp_path / "root")
     do_apply(kernel_host(root), journal)

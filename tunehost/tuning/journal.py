@@ -115,6 +115,9 @@ class Journal:
             text = self.path.read_text()
         except FileNotFoundError:
             return []
+        except PermissionError:
+            raise TunehostError(f"cannot read the journal {self.path}: permission denied (it is root's: "
+                                f"run this with sudo)") from None
         except OSError as exc:
             raise TunehostError(f"cannot read the journal {self.path}: {exc.strerror or exc}") from None
         out = []
