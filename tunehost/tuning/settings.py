@@ -174,12 +174,7 @@ class PowerDaemonKnob(Knob):
         steps = [["systemctl", "stop", unit] for name, unit in self.UNITS.items() if name != value]
         if value in self.UNITS:
             steps.append(["systemctl", "start", self.UNITS[value]])
-        if not sim:
-            for argv in steps:
-                if argv[1] == "stop" and not unit_installed(host, argv[2]):
-                    continue
-                _checked(host, argv)
-        return "; ".join(" ".join(a) for a in steps)
+        return _run_systemctl(host, steps, sim)
 
 
 @dataclass(frozen=True)
@@ -227,12 +222,7 @@ class PowerDaemonBootKnob(Knob):
                  if states is None or states[name] != on]
         # disable first, so two daemons are never both enabled in between
         steps.sort(key=lambda argv: argv[1] != "disable")
-        if not sim:
-            for argv in steps:
-                if argv[1] == "disable" and not unit_installed(host, argv[2]):
-                    continue
-                _checked(host, argv)
-        return "; ".join(" ".join(a) for a in steps)
+        return _run_systemctl(host, steps, sim)
 
 
 KNOB_KINDS: dict[str, type[Knob]] = {k.kind: k for k in (
@@ -253,6 +243,16 @@ def _checked(host: "Host", argv: list[str]) -> None:
     if not result.ok:
         why = (result.stderr or result.stdout).strip().splitlines()
         raise OSError(f"`{' '.join(argv)}` failed (exit {result.rc}){': ' + why[-1] if why else ''}")
+
+
+def _run_systemctl(host: "Host", steps: list[list[str]], sim: bool) -> str:
+    """Run systemctl steps in order (a stop/disable of a unit that is not installed is a no-op); what they are."""
+    if not sim:
+        for argv in steps:
+            if argv[1] in ("stop", "disable") and not unit_installed(host, argv[2]):
+                continue
+            _checked(host, argv)
+    return "; ".join(" ".join(a) for a in steps)
 
 
 def parse_tuned_active(text: str) -> str | None:
