@@ -250,6 +250,33 @@ def test_llama_fit_params_placement_is_used_when_present(cli, qwen30b, tmp_path)
     assert _flags(data)["--n-cpu-moe"] == "26"
 
 
+def test_llama_fit_params_tensor_split_is_kept(cli, qwen30b, tmp_path) -> None:
+    # on a host with two GPUs llama-fit-params prints -ts: dropping it would change the placement it computed
+    from tunehost.cli.advise import _fit_args
+    from tunehost.host.commands import command_file_name
+
+    snap = tmp_path / "snap"
+    shutil.copytree(SNAPSHOTS / "desktop-12700f-rtx3060", snap, symlinks=True)
+    which = json.loads((snap / "samples" / "which.json").read_text())
+    which["llama-fit-params"] = "/usr/local/bin/llama-fit-params"
+    (snap / "samples" / "which.json").write_text(json.dumps(which))
+
+    class _P:
+        ctx, parallel, kv_type = 32768, 1, "q8_0"
+
+        @staticmethod
+        def value(name):
+            return {"-b": "2048", "-ub": "512"}.get(name)
+
+    argv = ["/usr/local/bin/llama-fit-params", *_fit_args(str(qwen30b.resolve()), _P)]
+    (snap / "cmd" / command_file_name(argv)).write_text("-c 32768 -ngl 49 -ts 24,25\n")
+    data = _json(cli("advise", "--model", str(qwen30b), "--snapshot", str(snap), "--format", "json"))
+    assert data["placement_source"] == "probe" and _flags(data)["-ts"] == "24,25"
+    assert any("-ts 24,25" in n for n in data["notes"])
+    shell = cli("advise", "--model", str(qwen30b), "--snapshot", str(snap), "--format", "shell").stdout
+    assert "-ts 24,25" in shell
+
+
 def test_llama_fit_params_failure_falls_back_to_the_estimate(cli, qwen30b, tmp_path) -> None:
     snap = tmp_path / "snap"
     shutil.copytree(SNAPSHOTS / "desktop-12700f-rtx3060", snap, symlinks=True)

@@ -231,9 +231,28 @@ def test_bad_flags_get_one_clear_error(flags, message):
     assert message in str(raised.value) and str(raised.value).startswith("--candidate:")
 
 
-def test_good_flags_pass_including_override_tensor_commas_and_negative_values():
-    runner.check_flags(runner.parse_flags('-t 2 -fa on -ngl -1 -ot "blk\\.0\\.ffn=CPU,blk\\.1\\.ffn=CPU" --no-warmup'),
+def test_good_flags_pass_including_several_overrides_and_negative_values():
+    # llama-bench joins the overrides of one run with ';' (a ',' would start a second configuration)
+    runner.check_flags(runner.parse_flags('-t 2 -fa on -ngl -1 -ot "blk\\.0\\.ffn=CPU;blk\\.1\\.ffn=CPU" --no-warmup'),
                        SUPPORTED, what="--baseline")
+
+
+@pytest.mark.parametrize("flags, hint", [
+    ('-ot "blk\\.0\\.ffn=CPU,blk\\.1\\.ffn=CPU"', "separates the parts of one -ot value with ';')"),
+    ("-ts 3,1", "separates the parts of one -ts value with '/')"),
+    ("-t 2,4", "put the other in --candidate)"),
+])
+def test_commas_are_several_llama_bench_runs_and_are_refused(flags, hint):
+    with pytest.raises(TunehostError, match="asks for several values") as raised:
+        runner.check_flags(runner.parse_flags(flags), SUPPORTED | {"-ts"}, what="--candidate")
+    assert str(raised.value).endswith(hint)
+
+
+def test_plan_overrides_and_tensor_split_use_llama_bench_separators():
+    plan = _Plan([("-ngl", "99"), ("-ts", "3,1"), ("-ot", r"blk\.0\.ffn_up_exps=CPU,blk\.1\.ffn_up_exps=CPU")])
+    flags = runner.plan_to_bench_flags(plan, SUPPORTED | {"-ts"})
+    assert flags == ("-ngl", "99", "-ts", "3/1", "-ot", r"blk\.0\.ffn_up_exps=CPU;blk\.1\.ffn_up_exps=CPU")
+    runner.check_flags(flags, SUPPORTED | {"-ts"}, what="--advised")
 
 
 def test_unbalanced_quotes_are_an_error():

@@ -74,6 +74,7 @@ class FitPlacement:
     cpu_expert_layers: tuple[int, ...] | None = None  # routed experts kept in RAM, when that is all it overrides
     overrides: tuple[str, ...] = ()
     command: str = ""
+    tensor_split: str | None = None  # -ts A,B: how it shared the layers among several GPUs
 
 
 @dataclass(frozen=True)
@@ -459,6 +460,11 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
                                             "that fits; the rest runs on the CPU at RAM speed"))
     elif gpu is None and host.gpus:
         flags.append(Flag("-ngl", "0", "no usable GPU for this plan: everything on the CPU"))
+    if o.fit is not None and o.fit.tensor_split and path != "cpu":
+        flags.append(Flag("-ts", o.fit.tensor_split, "the share of layers per GPU that llama-fit-params computed "
+                                                      "from each GPU's free VRAM"))
+        notes.append(f"llama-fit-params spread the model over several GPUs (-ts {o.fit.tensor_split}); the budget "
+                     "table shows only the GPU with the most free VRAM")
     if overrides:
         flags.append(Flag("-ot", ",".join(overrides), "tensor placement computed by llama-fit-params"))
     flags.append(Flag("-fa", "on", "flash attention: less compute-buffer memory, and required for a quantized "

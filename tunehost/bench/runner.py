@@ -62,8 +62,9 @@ CONTROLLED_OPTIONS: dict[str, str] = {
     "--progress": "tunehost asks for progress itself",
     **dict.fromkeys(("-h", "--help", "--list-devices", "--version"), "it does not run a benchmark"),
 }
-# options whose value may hold commas without meaning "several values"
-_COMMA_VALUES = frozenset({"-ot", "--override-tensor"})
+# llama-server spells several items of ONE value with commas where llama-bench, which keeps commas for "several
+# values", wants another separator (tools/llama-bench/llama-bench.cpp: -ot overrides ';', -ts shares '/')
+_WITHIN_VALUE = {"-ot": ";", "-ts": "/"}
 _OPTION = re.compile(r"^--?[A-Za-z][\w-]*$")
 _RANGE = re.compile(r"^-?\d+-\d+([+*]\d+)?$")
 # options that take no value in llama-bench
@@ -165,9 +166,11 @@ def check_flags(flags: Sequence[str], supported: frozenset[str] | None, *, what:
         if i + 1 >= len(flags):
             raise TunehostError(f"{what}: {token} needs a value")
         value = flags[i + 1]
-        if ("," in value and token not in _COMMA_VALUES) or _RANGE.match(value):
+        if "," in value or _RANGE.match(value):
+            within = {"-ot": ";", "--override-tensor": ";", "-ts": "/", "--tensor-split": "/"}.get(token)
+            hint = (f" (llama-bench separates the parts of one {token} value with '{within}')" if within else "")
             raise TunehostError(f"{what}: {token} {value} asks for several values; tunehost compares one "
-                                "configuration against another (put the other in --candidate)")
+                                f"configuration against another (put the other in --candidate){hint}")
         i += 2
 
 
@@ -508,7 +511,8 @@ def plan_to_bench_flags(plan: Any, supported: frozenset[str] | None = None) -> t
     """Map a plan's llama-server flags to llama-bench's spellings; flags with no llama-bench equivalent are dropped.
 
     llama-bench (tools/llama-bench/llama-bench.cpp) spells: -t, -C/--cpu-mask (hex), --cpu-strict 0|1, -ngl,
-    -ncmoe/--n-cpu-moe, -ctk, -ctv, -fa on|off|auto, -b, -ub, -ot, --numa, --prio; --no-mmap / --mlock became
+    -ncmoe/--n-cpu-moe, -ctk, -ctv, -fa on|off|auto, -b, -ub, -ot (overrides joined by ';', not ','), -ts (shares
+    joined by '/'), --numa, --prio; --no-mmap / --mlock became
     ``-lm none|mlock|mmap+mlock`` (older builds: ``-mmp 0``; there was never an mlock option before -lm).
     ``taskset -c LIST`` becomes ``-C <hex mask> --cpu-strict 1``.
     """
@@ -530,6 +534,8 @@ def plan_to_bench_flags(plan: Any, supported: frozenset[str] | None = None) -> t
             continue
         if value is None:
             continue
+        if spelled in _WITHIN_VALUE:
+            value = str(value).replace(",", _WITHIN_VALUE[spelled])
         out += [spelled, str(value)]
     if no_mmap or mlock:
         if supported is None or "-lm" in supported or "--load-mode" in supported:

@@ -86,7 +86,7 @@ def advise(
             probe, why = run_fit_params(host, fit_bin, _fit_args(options.model_path, first))
             if probe is not None:
                 options = _with(options, fit=FitPlacement(probe.gpu_layers, probe.cpu_expert_layers, probe.overrides,
-                                                          probe.command))
+                                                          probe.command, probe.tensor_split))
             else:
                 options = _with(options, fit_note=f"placement is tunehost's estimate: {why}")
     if live_probe:
