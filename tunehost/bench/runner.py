@@ -64,7 +64,7 @@ CONTROLLED_OPTIONS: dict[str, str] = {
 }
 # llama-server spells several items of ONE value with commas where llama-bench, which keeps commas for "several
 # values", wants another separator (tools/llama-bench/llama-bench.cpp: -ot overrides ';', -ts shares '/')
-_WITHIN_VALUE = {"-ot": ";", "-ts": "/"}
+_WITHIN_VALUE = {"-ot": ";", "--override-tensor": ";", "-ts": "/", "--tensor-split": "/"}
 _OPTION = re.compile(r"^--?[A-Za-z][\w-]*$")
 _RANGE = re.compile(r"^-?\d+-\d+([+*]\d+)?$")
 # options that take no value in llama-bench
@@ -167,7 +167,7 @@ def check_flags(flags: Sequence[str], supported: frozenset[str] | None, *, what:
             raise TunehostError(f"{what}: {token} needs a value")
         value = flags[i + 1]
         if "," in value or _RANGE.match(value):
-            within = {"-ot": ";", "--override-tensor": ";", "-ts": "/", "--tensor-split": "/"}.get(token)
+            within = _WITHIN_VALUE.get(token)
             hint = (f" (llama-bench separates the parts of one {token} value with '{within}')" if within else "")
             raise TunehostError(f"{what}: {token} {value} asks for several values; tunehost compares one "
                                 f"configuration against another (put the other in --candidate){hint}")

@@ -230,9 +230,9 @@ except ImportError:  # pragma: no cover - a partial install must not break the o
     pass
 
 
-# llama.cpp programs tunehost looks for, and the environment variables naming where a build lives
+# llama.cpp programs tunehost looks for, and the search-directory label of its own build cache
 LLAMA_PROGRAMS = ("llama-server", "llama-cli", "llama-bench")
-LLAMA_DIR_VARS = ("TUNEHOST_LLAMA_BIN_DIR", "LLAMA_CPP_DIR")
+CACHE_SOURCE = "tunehost cache (scripts/build_llama_cpp.py)"
 
 
 def llama_search_dirs(environ: dict[str, str] | None = None) -> list[dict[str, str]]:
@@ -261,9 +261,6 @@ def llama_search_dirs(environ: dict[str, str] | None = None) -> list[dict[str, s
     for version in versions:
         add(os.path.join(cache_builds, version, "bin"), CACHE_SOURCE)
     return dirs
-
-
-CACHE_SOURCE = "tunehost cache (scripts/build_llama_cpp.py)"
 
 
 def llama_program_candidates(name: str, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
