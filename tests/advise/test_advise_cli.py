@@ -225,14 +225,19 @@ def test_does_not_fit_exits_2(cli, qwen30b) -> None:
     assert not json.loads(r.stdout)["fits"]
 
 
-def test_llama_fit_params_placement_is_used_when_present(cli, qwen30b, tmp_path) -> None:
+FIT_PARAMS = "/usr/local/bin/llama-fit-params"
+
+
+def snapshot_with_fit_params(tmp_path, model, output: str | None = None):
+    """The 12700F+3060 snapshot with llama-fit-params on PATH; `output`: what it printed for the plan's arguments
+    (None: nothing recorded, so the probe fails)."""
     from tunehost.cli.advise import _fit_args
     from tunehost.host.commands import command_file_name
 
     snap = tmp_path / "snap"
     shutil.copytree(SNAPSHOTS / "desktop-12700f-rtx3060", snap, symlinks=True)
     which = json.loads((snap / "samples" / "which.json").read_text())
-    which["llama-fit-params"] = "/usr/local/bin/llama-fit-params"
+    which["llama-fit-params"] = FIT_PARAMS
     (snap / "samples" / "which.json").write_text(json.dumps(which))
 
     class _P:  # what _fit_args reads from the first plan
@@ -242,9 +247,15 @@ def test_llama_fit_params_placement_is_used_when_present(cli, qwen30b, tmp_path)
         def value(name):
             return {"-b": "2048", "-ub": "512"}.get(name)
 
-    argv = ["/usr/local/bin/llama-fit-params", *_fit_args(str(qwen30b.resolve()), _P)]
+    if output is not None:
+        argv = [FIT_PARAMS, *_fit_args(str(model.resolve()), _P)]
+        (snap / "cmd" / command_file_name(argv)).write_text(output)
+    return snap
+
+
+def test_llama_fit_params_placement_is_used_when_present(cli, qwen30b, tmp_path) -> None:
     experts = ",".join(rf"blk\.{i}\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU" for i in range(26))
-    (snap / "cmd" / command_file_name(argv)).write_text(f'-c 32768 -ngl 49 -ot "{experts}"\n')
+    snap = snapshot_with_fit_params(tmp_path, qwen30b, f'-c 32768 -ngl 49 -ot "{experts}"\n')
     data = _json(cli("advise", "--model", str(qwen30b), "--snapshot", str(snap), "--format", "json"))
     assert data["placement_source"] == "probe"
     assert _flags(data)["--n-cpu-moe"] == "26"
@@ -252,24 +263,7 @@ def test_llama_fit_params_placement_is_used_when_present(cli, qwen30b, tmp_path)
 
 def test_llama_fit_params_tensor_split_is_kept(cli, qwen30b, tmp_path) -> None:
     # on a host with two GPUs llama-fit-params prints -ts: dropping it would change the placement it computed
-    from tunehost.cli.advise import _fit_args
-    from tunehost.host.commands import command_file_name
-
-    snap = tmp_path / "snap"
-    shutil.copytree(SNAPSHOTS / "desktop-12700f-rtx3060", snap, symlinks=True)
-    which = json.loads((snap / "samples" / "which.json").read_text())
-    which["llama-fit-params"] = "/usr/local/bin/llama-fit-params"
-    (snap / "samples" / "which.json").write_text(json.dumps(which))
-
-    class _P:
-        ctx, parallel, kv_type = 32768, 1, "q8_0"
-
-        @staticmethod
-        def value(name):
-            return {"-b": "2048", "-ub": "512"}.get(name)
-
-    argv = ["/usr/local/bin/llama-fit-params", *_fit_args(str(qwen30b.resolve()), _P)]
-    (snap / "cmd" / command_file_name(argv)).write_text("-c 32768 -ngl 49 -ts 24,25\n")
+    snap = snapshot_with_fit_params(tmp_path, qwen30b, "-c 32768 -ngl 49 -ts 24,25\n")
     data = _json(cli("advise", "--model", str(qwen30b), "--snapshot", str(snap), "--format", "json"))
     assert data["placement_source"] == "probe" and _flags(data)["-ts"] == "24,25"
     assert any("-ts 24,25" in n for n in data["notes"])
@@ -278,11 +272,7 @@ def test_llama_fit_params_tensor_split_is_kept(cli, qwen30b, tmp_path) -> None:
 
 
 def test_llama_fit_params_failure_falls_back_to_the_estimate(cli, qwen30b, tmp_path) -> None:
-    snap = tmp_path / "snap"
-    shutil.copytree(SNAPSHOTS / "desktop-12700f-rtx3060", snap, symlinks=True)
-    which = json.loads((snap / "samples" / "which.json").read_text())
-    which["llama-fit-params"] = "/usr/local/bin/llama-fit-params"
-    (snap / "samples" / "which.json").write_text(json.dumps(which))
+    snap = snapshot_with_fit_params(tmp_path, qwen30b)
     data = _json(cli("advise", "--model", str(qwen30b), "--snapshot", str(snap), "--format", "json"))
     assert data["placement_source"] == "estimate"
     assert any("tunehost's estimate" in n for n in data["notes"])
