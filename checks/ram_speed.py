@@ -8,11 +8,8 @@ experts live in RAM (`-ot exps=CPU`, `--n-cpu-moe`).
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from dataclasses import dataclass
-
 from tunehost.check import Check, Fix
-from tunehost.facts.chassis import DESKTOP_CHASSIS, LAPTOP_CHASSIS, SERVER_CHASSIS
+from tunehost.facts.memory_layout import Layout, layout
 from tunehost.facts.ram import DMIDECODE_LINE, Module, RamFacts
 from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation
 
@@ -21,106 +18,6 @@ WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM
        "--n-cpu-moe) lose almost exactly the bandwidth lost here.")
 FIRMWARE = "sudo systemctl reboot --firmware-setup"
 VERIFY = "sudo dmidecode -t memory | grep -i 'configured memory speed'"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What the modules add up to: platform class, effective and rated speed, channel population."""
-
-    platform: str                      # desktop | mobile | server | soldered
-    platform_why: str
-    mem_type: str                      # "DDR5", "LPDDR5", ... ("RAM" when unknown)
-    modules: tuple[Module, ...]
-    effective: int | None              # MT/s the memory really runs at (slowest module)
-    rated: int | None                  # slowest module's rating
-    rated_max: int | None
-    profile: bool                      # some module's rating is an XMP/EXPO profile
-    channels: dict[str, set[str]] | None       # socket -> every channel seen (installed or empty); None unknown
-    populated: dict[str, Counter] | None       # socket -> Counter(channel -> modules)
-    slot_count: int
-
-    @property
-    def mixed(self) -> bool:
-        return self.rated is not None and self.rated_max is not None and self.rated_max > self.rated
-
-    @property
-    def gen(self) -> str | None:
-        return generation(self.mem_type)
-
-    @property
-    def populated_channels(self) -> int | None:
-        return sum(len(c) for c in self.populated.values()) if self.populated is not None else None
-
-    @property
-    def total_channels(self) -> int | None:
-        return sum(len(c) for c in self.channels.values()) if self.channels is not None else None
-
-    @property
-    def two_per_channel(self) -> bool:
-        return self.populated is not None and any(n >= 2 for c in self.populated.values() for n in c.values())
-
-    def peak_gbs(self, mts: int | None) -> float | None:
-        """Peak bandwidth at `mts`: bus bytes per transfer x MT/s."""
-        if mts is None:
-            return None
-        if self.platform == "soldered":
-            widths = [m.device.data_width for m in self.modules]
-            if not widths or any(not w for w in widths):
-                return None
-            return sum(widths) / 8 * mts / 1000  # type: ignore[arg-type]
-        channels = self.populated_channels
-        return channels * 8 * mts / 1000 if channels else None
-
-
-def classify(ram: RamFacts) -> tuple[str, str]:
-    """(platform, why): soldered memory first, then registered modules, the chassis type, and the form factor."""
-    modules = ram.modules
-    if modules and all(m.device.soldered for m in modules):
-        ff = modules[0].device.form_factor or "soldered"
-        return "soldered", f"soldered {modules[0].device.type or 'memory'} ({ff})"
-    if any(m.device.registered for m in modules):
-        return "server", "registered (buffered) modules"
-    ct, name = ram.chassis_type, ram.chassis_name
-    sodimm = bool(modules) and all((m.device.form_factor or "").upper() == "SODIMM" for m in modules)
-    if ct in SERVER_CHASSIS:
-        return "server", f"chassis type {ct} ({name})"
-    if ct in LAPTOP_CHASSIS:
-        return "mobile", f"chassis type {ct} ({name})"
-    if ct in DESKTOP_CHASSIS:
-        if sodimm:
-            return "mobile", f"SODIMMs in a {name} chassis (mini PCs rarely offer XMP)"
-        return "desktop", f"chassis type {ct} ({name})"
-    if sodimm:
-        return "mobile", "SODIMM modules (laptop or mini PC)"
-    return "desktop", "DIMM modules" + (f", chassis type {ct} ({name})" if ct else ", no chassis type")
-
-
-def layout(ram: RamFacts) -> Layout:
-    modules = ram.modules
-    platform, why = classify(ram)
-    types = Counter(m.device.type for m in modules if m.device.type)
-    mem_type = types.most_common(1)[0][0] if types else "RAM"
-    fastest = max([m.rating or 0 for m in modules] + [m.effective_mts or 0 for m in modules])
-    if mem_type.upper() == "LPDDR5" and fastest > 6400:
-        mem_type = "LPDDR5X"  # dmidecode has no LPDDR5X type: LPDDR5 tops out at 6400, anything faster is 5X
-    effective_values = [m.effective_mts for m in modules if m.effective_mts]
-    ratings = [m.rating for m in modules if m.rating]
-    channels: dict[str, set[str]] | None = None
-    populated: dict[str, Counter] | None = None
-    if modules and all(m.slot for m in modules):
-        channels = defaultdict(set)
-        for slot in ram.slots:
-            if slot:
-                channels[slot[0]].add(slot[1])
-        populated = defaultdict(Counter)
-        for m in modules:
-            assert m.slot is not None
-            populated[m.slot[0]][m.slot[1]] += 1
-            channels[m.slot[0]].add(m.slot[1])
-        channels, populated = dict(channels), dict(populated)
-    return Layout(platform, why, mem_type, modules, min(effective_values) if effective_values else None,
-                  min(ratings) if ratings else None, max(ratings) if ratings else None,
-                  any(m.profile for m in modules), channels, populated, ram.slot_count)
 
 
 def _pct(part: float, whole: float) -> int:

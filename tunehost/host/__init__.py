@@ -30,6 +30,9 @@ class Host:
         self.manifest = manifest or {}
         self._samples: dict[str, Any] = {}
         self.sample_errors: dict[str, str] = {}
+        # live only: whether this run may take the `measure` sample (load probes); doctor --quick turns it off
+        self.measure = False
+        self.measure_off_reason: str | None = None
 
     @property
     def live(self) -> bool:
