@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
+from tunehost.facts.processes import HOG_PERCENT as WARN_PERCENT
+from tunehost.facts.processes import HOG_SHARE as FAIL_SHARE
 from tunehost.facts.processes import BusyProcess, ProcessFacts, ProcessInfo
 
-WARN_PERCENT = 20.0  # of one core
-FAIL_SHARE = 0.2  # of the whole machine: about a full core on a 4-thread box, two on an 8-thread one
 SERVER_RSS_BYTES = 512 * 2**20  # a server holding this much has a model loaded
 
 WHY = ("llama.cpp token generation runs one thread per core and waits for the slowest: a process that takes a "

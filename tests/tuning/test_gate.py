@@ -79,11 +79,17 @@ def gate(monkeypatch):
     return module
 
 
-def fake_tunehost(doctor_rc, doctor_out):
+def fake_tunehost(doctor_rc, findings=(), calls=None):
+    """A `tunehost` runner whose `doctor --json` exits doctor_rc with these (check, severity, summary) findings."""
     def run(*args, capture=True):
-        if args[:2] == ("doctor", "--json"):
-            return subprocess.CompletedProcess(args, 0, json.dumps({"verdict": "ready", "findings": []}), "")
-        return subprocess.CompletedProcess(args, doctor_rc, doctor_out, "")
+        if calls is not None:
+            calls.append(args)
+        if doctor_rc not in (0, 2):
+            return subprocess.CompletedProcess(args, doctor_rc, "", "tunehost: error: boom\n")
+        doc = {"tunehost": "0", "snapshot": None, "verdict": "ready" if doctor_rc == 0 else "not-ready",
+               "findings": [{"check": c, "severity": sev, "summary": text, "evidence": {}, "fix": None}
+                            for c, sev, text in findings]}
+        return subprocess.CompletedProcess(args, doctor_rc, json.dumps(doc), "")
     return run
 
 
@@ -92,7 +98,7 @@ def test_gate_is_executable():
 
 
 def test_not_ready_stops_before_the_command(gate, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(2, "FAIL ram-speed: DDR5 at 4800 of 6000 MT/s\nnot-ready\n"))
+    monkeypatch.setattr(gate, "tunehost", fake_tunehost(2, [("ram-speed", "fail", "DDR5 at 4800 of 6000 MT/s")]))
     marker = tmp_path / "ran"
     rc = gate.main(["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
     assert rc == 2 and not marker.exists()
@@ -101,12 +107,12 @@ def test_not_ready_stops_before_the_command(gate, monkeypatch, tmp_path, capsys)
 
 
 def test_doctor_that_cannot_run_is_exit_1(gate, monkeypatch):
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(1, "tunehost: error: boom\n"))
+    monkeypatch.setattr(gate, "tunehost", fake_tunehost(1))
     assert gate.main(["--", "true"]) == 1
 
 
 def test_ready_runs_the_command_and_records_the_host(gate, monkeypatch, tmp_path):
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(0, "ready\n"))
+    monkeypatch.setattr(gate, "tunehost", fake_tunehost(0))
     marker = tmp_path / "ran"
     out = tmp_path / "results"
     rc = gate.main(["--out", str(out), "--", sys.executable, "-c",
@@ -121,3 +127,30 @@ def test_ready_runs_the_command_and_records_the_host(gate, monkeypatch, tmp_path
 def test_bad_arguments_are_exit_1(gate):
     assert gate.main(["--wait-quiet", "-5"]) == 1
     assert gate.main(["--full-snapshot"]) == 1
+
+
+def test_a_clamped_cpu_stops_the_benchmark_and_the_figures_are_printed(gate, monkeypatch, tmp_path, capsys):
+    calls = []
+    findings = [("memory-bandwidth", "ok", "measured 41.5 GB/s; your DIMMs as configured allow 58"),
+                ("cpu-clocks", "fail", "all-core clock 1100 MHz under load, 27 % of the 4000 MHz base")]
+    monkeypatch.setattr(gate, "tunehost", fake_tunehost(2, findings, calls))
+    marker = tmp_path / "ran"
+    rc = gate.main(["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
+    assert rc == 2 and not marker.exists()
+    err = capsys.readouterr().err
+    assert "gate: memory-bandwidth: measured 41.5 GB/s" in err
+    assert "FAIL cpu-clocks: all-core clock 1100 MHz" in err
+    assert calls == [("doctor", "--json")]  # one doctor run: one measurement, judged and recorded
+
+
+def test_quick_and_skip_reach_doctor(gate, monkeypatch):
+    calls = []
+    monkeypatch.setattr(gate, "tunehost", fake_tunehost(0, calls=calls))
+    assert gate.main(["--quick", "--skip", "cpu-frequency", "--strict"]) == 0
+    assert calls == [("doctor", "--json", "--strict", "--quick", "--skip", "cpu-frequency")]
+
+
+def test_doctor_output_that_is_not_json_is_exit_1(gate, monkeypatch, capsys):
+    monkeypatch.setattr(gate, "tunehost", lambda *a, capture=True: subprocess.CompletedProcess(a, 0, "garbage{", ""))
+    assert gate.main(["--", "true"]) == 1
+    assert "could not run" in capsys.readouterr().err

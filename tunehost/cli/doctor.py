@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
@@ -26,6 +27,31 @@ SEVERITY_STYLE = {
 REPORT_ORDER = ("fail", "error", "warn", "info", "skip", "ok")
 
 SNAPSHOT_HELP = "Read this snapshot directory instead of the live host (nothing live is read, nothing runs)."
+QUICK_HELP = "Do not measure (memory bandwidth, CPU clocks under load): judge the settings only, in about a second."
+
+
+def enable_measuring(host, *, quick: bool) -> None:
+    """Let this run take the `measure` sample on the live host, unless --quick (a snapshot replays its own)."""
+    host.measure = host.live and not quick
+    if quick:
+        host.measure_off_reason = "not measured (--quick)"
+
+
+@contextlib.contextmanager
+def measuring_status(host, *, show: bool):
+    """A spinner on stderr that says what is being measured (only on a terminal, only while measuring)."""
+    import sys
+
+    if not (show and host.measure and sys.stderr.isatty()):
+        yield
+        return
+    console = make_console(stderr=True)
+    with console.status("running the checks") as status:
+        host.on_status = lambda message: status.update(message)
+        try:
+            yield
+        finally:
+            host.on_status = None
 
 
 def register(app: typer.Typer) -> None:
@@ -43,8 +69,12 @@ def doctor(
     strict: bool = typer.Option(False, "--strict", help="Warnings (and broken checks) also make the host not ready."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the verdict and the failures (for scripts)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show the evidence of ok and skipped findings."),
+    quick: bool = typer.Option(False, "--quick", help=QUICK_HELP),
 ) -> None:
     """Judge this host for llama.cpp: each finding with its evidence and the exact fix.
+
+    On the live host doctor also measures (about 3 s): memory read bandwidth and CPU clocks under load, compared
+    with what this hardware should do. It never measures a busy host or a snapshot; --quick skips measuring.
 
     Exit status: 0 ready, 2 not ready (a fail; with --strict a warning too), 1 tunehost could not run.
     """
@@ -61,7 +91,9 @@ def doctor(
         return
     checks = select_checks(loaded.checks, check, skip)
     host = open_host(snapshot)
-    report = run_doctor(HostFacts(host), checks, strict=strict, warnings=loaded.warnings)
+    enable_measuring(host, quick=quick)
+    with measuring_status(host, show=not quiet):
+        report = run_doctor(HostFacts(host), checks, strict=strict, warnings=loaded.warnings)
     if json_out:
         typer.echo(json.dumps(report.to_json(), indent=2))
     elif quiet:
@@ -74,9 +106,11 @@ def doctor(
 @cli_errors
 def snapshot(
     directory: Path = typer.Argument(..., metavar="DIR", help="A new (or empty) directory to write the snapshot to."),
+    quick: bool = typer.Option(False, "--quick", help="Do not measure (no samples/measure.json)."),
 ) -> None:
     """Capture this host into DIR: every file, command output and sample the checks use (no secrets).
 
+    The measurements (memory bandwidth, CPU clocks under load) are recorded too, so a replay judges them the same.
     Attach DIR to a bug report; `tunehost doctor --snapshot DIR` replays it anywhere.
     """
     from tunehost.facts import HostFacts
@@ -86,9 +120,11 @@ def snapshot(
     from tunehost.doctor import run_doctor
 
     host = open_host(record=True)
+    enable_measuring(host, quick=quick)
     loaded = load_checks()
     facts = HostFacts(host)
-    run_doctor(facts, loaded.checks)  # records everything every check reads
+    with measuring_status(host, show=True):
+        run_doctor(facts, loaded.checks)  # records everything every check reads
     _record_advise_inputs(facts)
     write_snapshot(host, directory)
     files = sum(1 for p in Path(directory).rglob("*") if p.is_file())
@@ -116,11 +152,17 @@ def _print_checks(checks: list, json_out: bool) -> None:
         typer.echo(f"{c.id:<{width}}  {c.judges or c.title}")
 
 
+def quiet_lines(doc: dict, *, strict: bool) -> list[str]:
+    """What --quiet prints, from a `doctor --json` document: the blocking findings, then the verdict."""
+    blocking = {"fail", "warn", "error"} if strict else {"fail"}
+    lines = [f"{f['severity'].upper()} {f['check']}: {f['summary']}" for f in doc["findings"]
+             if f["severity"] in blocking]
+    return lines + [doc["verdict"]]
+
+
 def _print_quiet(report: "Report") -> None:
-    for f in report.findings:
-        if f.severity.value == "fail" or (report.strict and f.severity.value in ("warn", "error")):
-            typer.echo(f"{f.severity.value.upper()} {f.check}: {f.summary}")
-    typer.echo(report.verdict)
+    for line in quiet_lines(report.to_json(), strict=report.strict):
+        typer.echo(line)
 
 
 def render_report(report: "Report", console: "Console", *, verbose: bool = False) -> None:

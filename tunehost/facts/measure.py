@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 MEASURE_SAMPLE = "measure"
 MEASURE_FORMAT = 1
 SAMPLE_FILE = f"samples/{MEASURE_SAMPLE}.json"
+NOT_ASKED = "not measured (this run did not ask for it; `tunehost doctor` measures unless --quick)"
 MAX_GBPS = 100_000.0     # no memory system reads 100 TB/s: a larger figure is garbage
 MAX_MHZ = 20_000.0       # no CPU core runs at 20 GHz
 MAX_CPU_ID = 1 << 16
@@ -103,7 +104,7 @@ class MeasureFacts:
         problems: list[str] = []
         fmt = data.get("format", MEASURE_FORMAT)
         if fmt != MEASURE_FORMAT:
-            return cls(skipped=f"{SAMPLE_FILE} has format {str(fmt)[:20]!r}; this tunehost reads format {MEASURE_FORMAT}",
+            return cls(skipped=f"{SAMPLE_FILE} has format {_text(str(fmt), 20)}; this tunehost reads format {MEASURE_FORMAT}",
                        problems=("format: unsupported",))
 
         def take(key: str, convert, *args):
@@ -151,8 +152,9 @@ class MeasureFacts:
         On the live host the sampler runs only when the run asked for measuring (`host.measure` is true, see
         `tunehost doctor --quick`); otherwise every measured judgement skips with the reason.
         """
-        if host.live and not getattr(host, "measure", False):
-            return cls(skipped=getattr(host, "measure_off_reason", None) or "not measured (--quick)")
+        if host.live and not host.measure:
+            # recorded, so that a snapshot of this run replays the same reason
+            host.put_sample(MEASURE_SAMPLE, {"format": MEASURE_FORMAT, "skipped": host.measure_off_reason or NOT_ASKED})
         data = host.sample(MEASURE_SAMPLE)
         missing = host.sample_errors.get(MEASURE_SAMPLE)
         if missing and not host.live:

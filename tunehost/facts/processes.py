@@ -122,6 +122,11 @@ def is_loopback(address: str | None) -> bool:
     return ip.is_loopback
 
 
+# what counts as busy, shared by cpu-hogs (judging) and the measurement probes (which refuse to run on a busy host)
+HOG_PERCENT = 20.0  # of one core: a background process above this takes a core's time slices
+HOG_SHARE = 0.2     # of the whole machine: about a full core on a 4-thread box, two on an 8-thread one
+
+
 @dataclass(frozen=True)
 class ProcessFacts:
     processes: tuple[ProcessInfo, ...] | None = None  # None: no process list
@@ -242,3 +247,26 @@ def _listener(row: Any) -> Listener | None:
     if not isinstance(row, dict) or _int(row.get("port")) is None or not isinstance(row.get("address"), str):
         return None
     return Listener(row["address"], row["port"], _int(row.get("pid")))
+
+
+def busy_reason(procs: ProcessFacts) -> str | None:
+    """Why the host is too busy for a load probe (an inference server at work, a CPU hog), or None when it is quiet.
+
+    A probe on a busy host measures the other load, not the hardware, and would disturb a server that is serving.
+    """
+    if procs.busy is None:
+        return None
+    cpus = procs.cpu_count or 1
+    others = [b for b in procs.busy if not b.is_self]
+    servers = {p.pid for p in procs.servers}
+    for b in others:
+        if b.pid in servers and b.cpu_percent > HOG_PERCENT:
+            return (f"not measured: an inference server is at work ({b.name or 'pid'} pid {b.pid}, "
+                    f"{b.cpu_percent:g} % of a core); measuring would disturb it and read its load, not the hardware")
+    total = sum(b.cpu_percent for b in others)
+    if total / 100.0 / cpus >= HOG_SHARE:
+        top = max(others, key=lambda b: b.cpu_percent)
+        return (f"not measured: the host is busy (other processes used {total:g} % of a core, "
+                f"{total / cpus:.0f} % of {cpus} CPUs; most: {top.name or '?'} pid {top.pid}); "
+                "run doctor again when it is idle")
+    return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tunehost.errors import TunehostError
 from tunehost.host.commands import DEFAULT_TIMEOUT_S, CommandLog, CommandResult, LiveCommands, SnapshotCommands
@@ -33,6 +33,8 @@ class Host:
         # live only: whether this run may take the `measure` sample (load probes); doctor --quick turns it off
         self.measure = False
         self.measure_off_reason: str | None = None
+        # long samplers say what they are doing through this (the CLI shows it in a spinner)
+        self.on_status: Callable[[str], None] | None = None
 
     @property
     def live(self) -> bool:
@@ -55,7 +57,9 @@ class Host:
         value: Any = None
         if self.snapshot_dir is not None:
             path = self.snapshot_dir / "samples" / f"{name}.json"
-            if path.is_file():
+            if not _inside(path, self.snapshot_dir):
+                self.sample_errors[name] = f"samples/{name}.json links out of the snapshot (not read)"
+            elif path.is_file():
                 try:
                     value = json.loads(path.read_text())
                 except (OSError, ValueError) as exc:
@@ -76,9 +80,21 @@ class Host:
         self._samples[name] = value
         return value
 
+    def put_sample(self, name: str, value: Any) -> None:
+        """Record an observation made without its sampler (e.g. why nothing was measured), so a snapshot replays it."""
+        self._samples[name] = value
+
     @property
     def recorded_samples(self) -> dict[str, Any]:
         return {k: v for k, v in self._samples.items() if v is not None}
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether `path`, links resolved, stays inside the snapshot `root` (a read never leaves the snapshot)."""
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a link loop
+        return False
 
 
 def open_host(snapshot: str | Path | None = None, *, record: bool = False) -> Host:
@@ -107,7 +123,7 @@ def _open_snapshot(path: Path) -> Host:
         raise TunehostError(f"{manifest_path}: snapshot format {manifest['format']!r} is not supported (this tunehost reads {SNAPSHOT_FORMAT})")
     which: dict[str, str | None] = {}
     which_file = path / "samples" / "which.json"
-    if which_file.is_file():
+    if which_file.is_file() and _inside(which_file, path):
         try:
             loaded = json.loads(which_file.read_text())
             if isinstance(loaded, dict):

@@ -228,6 +228,7 @@ try:  # the NVML sampler registers itself; pynvml is imported only when it runs 
     import tunehost.host.nvml  # noqa: E402,F401 (imported for its @sampler registration)
 except ImportError:  # pragma: no cover - a partial install must not break the other samplers
     pass
+import tunehost.host.measure  # noqa: E402,F401 (imported for its @sampler registration)
 
 
 # llama.cpp programs tunehost looks for, and the search-directory label of its own build cache
