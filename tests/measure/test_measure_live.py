@@ -141,3 +141,22 @@ def test_snapshot_quick_records_why_nothing_was_measured(cli, tmp_path, measure_
     assert measure_calls == []
     recorded = json.loads((tmp_path / "snap" / "samples" / "measure.json").read_text())
     assert recorded == {"format": 1, "skipped": "not measured (--quick)"}
+
+
+@pytest.mark.live
+def test_bench_doctor_script_times_the_three_commands_side_by_side():
+    from tests.conftest import load_script
+
+    script = load_script("bench_doctor")
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert script.main(["--rounds", "1", "--json"]) == 0
+    result = json.loads(out.getvalue())
+    assert set(result["commands"]) == {"python -c pass", "tunehost doctor --quick", "tunehost doctor"}
+    assert all(row["median_s"] > 0 for row in result["commands"].values())
+    assert result["measuring_adds_s"] == pytest.approx(result["commands"]["tunehost doctor"]["median_s"]
+                                                       - result["commands"]["tunehost doctor --quick"]["median_s"],
+                                                       abs=0.002)
