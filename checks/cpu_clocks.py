@@ -9,7 +9,8 @@ from tunehost.cpulist import format_cpu_list
 from tunehost.facts.clocks import ClockFacts, ClockReference, clock_reference
 from tunehost.facts.cpu import CpuFacts
 from tunehost.facts.measure import SAMPLE_FILE, MeasureFacts
-from tunehost.facts.power_limits import PowerLimitFacts
+from tunehost.facts.power import PowerFacts
+from tunehost.facts.power_limits import PLATFORM_PROFILE, PowerLimitFacts
 from tunehost.facts.topology import EFFICIENCY, PERFORMANCE, CpuTopology
 
 CLAMP_RATIO = 0.6     # below 60 % of the base clock under load: clamped, not a normal turbo/thermal variation
@@ -74,7 +75,7 @@ class CpuClocksCheck(Check):
             return
         clamped = [r for r in judged if r.ref.base_mhz and r.mhz < CLAMP_RATIO * r.ref.base_mhz]
         if clamped:
-            yield self._clamped(clamped, cpu, facts.get(PowerLimitFacts), evidence)
+            yield self._clamped(clamped, cpu, facts.get(PowerLimitFacts), facts.get(PowerFacts), evidence)
             return
         slow_boost = [r for r in judged if r.phase == "single" and r.ref.max_mhz and r.mhz < BOOST_RATIO * r.ref.max_mhz
                       and (r.ref.base_mhz is None or r.mhz < r.ref.base_mhz)]
@@ -89,7 +90,8 @@ class CpuClocksCheck(Check):
             return
         yield self.ok("clocks under load as expected: " + self._summary(judged), evidence)
 
-    def _clamped(self, clamped: list[Reading], cpu: CpuFacts, limits: PowerLimitFacts, evidence: dict):
+    def _clamped(self, clamped: list[Reading], cpu: CpuFacts, limits: PowerLimitFacts, power: PowerFacts,
+                 evidence: dict):
         worst = min(clamped, key=lambda r: r.mhz / (r.ref.base_mhz or 1))
         cpus = format_cpu_list(sorted({r.cpu for r in clamped}))
         phases = " and ".join(PHASE_LABEL[p] for p in ("single", "all") if any(r.phase == p for r in clamped))
@@ -105,9 +107,11 @@ class CpuClocksCheck(Check):
         if limits.on_battery:
             return self.info(f"{summary}, on battery: laptops often clamp on battery; measure again on AC power",
                              evidence)
-        said = _settings_say_performance(cpu, limits)
-        return self.fail(summary + (f" while {said}" if said else ""), evidence, fix=Fix(CLAMP_FIX, CLAMP_COMMANDS),
-                         detail=WHY)
+        said = _settings_say(cpu, limits, power)
+        for key, (_, value) in said.items():
+            evidence.setdefault(key, value)
+        summary += _while(list(said.values()))
+        return self.fail(summary, evidence, fix=Fix(CLAMP_FIX, CLAMP_COMMANDS), detail=WHY)
 
     def _summary(self, judged: list[Reading]) -> str:
         parts = []
@@ -130,7 +134,8 @@ class CpuClocksCheck(Check):
             if group:
                 evidence[f"{SAMPLE_FILE} cpu_mhz_{phase}"] = ", ".join(f"cpu{r.cpu}={r.mhz:.0f}" for r in group[:32]) + (
                     f", ... ({len(group)} CPUs)" if len(group) > 32 else "")
-        evidence.update(cpu.grouped_evidence("cpuinfo_max_freq"))
+        evidence.update(cpu.grouped_evidence("cpuinfo_max_freq") if any(c.cpuinfo_max_khz for c in cpu.per_cpu)
+                        else cpu.grouped_evidence("scaling_max_freq"))
         evidence.update(cpu.grouped_evidence("base_frequency") if any(c.base_khz for c in cpu.per_cpu) else {})
         evidence.update(clocks.evidence)
         evidence.update(cpu.grouped_evidence("scaling_governor"))
@@ -154,14 +159,29 @@ def _settings_explain(cpu: CpuFacts) -> str | None:
     return None
 
 
-def _settings_say_performance(cpu: CpuFacts, limits: PowerLimitFacts) -> str:
-    said = []
-    govs = {c.governor for c in cpu.per_cpu if c.governor}
+def _settings_say(cpu: CpuFacts, limits: PowerLimitFacts, power: PowerFacts) -> dict[str, tuple[str, str]]:
+    """What the settings say, as {evidence key: (who, value)}: the governor, EPP, platform profile, ppd profile."""
+    said: dict[str, tuple[str, str]] = {}
+    govs = sorted({c.governor for c in cpu.per_cpu if c.governor})
     if govs:
-        said.append(f"the governor says {'/'.join(sorted(govs))}")
-    epps = {c.epp for c in cpu.per_cpu if c.epp}
+        said[next(iter(cpu.grouped_evidence("scaling_governor")))] = ("the governor", "/".join(govs))
+    epps = sorted({c.epp for c in cpu.per_cpu if c.epp})
     if epps:
-        said.append(f"EPP {'/'.join(sorted(epps))}")
+        said[next(iter(cpu.grouped_evidence("energy_performance_preference")))] = ("EPP", "/".join(epps))
     if limits.platform_profile:
-        said.append(f"platform_profile {limits.platform_profile}")
-    return ", ".join(said)
+        said[PLATFORM_PROFILE] = ("platform_profile", limits.platform_profile)
+    if power.ppd_profile:
+        said["powerprofilesctl get"] = ("power-profiles-daemon", power.ppd_profile)
+    return said
+
+
+def _while(said: list[tuple[str, str]]) -> str:
+    """" while governor, EPP and platform_profile all say performance" (or each its own value)."""
+    if not said:
+        return ""
+    values = {v for _, v in said}
+    if len(values) == 1:
+        whos = [w for w, _ in said]
+        names = whos[0] if len(whos) == 1 else ", ".join(whos[:-1]) + " and " + whos[-1]
+        return f" while {names} {'says' if len(whos) == 1 else 'all say'} {values.pop()}"
+    return " while " + ", ".join(f"{w} says {v}" for w, v in said)

@@ -58,7 +58,8 @@ class PowerLimitsCheck(Check):
         evidence = dict(limits.evidence)
         higher = PERFORMANCE if PERFORMANCE in choices else None
         if higher is None and current in LOW_PROFILES:
-            higher = next((c for c in reversed(choices) if c not in LOW_PROFILES), None)
+            # without a choices file every platform-profile driver still offers balanced
+            higher = next((c for c in reversed(choices) if c not in LOW_PROFILES), None) if choices else "balanced"
         if higher is None or current == higher:
             return self.ok(f"platform_profile {current}", evidence)
         if limits.on_battery:
@@ -69,7 +70,8 @@ class PowerLimitsCheck(Check):
                     else (f"echo {higher} | sudo tee {PLATFORM_PROFILE}",))
         trap = (" power-profiles-daemon's balanced profile lowers the firmware's power limits although every cpufreq "
                 "setting can still read performance." if current == "balanced" else "")
-        return self.warn(f"platform_profile is {current}, below {higher} (offered: {' '.join(choices) or '?'})",
+        offered = f"offered: {' '.join(choices)}" if choices else "platform_profile_choices unreadable"
+        return self.warn(f"platform_profile is {current}, below {higher} ({offered})",
                          evidence, fix=Fix(f"Select the {higher} platform profile on AC power.{trap} "
                                            "power-profiles-daemon, tuned-ppd or TLP (PLATFORM_PROFILE_ON_AC) set it "
                                            "again at boot and on power changes: set it there.", commands), detail=WHY)

@@ -105,7 +105,9 @@ def feedback_mhz(before: tuple[int, int], after: tuple[int, int], cppc: Cppc) ->
 
 def clock_reference(cpu_facts: CpuFacts, clocks: ClockFacts, cpu: int) -> ClockReference:
     freq = next((c for c in cpu_facts.per_cpu if c.cpu == cpu), None)
-    max_mhz = freq.cpuinfo_max_khz / 1000 if freq and freq.cpuinfo_max_khz else None
+    # the hardware ceiling; a dump without it still has the allowed ceiling, scaling_max_freq
+    top = (freq.cpuinfo_max_khz or freq.scaling_max_khz) if freq else None
+    max_mhz = top / 1000 if top else None
     if freq and freq.base_khz:
         return ClockReference(cpu, max_mhz, freq.base_khz / 1000, freq.path("base_frequency"))
     cppc = clocks.cppc.get(cpu)
