@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import write_snapshot
 from tests.cpu.build_snapshots import machine, topology_files
 
 CLOCKS = Path(__file__).resolve().parents[1] / "data" / "clocks"
@@ -212,23 +213,13 @@ FIXTURES = [
 ]
 
 
-def write(fixture: Fixture) -> Path:
-    root = CLOCKS / fixture.name
+def write(fixture: Fixture, under: Path = CLOCKS) -> Path:
+    root = under / fixture.name
     if root.exists():
         shutil.rmtree(root)
-    (root / "fs").mkdir(parents=True)
-    (root / "manifest.json").write_text(json.dumps({"format": 1, "source": fixture.source}, indent=1) + "\n")
-    for path, text in fixture.files.items():
-        local = root / "fs" / path.lstrip("/")
-        local.parent.mkdir(parents=True, exist_ok=True)
-        local.write_text(text)
-    if fixture.measure is not None:
-        (root / "samples").mkdir()
-        (root / "samples" / "measure.json").write_text(json.dumps(fixture.measure, indent=1) + "\n")
-    if fixture.commands:
-        (root / "cmd").mkdir()
-        for line, out in fixture.commands.items():
-            (root / "cmd" / line.replace(" ", "_")).write_text(out)
+    write_snapshot(root, fs=fixture.files, cmd=fixture.commands,
+                   samples={"measure": fixture.measure} if fixture.measure is not None else None,
+                   manifest={"format": 1, "source": fixture.source})
     (root / "expected.json").write_text(json.dumps(fixture.expected, indent=1) + "\n")
     (root / "SOURCE.md").write_text(f"# {fixture.name}\n\nSource: {fixture.source}\n\n{fixture.notes}\n")
     return root
