@@ -66,12 +66,14 @@ class CpuClocksCheck(Check):
         readings = [Reading(n, phase, mhz, clock_reference(cpu, clocks, n), kinds.get(n))
                     for phase, values in (("single", measured.cpu_mhz_single), ("all", measured.cpu_mhz_all))
                     for n, mhz in sorted(values.items())]
-        judged = [r for r in readings if r.ref.base_mhz or r.ref.max_mhz]
+        # all-core clocks are judged against the base clock only (all-core turbo varies); single-core against both
+        judged = [r for r in readings if r.ref.base_mhz or (r.phase == "single" and r.ref.max_mhz)]
         source = measured.cpu_mhz_source or "unknown"
         evidence = self._evidence(readings, source, cpu, clocks)
         if not judged:
-            yield self.skip("clocks were measured, but nothing says what this CPU should reach (no cpuinfo_max_freq, "
-                            "base_frequency, acpi_cppc/nominal_freq or rated clock in the model name)", evidence)
+            yield self.skip("clocks were measured, but nothing says what this CPU should reach (no base_frequency, "
+                            "acpi_cppc/nominal_freq or rated clock in the model name"
+                            + (", no cpuinfo_max_freq" if measured.cpu_mhz_single else "") + ")", evidence)
             return
         clamped = [r for r in judged if r.ref.base_mhz and r.mhz < CLAMP_RATIO * r.ref.base_mhz]
         if clamped:
@@ -150,6 +152,9 @@ def _settings_explain(cpu: CpuFacts) -> str | None:
     govs = {c.governor for c in cpu.per_cpu if c.governor}
     if cpu.mode in ("passive", "guided", "generic") and govs & {"powersave", "userspace"}:
         return f"the {'/'.join(sorted(govs & {'powersave', 'userspace'}))} governor explains it (see cpu-governor)"
+    epps = {c.epp for c in cpu.per_cpu if c.epp}
+    if cpu.mode == "active" and "power" in epps:
+        return "EPP power explains it (see cpu-epp)"
     low_cap = [c for c in cpu.per_cpu if c.scaling_max_khz and (c.base_khz or cpu.nominal_khz)
                and c.scaling_max_khz < CLAMP_RATIO * (c.base_khz or cpu.nominal_khz or 0)]
     if low_cap:
