@@ -152,7 +152,10 @@ class MeasureFacts:
         `tunehost doctor --quick`); otherwise every measured judgement skips with the reason.
         """
         if host.live and not getattr(host, "measure", False):
-            return cls(skipped=getattr(host, "measure_off_reason", None) or "not measured (--quick)")
+            reason = getattr(host, "measure_off_reason", None) or "not measured (--quick)"
+            # recorded as the sample, so a snapshot of this run replays the same reason
+            host._samples.setdefault(MEASURE_SAMPLE, {"format": MEASURE_FORMAT, "skipped": reason})
+            return cls(skipped=reason)
         data = host.sample(MEASURE_SAMPLE)
         missing = host.sample_errors.get(MEASURE_SAMPLE)
         if missing and not host.live:

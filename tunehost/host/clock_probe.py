@@ -10,7 +10,7 @@
 Busy loops run in child processes (threads would share the GIL), each pinned with os.sched_setaffinity to one CPU;
 they are killed and reaped on every way out, KeyboardInterrupt included. The whole probe stays within `budget_s`.
 Effective clocks are read, in order of preference, from:
-- "aperf-mperf": cpufreq/cpuinfo_avg_freq (Linux 6.13+, the kernel's APERF/MPERF average, kHz);
+- "aperf-mperf": cpufreq/cpuinfo_avg_freq (newer kernels: the hardware-reported average over a few ms, kHz);
 - "cppc-feedback": acpi_cppc/feedback_ctrs deltas over the window (AMD, CPPC servers; no root needed);
 - "scaling_cur_freq": cpufreq/scaling_cur_freq read repeatedly while busy (on x86 the kernel derives it from APERF/MPERF);
 - "cpuinfo": the "cpu MHz" lines of /proc/cpuinfo read while busy.
