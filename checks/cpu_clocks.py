@@ -101,11 +101,10 @@ class CpuClocksCheck(Check):
                    f"base on CPU {worst.cpu} ({phases}, CPUs {cpus})")
         explained = _settings_explain(cpu)
         if explained:
+            recheck = "tunehost doctor --check cpu-governor --check cpu-epp --check cpu-frequency --check cpu-clocks"
             return self.warn(f"{summary}; {explained}", evidence,
                              fix=Fix("The CPU's own settings hold it low: fix them first (see the check named "
-                                     "above), then measure again.", ("tunehost doctor --check cpu-governor --check "
-                                                                     "cpu-epp --check cpu-frequency --check cpu-clocks",)),
-                             detail=WHY)
+                                     "above), then measure again.", (recheck,)), detail=WHY)
         if limits.on_battery:
             return self.info(f"{summary}, on battery: laptops often clamp on battery; measure again on AC power",
                              evidence)
@@ -134,8 +133,9 @@ class CpuClocksCheck(Check):
         for phase in ("single", "all"):
             group = [r for r in readings if r.phase == phase]
             if group:
-                evidence[f"{SAMPLE_FILE} cpu_mhz_{phase}"] = ", ".join(f"cpu{r.cpu}={r.mhz:.0f}" for r in group[:32]) + (
-                    f", ... ({len(group)} CPUs)" if len(group) > 32 else "")
+                shown = ", ".join(f"cpu{r.cpu}={r.mhz:.0f}" for r in group[:32])
+                more = f", ... ({len(group)} CPUs)" if len(group) > 32 else ""
+                evidence[f"{SAMPLE_FILE} cpu_mhz_{phase}"] = shown + more
         evidence.update(cpu.grouped_evidence("cpuinfo_max_freq") if any(c.cpuinfo_max_khz for c in cpu.per_cpu)
                         else cpu.grouped_evidence("scaling_max_freq"))
         evidence.update(cpu.grouped_evidence("base_frequency") if any(c.base_khz for c in cpu.per_cpu) else {})

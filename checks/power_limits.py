@@ -31,9 +31,9 @@ class PowerLimitsCheck(Check):
         judged_limits = [z for z in zones if z.enabled is not False and z.constraint(LONG_TERM)
                          and z.constraint(LONG_TERM).limit_uw]  # type: ignore[union-attr]
         if limits.platform_profile is None and not judged_limits:
-            reason = limits.profile_problem or ("no ACPI platform_profile and no RAPL package power limit readable "
-                                                "(/sys/firmware/acpi/platform_profile, /sys/class/powercap/intel-rapl*): "
-                                                "a desktop, a server, AMD or a VM")
+            reason = limits.profile_problem or (
+                "no ACPI platform_profile and no RAPL package power limit readable (/sys/firmware/acpi/platform_profile, "
+                "/sys/class/powercap/intel-rapl*): a desktop, a server, AMD or a VM")
             yield self.skip(reason, limits.evidence)
             return
         findings = []

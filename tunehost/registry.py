@@ -14,7 +14,8 @@ ENTRY_POINT_GROUP = "tunehost.checks"
 # the stable ids of SNAPSHOT.md, in report order; third-party checks follow alphabetically
 BUILTIN_ORDER = (
     "ram-speed", "cpu-governor", "cpu-epp", "cpu-frequency", "cpu-clocks", "power-manager", "power-limits", "thp",
-    "swap", "core-topology", "numa", "pcie-link", "gpu-memory", "thermals", "cpu-hogs", "headless", "llama-exposure", "llama-build",
+    "swap", "core-topology", "numa", "pcie-link", "gpu-memory", "thermals", "cpu-hogs", "headless", "llama-exposure",
+    "llama-build",
 )
 
 

@@ -90,5 +90,6 @@ def test_thermald_low_pl1_restores_the_rated_power():
     facts = HostFacts(open_host(CLOCKS / "dell-vostro-3491-thermald-pl1-8.75w-of-15w"))
     [finding] = run_check(PowerLimitsCheck(), facts)
     assert "PL1 is 8.75 W (intel-rapl:0), below the CPU's rated 15 W" in finding.summary
-    assert finding.fix.commands[0] == "echo 15000000 | sudo tee /sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw"
+    assert finding.fix.commands[0] == ("echo 15000000 | sudo tee "
+                                       "/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw")
     assert "thermald" in finding.fix.text

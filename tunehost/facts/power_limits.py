@@ -147,7 +147,8 @@ def _zone(host: "Host", dirname: str) -> RaplZone | None:
                                           _uw(files.read_value(f"{path}/constraint_{k}_max_power_uw"))))
     if name is None and not constraints:
         return None
-    return RaplZone(path, ZONE_DIR.fullmatch(dirname).group(1), name, enabled, tuple(constraints))  # type: ignore[union-attr]
+    control = dirname.rpartition(":")[0]  # "intel-rapl" or "intel-rapl-mmio" (the name matched ZONE_DIR)
+    return RaplZone(path, control, name, enabled, tuple(constraints))
 
 
 def _on_battery(host: "Host", evidence: dict[str, str]) -> bool | None:

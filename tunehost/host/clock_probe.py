@@ -12,7 +12,7 @@ they are killed and reaped on every way out, KeyboardInterrupt included. The who
 Effective clocks are read, in order of preference, from:
 - "aperf-mperf": cpufreq/cpuinfo_avg_freq (newer kernels: the hardware-reported average over a few ms, kHz);
 - "cppc-feedback": acpi_cppc/feedback_ctrs deltas over the window (AMD, CPPC servers; no root needed);
-- "scaling_cur_freq": cpufreq/scaling_cur_freq read repeatedly while busy (on x86 the kernel derives it from APERF/MPERF);
+- "scaling_cur_freq": cpufreq/scaling_cur_freq read repeatedly while busy (x86 kernels derive it from APERF/MPERF);
 - "cpuinfo": the "cpu MHz" lines of /proc/cpuinfo read while busy.
 Only raw figures are recorded; facts/checks compare them with cpuinfo_max_freq and base_frequency / nominal_freq.
 Reads go through the host layer (host.files); a snapshot host is never probed.
