@@ -47,7 +47,7 @@ def two_cpus(khz_file="scaling_cur_freq", khz="2500000") -> dict[str, str]:
 def test_this_machine_gives_clocks_or_the_reason():
     """CI's VM has no cpufreq: the probe must say so; a host with cpufreq must give valid clock keys."""
     host = open_host()
-    result = probe_clocks(host, budget_s=0.5)
+    result = probe_clocks(host, budget_s=0.8)
     if not CpuFacts.gather(host).has_cpufreq and not ClockFacts.gather(host).cppc:
         assert set(result) == {"clocks_skipped"} and "cpufreq" in result["clocks_skipped"]
     else:
@@ -55,7 +55,7 @@ def test_this_machine_gives_clocks_or_the_reason():
 
 
 def test_fake_root_scaling_cur_freq(tmp_path):
-    result = probe_clocks(fake_host(tmp_path, two_cpus()), budget_s=0.5)
+    result = probe_clocks(fake_host(tmp_path, two_cpus()), budget_s=0.8)
     cpus = ALLOWED[:2]
     assert result["cpu_mhz_source"] == "scaling_cur_freq"
     assert result["cpu_mhz_single"] == {str(cpus[0]): 2500.0}
@@ -68,14 +68,14 @@ def test_cpuinfo_avg_freq_is_preferred(tmp_path):
     files = two_cpus()
     files.update({k.replace("scaling_cur_freq", "cpuinfo_avg_freq"): "3100000\n" for k in list(files)
                   if k.endswith("scaling_cur_freq")})
-    result = probe_clocks(fake_host(tmp_path, files), budget_s=0.5)
+    result = probe_clocks(fake_host(tmp_path, files), budget_s=0.8)
     assert result["cpu_mhz_source"] == "aperf-mperf" and set(result["cpu_mhz_all"].values()) == {3100.0}
 
 
 def test_proc_cpuinfo_is_the_last_resort(tmp_path):
     files = two_cpus(khz_file="scaling_setspeed", khz="<unsupported>")
     files["/proc/cpuinfo"] = "".join(f"processor\t: {n}\ncpu MHz\t\t: 1234.567\n\n" for n in ALLOWED[:2])
-    result = probe_clocks(fake_host(tmp_path, files), budget_s=0.5)
+    result = probe_clocks(fake_host(tmp_path, files), budget_s=0.8)
     assert result["cpu_mhz_source"] == "cpuinfo" and set(result["cpu_mhz_all"].values()) == {1234.6}
 
 
@@ -84,7 +84,7 @@ def test_frozen_cppc_counters_are_not_a_clock(tmp_path):
     for n in ALLOWED[:2]:
         files[f"{CPU}/cpu{n}/acpi_cppc/nominal_freq"] = "4001\n"
         files[f"{CPU}/cpu{n}/acpi_cppc/feedback_ctrs"] = "ref:1000 del:250\n"
-    result = probe_clocks(fake_host(tmp_path, files), budget_s=0.5)
+    result = probe_clocks(fake_host(tmp_path, files), budget_s=0.8)
     assert "did not change" in result["clocks_skipped"] and "cppc-feedback" in result["clocks_skipped"]
 
 
@@ -98,7 +98,7 @@ def test_feedback_counters_give_the_delivered_clock():
 
 
 def test_nothing_readable_skips_with_reason(tmp_path):
-    result = probe_clocks(fake_host(tmp_path, {f"{CPU}/online": "0\n"}), budget_s=0.5)
+    result = probe_clocks(fake_host(tmp_path, {f"{CPU}/online": "0\n"}), budget_s=0.8)
     assert set(result) == {"clocks_skipped"}
 
 
@@ -112,49 +112,84 @@ def test_a_budget_too_small_for_a_window_skips(tmp_path):
     assert "budget" in result["clocks_skipped"]
 
 
-def test_children_are_pinned_and_reaped(tmp_path, monkeypatch):
-    spawned = []
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def recording_spawn(monkeypatch):
+    groups = []
     real_spawn = clock_probe.spawn_busy
 
-    def spawn(cpus):
-        children = real_spawn(cpus)
-        spawned.extend(children)
-        return children
+    def spawn(cpus, lifetime_s):
+        group = real_spawn(cpus, lifetime_s)
+        groups.append(group)
+        return group
 
+    monkeypatch.setattr(clock_probe, "spawn_busy", spawn)
+    return groups
+
+
+def test_children_are_pinned_and_reaped(monkeypatch):
+    groups = recording_spawn(monkeypatch)
     seen_affinity = {}
 
     def reader(cpus, window):
-        for cpu, child in zip(cpus, spawned[-len(cpus):]):
-            seen_affinity[cpu] = os.sched_getaffinity(child.pid)
+        for cpu in cpus:
+            seen_affinity[cpu] = os.sched_getaffinity(groups[-1].pids[cpu])
         return {cpu: 1000.0 for cpu in cpus}
 
-    monkeypatch.setattr(clock_probe, "spawn_busy", spawn)
     got = clock_probe.run_phase(ALLOWED[:2], reader, 0.01)
     assert got == {cpu: 1000.0 for cpu in ALLOWED[:2]}
     assert seen_affinity == {cpu: {cpu} for cpu in ALLOWED[:2]}
-    assert spawned and all(child.returncode is not None for child in spawned)
+    [group] = groups
+    assert group.launcher.returncode is not None
+    assert group_members(group.launcher.pid) == []
 
 
 def test_keyboard_interrupt_leaves_no_child_behind(tmp_path, monkeypatch):
-    spawned = []
-    real_spawn = clock_probe.spawn_busy
-
-    def spawn(cpus):
-        children = real_spawn(cpus)
-        spawned.extend(children)
-        return children
+    groups = recording_spawn(monkeypatch)
 
     def interrupted(seconds):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(clock_probe, "spawn_busy", spawn)
     monkeypatch.setattr(clock_probe.time, "sleep", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        probe_clocks(fake_host(tmp_path, two_cpus()), budget_s=0.5)
-    assert spawned and all(child.returncode is not None for child in spawned)
-    for child in spawned:
-        with pytest.raises(ProcessLookupError):
-            os.kill(child.pid, 0)
+        probe_clocks(fake_host(tmp_path, two_cpus()), budget_s=0.8)
+    [group] = groups
+    assert group.pids and group.launcher.returncode is not None
+    assert group_members(group.launcher.pid) == []
+    for pid in group.pids.values():
+        assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().rpartition(")")[2][:3]
+
+
+def test_a_cpu_that_cannot_be_used_gets_no_child():
+    group = clock_probe.spawn_busy([ALLOWED[0], 100_000], lifetime_s=2.0)
+    try:
+        assert list(group.pids) == [ALLOWED[0]]
+    finally:
+        clock_probe.stop_busy(group)
+    assert group_members(group.launcher.pid) == []
+
+
+def test_busy_children_end_by_themselves_when_nobody_stops_them():
+    group = clock_probe.spawn_busy([ALLOWED[0]], lifetime_s=0.1)
+    try:
+        group.launcher.wait(timeout=10)   # the launcher's lifetime passes: it reaps its children and exits
+        assert group_members(group.launcher.pid) == []
+    finally:
+        clock_probe.stop_busy(group)
 
 
 def test_single_core_picks_one_cpu_per_core_type_and_the_preferred_core():

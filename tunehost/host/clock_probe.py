@@ -8,7 +8,8 @@
     -> {"clocks_skipped": "no cpufreq in this VM/container: ..."}   when it cannot measure
 
 Busy loops run in child processes (threads would share the GIL), each pinned with os.sched_setaffinity to one CPU;
-they are killed and reaped on every way out, KeyboardInterrupt included. The whole probe stays within `budget_s`.
+they are killed and reaped on every way out, KeyboardInterrupt included, and end by themselves a few seconds after
+their window should tunehost itself be killed. The whole probe stays within `budget_s`.
 Effective clocks are read, in order of preference, from:
 - "aperf-mperf": cpufreq/cpuinfo_avg_freq (newer kernels: the hardware-reported average over a few ms, kHz);
 - "cppc-feedback": acpi_cppc/feedback_ctrs deltas over the window (AMD, CPPC servers; no root needed);
@@ -21,10 +22,12 @@ Reads go through the host layer (host.files); a snapshot host is never probed.
 from __future__ import annotations
 
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from tunehost.facts.clocks import ClockFacts, parse_feedback, feedback_mhz, cppc_dir, read_cppc
@@ -34,13 +37,51 @@ from tunehost.facts.topology import EFFICIENCY, PERFORMANCE, CpuTopology, physic
 if TYPE_CHECKING:
     from tunehost.host import Host
 
-BUSY_LOOP = "while True: pass"
+CHILD_GRACE_S = 3.0   # a busy child ends itself this long after its window even if nobody stops it
+# The launcher: forks one busy child per CPU (each pins itself), says "ready cpu:pid ...", then waits for its stdin to
+# close (or its parent to vanish, or the lifetime to pass), kills and reaps the children, and exits.
+LAUNCHER = r"""
+import os, select, signal, sys, time
+end = time.monotonic() + float(sys.argv[1])
+owner = os.getppid()
+launcher = os.getpid()
+children = {}
+for cpu in map(int, sys.argv[2:]):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            os._exit(3)
+        n = 0
+        while True:
+            n += 1
+            if (n & 0x3FFFF) == 0 and (os.getppid() != launcher or time.monotonic() > end):
+                os._exit(0)
+    children[cpu] = pid
+sys.stdout.write("ready " + " ".join("%d:%d" % kv for kv in children.items()) + "\n")
+sys.stdout.flush()
+while time.monotonic() < end and os.getppid() == owner:
+    if select.select([sys.stdin], [], [], 0.05)[0]:
+        break
+for pid in children.values():
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+for pid in children.values():
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+"""
 RAMP_S = 0.12          # the governor/HWP raises the clock within tens of ms; the child interpreter starts in ~20 ms
 MIN_WINDOW_S = 0.05
+SPAWN_S = 0.1          # starting the launcher interpreter, its forks, and the reaping, per phase
 MAX_WINDOW_S = 0.5
 READS_PER_WINDOW = 5   # scaling_cur_freq / cpu MHz: the median of a few reads while busy
 MAX_ALL_CORE = 512     # children at once: one per physical core, capped on the largest hosts
-KILL_WAIT_S = 2.0
+KILL_WAIT_S = 1.0
 SOURCES = ("aperf-mperf", "cppc-feedback", "scaling_cur_freq", "cpuinfo")
 
 
@@ -65,21 +106,23 @@ def probe_clocks(host: "Host", *, budget_s: float = 1.5) -> dict:
     if source is None:
         return {"clocks_skipped": "no effective clock readable (no cpuinfo_avg_freq, acpi_cppc/feedback_ctrs, "
                                   f"scaling_cur_freq or \"cpu MHz\" in {CPUINFO})"}
-    phases = [[c] for c in single] + [every]
-    spent = time.monotonic() - started
-    per_phase = (budget_s - spent) / len(phases) if phases else 0.0
-    window = min(MAX_WINDOW_S, per_phase - RAMP_S - 0.03)  # 30 ms per phase for spawning and reaping
-    if window < MIN_WINDOW_S:
-        return {"clocks_skipped": f"a {budget_s:.1f} s budget leaves no time for a load window"}
+    # all-core first: it matters most, and a tight budget then drops a single-core reading rather than it
+    phases = [every] + [[c] for c in single]
     read = _reader(host, source, clocks)
     out_single: dict[str, float] = {}
     out_all: dict[str, float] = {}
-    for phase in phases:
-        if time.monotonic() - started + RAMP_S + window > budget_s:
+    windows: list[float] = []
+    for k, phase in enumerate(phases):
+        left = budget_s - (time.monotonic() - started)
+        window = min(MAX_WINDOW_S, left / (len(phases) - k) - RAMP_S - SPAWN_S)
+        if window < MIN_WINDOW_S:
             break
         got = run_phase(phase, read, window)
+        windows.append(window)
         target = out_all if phase is every else out_single
         target.update({str(c): round(mhz, 1) for c, mhz in got.items()})
+    if not windows:
+        return {"clocks_skipped": f"a {budget_s:.1f} s budget leaves no time for a load window"}
     result: dict = {}
     if out_single:
         result["cpu_mhz_single"] = out_single
@@ -88,7 +131,7 @@ def probe_clocks(host: "Host", *, budget_s: float = 1.5) -> dict:
     if not result:
         return {"clocks_skipped": f"the effective clock ({source}) did not change while busy"}
     result["cpu_mhz_source"] = source
-    result["cpu_probe_window_s"] = round(window, 3)
+    result["cpu_probe_window_s"] = round(min(windows), 3)
     return result
 
 
@@ -183,58 +226,85 @@ def _reader(host: "Host", source: str, clocks: ClockFacts) -> Reader:
 
 def run_phase(cpus: list[int], read: Reader, window: float) -> dict[int, float]:
     """Busy loops pinned to `cpus` for the ramp and the window; the clocks read meanwhile. Children never outlive it."""
-    children: list[subprocess.Popen] = []
+    group: BusyGroup | None = None
     try:
-        children = spawn_busy(cpus)
-        pinned = [c for c, child in zip(cpus, children) if child is not None]
-        if not pinned:
+        group = spawn_busy(cpus, lifetime_s=RAMP_S + window + CHILD_GRACE_S)
+        if not group.pids:
             return {}
         time.sleep(RAMP_S)
-        return read(pinned, window)
+        return read(sorted(group.pids), window)
     finally:
-        stop_busy(children)
+        if group is not None:
+            stop_busy(group)
 
 
-def spawn_busy(cpus: Iterable[int]) -> list:
-    """One busy-loop child per CPU, pinned from here (no pre-exec hook: unsafe with threads). A CPU that refuses the
-    pinning gets no child (None in its place)."""
-    children: list = []
+@dataclass
+class BusyGroup:
+    """One launcher process (its own session and process group) and its busy children: CPU -> pid."""
+
+    launcher: subprocess.Popen
+    pids: dict[int, int] = field(default_factory=dict)
+
+
+def spawn_busy(cpus: Iterable[int], lifetime_s: float) -> BusyGroup:
+    """Busy children pinned one per CPU. One launcher forks them all (a fork per CPU costs well under a millisecond;
+    starting an interpreter per CPU would eat the budget on a 192-core host), then this process pins each again with
+    os.sched_setaffinity; a CPU that refuses the pinning is dropped. Every child exits by itself after `lifetime_s`
+    or when its parent goes away, so even a SIGKILL of tunehost leaves no busy loop behind."""
+    wanted = list(dict.fromkeys(int(c) for c in cpus))
+    launcher = subprocess.Popen([sys.executable, "-S", "-I", "-c", LAUNCHER, f"{lifetime_s:.3f}", *map(str, wanted)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                close_fds=True, start_new_session=True)
+    group = BusyGroup(launcher)
     try:
-        for cpu in cpus:
-            child = subprocess.Popen([sys.executable, "-S", "-I", "-c", BUSY_LOOP], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
-            children.append(child)
-            try:
-                os.sched_setaffinity(child.pid, {cpu})
-            except OSError:
-                stop_busy([child])
-                children[-1] = None
+        ready = launcher.stdout.readline().decode("ascii", "replace").split() if launcher.stdout else []
+        for pair in ready[1:] if ready[:1] == ["ready"] else []:
+            cpu, _, pid = pair.partition(":")
+            if cpu.isdigit() and pid.isdigit() and int(cpu) in wanted:
+                try:
+                    os.sched_setaffinity(int(pid), {int(cpu)})
+                except OSError:
+                    continue
+                group.pids[int(cpu)] = int(pid)
     except BaseException:
-        stop_busy(children)
+        stop_busy(group)
         raise
-    return children
+    return group
 
 
-def stop_busy(children: Iterable) -> None:
-    """Kill and reap every child; a KeyboardInterrupt while reaping still reaps the rest, then goes on up."""
-    live = [c for c in children if c is not None]
+def stop_busy(group: BusyGroup) -> None:
+    """End the launcher and every busy child: the launcher kills and reaps its children when its stdin closes; the
+    whole process group is then killed in case it did not. A KeyboardInterrupt meanwhile still finishes the job,
+    then goes on up."""
+    launcher = group.launcher
     interrupted: BaseException | None = None
-    for child in live:
+    try:
+        if launcher.stdin:
+            launcher.stdin.close()
+    except OSError:
+        pass
+    try:
+        launcher.wait(timeout=KILL_WAIT_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            interrupted = exc
+    _kill_group(launcher.pid)  # whatever is left of the group (all of it, if the launcher did not answer)
+    while launcher.returncode is None:
         try:
-            child.kill()
-        except OSError:
-            pass
-    for child in live:
-        while True:
-            try:
-                child.wait(timeout=KILL_WAIT_S)
-                break
-            except subprocess.TimeoutExpired:
-                child.kill()
-            except KeyboardInterrupt as exc:
-                interrupted = exc
+            launcher.wait()  # SIGKILLed: returns at once; a blocking wait needs no timer
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if launcher.stdout:
+        launcher.stdout.close()
     if interrupted is not None:
         raise interrupted
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _positive(text: str | None) -> int | None:
