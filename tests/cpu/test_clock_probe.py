@@ -208,3 +208,12 @@ def test_single_core_picks_one_cpu_per_core_type_and_the_preferred_core():
     ranked = ClockFacts(cppc={n: Cppc(highest_perf=232 if n % 4 == 2 else 196) for n in range(8)})
     single, every = choose_cpus(amd, ranked, set(range(8)))
     assert single == [2] and every == [0, 1, 2, 3]
+
+
+def test_children_that_cannot_start_are_a_skip_reason(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError("fork refused")
+
+    monkeypatch.setattr(clock_probe.subprocess, "Popen", refuse)
+    result = probe_clocks(fake_host(tmp_path, two_cpus()), budget_s=0.8)
+    assert result == {"clocks_skipped": "the busy-loop children could not start (PermissionError)"}
