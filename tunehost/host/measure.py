@@ -80,3 +80,20 @@ def take_measurement(host: "Host") -> dict[str, Any]:
 @sampler("measure")
 def sample_measure(host: "Host") -> dict[str, Any]:
     return take_measurement(host)
+
+
+def read_bandwidth(host: "Host") -> tuple[float | None, str]:
+    """(GB/s, where it comes from) of host memory for the token-generation ceilings of advise and bench.
+
+    Live: the pinned per-core probe, now. A snapshot: the bandwidth its doctor run measured (samples/measure.json);
+    None with the reason when it has none. Never measures a snapshot.
+    """
+    from tunehost.facts.measure import MeasureFacts
+
+    if host.live:
+        data = probe_memory(host)
+        return data["memory_read_gbps"], f"measured now ({data['memory_read_threads']} pinned threads)"
+    recorded = MeasureFacts.gather(host)
+    if recorded.memory_read_gbps is None:
+        return None, recorded.why_missing("memory_read_gbps")
+    return recorded.memory_read_gbps, "measured when the snapshot was taken (samples/measure.json)"
