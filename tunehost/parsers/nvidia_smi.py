@@ -116,6 +116,8 @@ class GpuInfo:
     mig_devices: tuple[MigDevice, ...] = ()
     processes: tuple[GpuProcess, ...] | None = None   # None = not reported by the source
     source: str = ""
+    processes_source: str | None = None  # where the process list came from when not the driver ("/proc/<pid>/fdinfo")
+    connectors: tuple[str, ...] | None = None   # DRM connectors with a monitor plugged in; None = unknown
 
     @property
     def label(self) -> str:
