@@ -3,9 +3,9 @@ displays connected to each card from /sys/class/drm/cardN-<connector>/status.
 
 The kernel's DRM usage stats (Documentation/gpu/drm-usage-stats.rst) print, per open DRM file:
 `drm-driver:`, `drm-pdev:` (PCI address), `drm-client-id:` and memory per region: `drm-memory-<region>:` (the
-original amdgpu key, kernel 5.19+), `drm-total-<region>:` / `drm-resident-<region>:` (the common keys, 6.5+
-for amdgpu, 6.4+ for i915, xe from its first release in 6.8). Units are a bare number (bytes), KiB or MiB.
-Kernels before 5.19 (amdgpu) / 6.4 (i915) print no memory lines: then who holds VRAM is unknown.
+original amdgpu key, kernel 5.19+), `drm-total-<region>:` / `drm-resident-<region>:` (the common keys of later 6.x
+kernels; i915 and xe print regions on 6.8+). Units are a bare number (bytes), KiB or MiB.
+Kernels before 5.19 (amdgpu) / 6.8 (i915) print no memory lines: then who holds VRAM is unknown.
 Several fds of one process may share one client (dup, fork): each (pdev, client id) is counted once per process.
 Reading another user's fdinfo needs root; a process whose fdinfo cannot be read is simply not seen.
 """
