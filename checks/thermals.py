@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
@@ -38,6 +39,11 @@ def _ev(readings: Iterable[TempReading]) -> dict[str, str]:
         key = f"{r.source} ({r.chip} {r.label})" if r.source != "sensors" else f"sensors ({r.chip} {r.label})"
         out[key] = r.raw if r.source == "sensors" else f"{r.raw} ({_c(r.value_c)})"
     return out
+
+
+def plausible_c(value: float | None) -> float | None:
+    """A GPU temperature that can be real; 0 °C (vGPU guests), negative or absurd readings are placeholders."""
+    return value if value is not None and 0 < value < 150 else None
 
 
 def cpu_reading(cpu: tuple[TempReading, ...]) -> TempReading | None:
@@ -104,10 +110,16 @@ class ThermalsCheck(Check):
             yield self.ok(f"CPU {where} {_c(value)}", ev)
 
     def _gpu(self, g: GpuInfo) -> Iterable[Finding]:
-        temp = g.temperature_c
+        raw_temp = g.temperature_c
+        temp = plausible_c(raw_temp)
+        placeholder = g.temperature_c is not None and temp is None
         reasons = g.clock_reasons or ()
-        if temp is None and g.clock_reasons is None:
+        if temp is None and g.clock_reasons is None and not placeholder:
             return
+        if placeholder:
+            g = replace(g, temperature_c=None)
+        if plausible_c(g.temperature_slowdown_c) is None and g.temperature_slowdown_c is not None:
+            g = replace(g, temperature_slowdown_c=None)
         key = f"{g.source} [{g.label}]"
         ev: dict[str, str] = {}
         if temp is not None:
@@ -156,5 +168,11 @@ class ThermalsCheck(Check):
         if "sw_power_cap" in reasons and idle is False:
             yield self.info(f"{g.label} is at its power limit ({g.power_draw_w} W of {g.power_limit_w} W) under load;"
                             f" {_c(temp)}", ev)
+            return
+        if temp is None:
+            why = (f"the driver reports {raw_temp:g} °C, a placeholder (vGPU guest, "
+                   "passthrough without sensors)" if placeholder else "the driver gives none")
+            ev[f"{key} temperature"] = f"{_c(raw_temp)} (placeholder)" if placeholder else "not reported"
+            yield self.skip(f"{g.label}: no temperature reading: {why}", ev)
             return
         yield self.ok(f"{g.label} {_c(temp)}" + (f", {g.pstate}" if g.pstate else ""), ev)

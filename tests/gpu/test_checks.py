@@ -372,3 +372,14 @@ def test_strix_halo_unified_memory_is_not_low_vram():
 def test_epyc_bmc_aspeed_vga_is_not_a_gpu():
     facts = GpuFacts.gather(open_host(DATA / "snapshots/server-epyc9654-2s"))
     assert facts.gpus == () and facts.accelerators == ()
+
+
+# --- placeholder readings (issue 11) -------------------------------------------------------------------------------
+
+def test_vgpu_guest_reporting_zero_celsius_and_no_thresholds_is_no_reading_never_ok(make_snapshot):
+    # the desktop-12700f-rtx3060 NVML sample as a vGPU guest reports it: 0 °C, no slowdown threshold, N/A power
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    nvml["gpus"][0].update(temperature_c=0, temperature_slowdown_c=None, power_draw_w=None, power_limit_w=None,
+                           power_default_limit_w=None, clocks_event_reasons_active=[])
+    found = [f for f in run(ThermalsCheck(), make_snapshot(samples={"nvml": nvml})) if "RTX 3060" in f.summary]
+    assert sev(found) == [S.SKIP] and "no temperature reading" in found[0].summary and "placeholder" in found[0].summary

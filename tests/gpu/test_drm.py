@@ -6,7 +6,7 @@ Fixtures: tests/data/gpu/drm/ (README.md there names the public report behind ea
 from __future__ import annotations
 
 from tests.conftest import DATA
-from checks.gpu_memory import GpuMemoryCheck
+from tunehost.checks.gpu_memory import GpuMemoryCheck
 from tunehost.check import Severity as S
 from tunehost.facts import HostFacts
 from tunehost.facts.drm_clients import DrmFacts, parse_fdinfo
