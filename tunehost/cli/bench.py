@@ -270,23 +270,30 @@ def render_configs(result: "SavedResult", console: "Console") -> None:
 
 
 def render_ceiling(result: "SavedResult", console: "Console") -> None:
-    ceiling = result.ceiling or {}
-    top = ceiling.get("tg_ceiling_ts")
-    if not top:
-        return
-    config = result.config()
-    tg = next((t for t in config.tests if t.kind == "tg"), None)
+    """Where the measured TG sits under the ceiling of its placement (tunehost.advise.ceiling, shared with advise)."""
+    from rich.markup import escape
+
+    from tunehost.advise.ceiling import ceiling_from_json, describe
+
+    data = result.ceiling or {}
+    tg = next((t for t in result.config().tests if t.kind == "tg"), None)
     if tg is None:
         return
+    ceiling = ceiling_from_json(data)
+    if ceiling is not None:
+        console.print()
+        console.print(escape(describe(ceiling, tg.centre)))
+        if ceiling.tokens_per_s and tg.centre > ceiling.tokens_per_s and ceiling.path == "cpu":
+            console.print("[dim]above the RAM ceiling: the model's weights fit in the CPU caches[/]")
+        return
+    top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
+    if not top:
+        return
     share = tg.centre / top
-    basis = (f"{ceiling['bandwidth_gbps']:.1f} GB/s read bandwidth / {ceiling['bytes_per_token'] / 1e6:.1f} MB of "
+    basis = (f"{data['bandwidth_gbps']:.1f} GB/s read bandwidth / {data['bytes_per_token'] / 1e6:.1f} MB of "
              "weights per token")
     console.print()
-    if share > 1.0:
-        console.print(f"TG = {share:.0%} of the ~{_ts(top)} t/s RAM ceiling: above it, because the model's weights "
-                      f"fit in the CPU caches ({basis})")
-    else:
-        console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
+    console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
 
 
 def render_how(result: "SavedResult", console: "Console") -> None:

@@ -272,6 +272,8 @@ def _from_nvml(row: Mapping[str, Any]) -> GpuInfo:
         processes=tuple(GpuProcess(_i(p.get("pid")), _i(p.get("used_mib")), None, _s(p.get("type")))
                         for p in procs if isinstance(p, dict)) if isinstance(procs, list) else None,
         source="NVML",
+        memory_bus_width_bits=_i(row.get("memory_bus_width_bits")),
+        memory_clock_max_mhz=_i(row.get("memory_clock_max_mhz")),
     )
 
 

@@ -9,7 +9,8 @@ Format (docs/checks.d/gpu-memory.md): {"driver_version": str|null, "cuda_version
 "temperature_c", "temperature_slowdown_c", "clocks_event_reasons": int|null, "clocks_event_reasons_active": [names],
 "power_draw_w", "power_limit_w", "power_default_limit_w", "pstate": "P8", "utilization_pct",
 "display_active": bool, "display_mode": bool, "mig_enabled": bool, "mig_devices": [{"index", "memory_total_mib",
-"memory_used_mib"}], "processes": [{"pid", "used_mib", "type": "C"|"G"|"C+G"}]}]}.
+"memory_used_mib"}], "processes": [{"pid", "used_mib", "type": "C"|"G"|"C+G"}], "memory_bus_width_bits",
+"memory_clock_max_mhz"}]}.
 Process names are not recorded here: they come from the `processes` sample.
 """
 
@@ -143,6 +144,8 @@ def _read_gpu(nv: Any, index: int, h: Any) -> dict[str, Any]:
         "mig_enabled": mig_enabled,
         "mig_devices": _mig_devices(nv, h) if mig_enabled else [],
         "processes": _processes(nv, h),
+        "memory_bus_width_bits": get("nvmlDeviceGetMemoryBusWidth"),
+        "memory_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", getattr(nv, "NVML_CLOCK_MEM", 2)),
     }
 
 

@@ -118,6 +118,8 @@ class GpuInfo:
     source: str = ""
     processes_source: str | None = None  # where the process list came from when not the driver ("/proc/<pid>/fdinfo")
     connectors: tuple[str, ...] | None = None   # DRM connectors with a monitor plugged in; None = unknown
+    memory_bus_width_bits: int | None = None    # NVML: for the VRAM bandwidth of the TG ceiling
+    memory_clock_max_mhz: int | None = None
 
     @property
     def label(self) -> str:
