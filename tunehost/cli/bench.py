@@ -325,8 +325,32 @@ def render_how(result: "SavedResult", console: "Console") -> None:
             console.print(f"[dim]host stayed quiet: {', '.join(parts)}"
                           + (f" (not visible here: {'; '.join(u.split(' (')[0] for u in watch.unknown)})" if watch.unknown else "")
                           + "[/]")
+        render_gpu_watch(watch.gpu, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def render_gpu_watch(gpu: Any, console: "Console") -> None:
+    """The GPUs under load: one dim line per GPU, then the findings (PCIe below max, power capping)."""
+    from rich.markup import escape
+
+    if not isinstance(gpu, dict):
+        return
+    for name, s in (gpu.get("summary") or {}).items():
+        if not isinstance(s, dict) or not s.get("busy_samples"):
+            continue
+        bits = [f"busy in {s['busy_samples']} of {s.get('samples')} samples"]
+        for key, unit, label in (("sm_clock_mhz", "MHz", "clock"), ("power_w", "W", "power"),
+                                 ("temperature_c", "°C", "temperature")):
+            span = s.get(key)
+            if isinstance(span, list) and len(span) == 2:
+                bits.append(f"{label} {span[0]:.0f}-{span[1]:.0f} {unit}")
+        gen, width = s.get("pcie_gen"), s.get("pcie_width")
+        if isinstance(gen, list) and isinstance(width, list):
+            bits.append(f"PCIe Gen{gen[1]:.0f} x{width[1]:.0f}")
+        console.print(f"[dim]{escape(str(name))}: {escape(', '.join(bits))}[/]")
+    for finding in gpu.get("findings") or ():
+        console.print(f"[yellow]GPU:[/] {escape(str(finding))}")
 
 
 def _ts(value: float) -> str:
