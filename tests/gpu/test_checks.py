@@ -383,3 +383,32 @@ def test_vgpu_guest_reporting_zero_celsius_and_no_thresholds_is_no_reading_never
                            power_default_limit_w=None, clocks_event_reasons_active=[])
     found = [f for f in run(ThermalsCheck(), make_snapshot(samples={"nvml": nvml})) if "RTX 3060" in f.summary]
     assert sev(found) == [S.SKIP] and "no temperature reading" in found[0].summary and "placeholder" in found[0].summary
+
+
+# --- pcie-link while llama-server serves (issue 11) ------------------------------------------------------------------
+
+def _serving_3060(make_snapshot, gen: int, util: int, pstate: str):
+    # the desktop-12700f-rtx3060 NVML sample, read while its llama-server (pid 2200) answered a request
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    gpu = nvml["gpus"][0]
+    gpu.update(utilization_pct=util, pstate=pstate, clocks_event_reasons_active=[] if util else ["gpu_idle"])
+    gpu["pcie"]["gen_current"] = gen
+    gpu["processes"].append({"pid": 2200, "used_mib": 7000, "type": "C"})
+    procs = [{"pid": 2200, "name": "llama-server", "server": "llama-server", "flags": {}}]
+    return make_snapshot(samples={"nvml": nvml, "processes": procs})
+
+
+def test_gen1_while_llama_server_is_serving_is_judged_under_load(make_snapshot):
+    [found] = run(PcieLinkCheck(), _serving_3060(make_snapshot, gen=1, util=97, pstate="P2"))
+    assert found.severity is S.WARN and "Gen1 of Gen4" in found.summary
+    assert "while llama-server (pid 2200) was serving" in found.summary
+
+
+def test_gen4_while_llama_server_is_serving_is_ok_under_load(make_snapshot):
+    [found] = run(PcieLinkCheck(), _serving_3060(make_snapshot, gen=4, util=97, pstate="P2"))
+    assert found.severity is S.OK and "under load while llama-server (pid 2200) was serving" in found.summary
+
+
+def test_idle_llama_server_asks_for_a_run_during_a_request(make_snapshot):
+    [found] = run(PcieLinkCheck(), _serving_3060(make_snapshot, gen=1, util=0, pstate="P8"))
+    assert found.severity is S.INFO and "during a request" in found.summary
