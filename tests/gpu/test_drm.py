@@ -147,3 +147,8 @@ def test_ci_vm_has_no_drm_and_no_gpu():
     snap = DATA / "snapshots" / "ci-vm"
     facts = GpuFacts.gather(open_host(snap))
     assert not facts.gpus
+
+
+def test_live_scan_never_raises():
+    facts = DrmFacts.gather(open_host())
+    assert isinstance(facts, DrmFacts) and all(p.pdev for p in facts.processes)

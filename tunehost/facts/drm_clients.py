@@ -107,6 +107,9 @@ def _gather(host: "Host") -> DrmFacts:
     by_key: dict[tuple[int, str], dict] = {}
     scanned = 0
     pids = _pids(host)
+    # live: read only DRM files (a browser has thousands of other fds); while recording a snapshot the fd links are
+    # not read, so no other file path of any process enters the snapshot
+    by_link = host.live and getattr(host.files, "log", None) is None
     for pid_text in pids:
         fds = host.files.listdir(f"{PROC}/{pid_text}/fdinfo")
         if not fds:
@@ -116,10 +119,10 @@ def _gather(host: "Host") -> DrmFacts:
         for fd in fds[:MAX_FDS_PER_PROCESS]:
             if not fd.isdigit():
                 continue
-            if host.live:
+            if by_link:
                 target = host.files.readlink(f"{PROC}/{pid_text}/fd/{fd}")
                 if not target or not target.startswith("/dev/dri/"):
-                    continue   # read only DRM files: a browser has thousands of other fds
+                    continue
             client = parse_fdinfo(host.files.read(f"{PROC}/{pid_text}/fdinfo/{fd}"))
             if client is None or client.pdev is None:
                 continue
