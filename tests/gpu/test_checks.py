@@ -412,3 +412,10 @@ def test_gen4_while_llama_server_is_serving_is_ok_under_load(make_snapshot):
 def test_idle_llama_server_asks_for_a_run_during_a_request(make_snapshot):
     [found] = run(PcieLinkCheck(), _serving_3060(make_snapshot, gen=1, util=0, pstate="P8"))
     assert found.severity is S.INFO and "during a request" in found.summary
+
+
+def test_placeholder_fields_parse_as_unknown():
+    from tunehost.parsers.nvidia_smi import integer
+
+    for text in ("N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Supported", ""):
+        assert integer(text) is None, text
