@@ -104,3 +104,13 @@ def test_vram_bandwidth_from_bus_width_and_the_real_max_memory_clock(dump, bus_b
     mhz = int(re.search(r"<mem_clock>(\d+) MHz</mem_clock>", max_clocks).group(1))
     assert vram_bandwidth(bus_bits, mhz) == pytest.approx(expected, abs=0.5)
     assert vram_bandwidth(None, mhz) is None and vram_bandwidth(bus_bits, -1) is None
+
+
+def test_expo_off_kit_shows_what_its_rating_would_allow():
+    # G.Skill F5-6000 kit at JEDEC 4800: the rated speed is what the DIMMs could give with EXPO on
+    ram = RamFacts.from_text((DMI / "ddr5-6000-kit-am5-7950x3d-expo-off-speed-eq-configured-4800.txt").read_text())
+    peak = dimm_peak(ram)
+    model = MODELS["llama8b"]()
+    c = tg_ceiling_for(model, Placement("cpu", 0), Bandwidths.with_dimms(peak, ram_gbps=31.0))
+    assert (peak.configured_gbps, peak.rated_gbps) == (76.8, 96.0)
+    assert "allow 77 GB/s" in describe(c) and "96 GB/s at their rated speed" in describe(c)

@@ -97,6 +97,14 @@ class Bandwidths:
     ram_gbps: float | None = None          # measured read bandwidth
     dimm_gbps: float | None = None         # peak of the configured DIMMs (memory_layout.dimm_peak)
     dimm_basis: str = ""
+    dimm_rated_gbps: float | None = None   # the same at the slowest module's rating (XMP/EXPO)
+
+    @classmethod
+    def with_dimms(cls, peak: Any, **kwargs: Any) -> "Bandwidths":
+        """Bandwidths carrying a memory_layout.DimmPeak (or None)."""
+        if peak is None:
+            return cls(**kwargs)
+        return cls(dimm_gbps=peak.configured_gbps, dimm_basis=peak.basis, dimm_rated_gbps=peak.rated_gbps, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,7 @@ class Ceiling:
                 "parts": [{"memory": m, "bytes_per_token": b, "gbps": g} for m, b, g in self.parts],
                 "dimm_tokens_per_s": self.dimm_tokens_per_s, "ram_measured_gbps": bw.ram_gbps,
                 "ram_dimm_gbps": bw.dimm_gbps, "ram_dimm_basis": bw.dimm_basis or None,
+                "ram_dimm_rated_gbps": bw.dimm_rated_gbps,
                 "gpu_gbps": bw.gpu_gbps, "gpu_basis": bw.gpu_basis or None}
 
 
@@ -131,7 +140,8 @@ def ceiling_from_json(data: Any) -> Ceiling | None:
     parts = tuple((str(p.get("memory")), int(p.get("bytes_per_token") or 0), num(p.get("gbps")))
                   for p in data["parts"] if isinstance(p, dict))
     bw = Bandwidths(num(data.get("gpu_gbps")), str(data.get("gpu_basis") or ""), num(data.get("ram_measured_gbps")),
-                    num(data.get("ram_dimm_gbps")), str(data.get("ram_dimm_basis") or ""))
+                    num(data.get("ram_dimm_gbps")), str(data.get("ram_dimm_basis") or ""),
+                    num(data.get("ram_dimm_rated_gbps")))
     return Ceiling(num(data.get("tokens_per_s")), parts, str(data.get("note") or ""),
                    num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""))
 
@@ -197,6 +207,8 @@ def describe(c: Ceiling, measured_ts: float | None = None) -> str:
     if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
         head += (f"; the DIMMs as configured allow {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
                  + (f" ({bw.dimm_basis})" if bw.dimm_basis else ""))
+        if bw.dimm_rated_gbps and bw.dimm_rated_gbps > bw.dimm_gbps * 1.05:
+            head += f", {bw.dimm_rated_gbps:.0f} GB/s at their rated speed (XMP/EXPO off?)"
     elif c.ram_bytes and bw.dimm_gbps is None:
         head += "; the DIMMs' peak is unknown (no dmidecode / SMBIOS memory data)"
     return head

@@ -566,10 +566,8 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
 def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuView | None,
              options: AdviseOptions) -> Ceiling | None:
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
-    peak = options.ram_peak
-    bw = Bandwidths(gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
-                    ram_gbps=options.ram_bandwidth_gbps, dimm_gbps=peak.configured_gbps if peak else None,
-                    dimm_basis=peak.basis if peak else "")
+    bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
+                               ram_gbps=options.ram_bandwidth_gbps)
     return tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
 
 

@@ -398,7 +398,7 @@ def _host_bandwidths(host: "Host | None") -> tuple[bool, bool, Any]:
             gpu_gbps = gpu_bandwidth(target.name)
             basis = f"({target.name} spec sheet)" if gpu_gbps else ""
     return (target is not None, target is not None and target.integrated,
-            Bandwidths(gpu_gbps, basis, None, peak.configured_gbps if peak else None, peak.basis if peak else ""))
+            Bandwidths.with_dimms(peak, gpu_gbps=gpu_gbps, gpu_basis=basis))
 
 
 def default_invoke(binary: str | os.PathLike[str], *, timeout_s: float) -> Invoke:
