@@ -101,3 +101,40 @@ def test_no_gpu_source_starts_no_thread(make_snapshot):
     assert sampler._thread is None
     watch = sampler.stop()
     assert watch.samples == 0 and watch.unknown
+
+
+# ---------------------------------------------------------------- rendering the ceiling and the GPU watch
+
+
+def _render(result) -> str:
+    import io
+
+    from rich.console import Console
+
+    from tunehost.cli.bench import render_ceiling, render_how
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    render_ceiling(result, console)
+    render_how(result, console)
+    return out.getvalue()
+
+
+def test_fully_offloaded_result_renders_the_vram_ceiling_and_the_gpu_watch(make_snapshot):
+    from tests.advise.test_plan import MODELS
+    from tests.bench.test_results import QUIET, saved
+    from tunehost.advise.ceiling import Bandwidths, placement_from_flags, tg_ceiling_for
+
+    model = MODELS["llama8b"]()
+    c = tg_ceiling_for(model, placement_from_flags(model, ["-ngl", "99"], gpu=True),
+                       Bandwidths(gpu_gbps=360.0, gpu_basis="(NVIDIA GeForce RTX 3060 spec sheet)"))
+    base = sample_from_gpu(corpus_gpu(make_snapshot, "rtx3080-x16-gen4-loaded-p2-q-x.txt"))
+    gpu = judge_gpu([replace(base, pcie_gen=1)] * 3)
+    watch = replace(QUIET, gpu=gpu.to_json())
+    text = _render(saved([100.0] * 3, [0.8 * c.tokens_per_s] * 3, ceiling=c.to_json(), watch=watch,
+                         llama_bench={"backend": "CUDA"}))
+    assert "TG = 80% of the" in text and "VRAM ceiling" in text and "CPU caches" not in text
+    assert "busy in 3 of 3 samples" in text and "PCIe Gen1 x16" in text
+    assert "GPU: NVIDIA GeForce RTX 3080" in text and "Gen1 of Gen4 under load" in text
+    cpu_build = _render(saved([100.0] * 3, [10.0] * 3, ceiling=c.to_json(), llama_bench={"backend": "CPU"}))
+    assert "ran on the CPU backend" in cpu_build

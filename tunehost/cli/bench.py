@@ -285,6 +285,10 @@ def render_ceiling(result: "SavedResult", console: "Console") -> None:
         console.print(escape(describe(ceiling, tg.centre)))
         if ceiling.tokens_per_s and tg.centre > ceiling.tokens_per_s and ceiling.path == "cpu":
             console.print("[dim]above the RAM ceiling: the model's weights fit in the CPU caches[/]")
+        backend = str(result.llama_bench.get("backend") or "")
+        if ceiling.path in ("gpu", "split", "moe") and backend and not _gpu_backend(backend):
+            console.print(f"[yellow]note:[/] llama-bench ran on the {escape(backend)} backend: the layers never reached "
+                          "the GPU, so this GPU ceiling does not apply (build llama.cpp with CUDA/ROCm/Vulkan)")
         return
     top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
     if not top:
@@ -328,6 +332,11 @@ def render_how(result: "SavedResult", console: "Console") -> None:
         render_gpu_watch(watch.gpu, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _gpu_backend(backend: str) -> bool:
+    """Whether a llama-bench backend string ("CUDA", "ROCm", "Vulkan,BLAS", "CPU") offloads to a GPU."""
+    return any(part.strip().upper() not in ("CPU", "BLAS", "") for part in backend.split(","))
 
 
 def render_gpu_watch(gpu: Any, console: "Console") -> None:
