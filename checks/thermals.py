@@ -13,6 +13,7 @@ AMD_TJMAX_C = 95.0        # Ryzen desktop/mobile Tjmax (3700X/7000-series 95 C; 
 CPU_HOT_C = 80.0          # sustained inference at or above this is close to throttling
 GPU_HOT_C = 85.0
 GPU_HOT_IDLE_C = 70.0     # an idle GPU this hot has a cooling problem
+JUNCTION_MARGIN_C = 5.0   # amdgpu junction within this of its hwmon crit: the firmware is pulling clocks
 # reasons that mean the clocks are held down by heat or power delivery (not by idleness or a set limit)
 THROTTLE_REASONS = {
     "hw_slowdown": "HW slowdown",
@@ -126,7 +127,7 @@ class ThermalsCheck(Check):
             ev[f"{key} temperature"] = _c(temp) + (f" (slowdown at {_c(g.temperature_slowdown_c)})"
                                                    if g.temperature_slowdown_c is not None else "")
         if g.hotspot_c is not None:
-            ev[f"{key} junction"] = _c(g.hotspot_c)
+            ev[f"{key} junction"] = _c(g.hotspot_c) + (f" (limit {_c(g.hotspot_crit_c)})" if g.hotspot_crit_c else "")
         if g.clock_reasons is not None:
             ev[f"{key} clocks event reasons"] = ", ".join(reasons) or "none active"
         if g.pstate:
@@ -142,6 +143,12 @@ class ThermalsCheck(Check):
             yield self.fail(f"{g.label} is throttling: {', '.join(throttled)} active", ev,
                             fix=Fix(COOLING + " HW power brake points at the PSU/power cables. Watch it under load:",
                                     recheck), detail=WHY)
+            return
+        hot_crit = g.hotspot_crit_c
+        if g.hotspot_c is not None and hot_crit is not None and g.hotspot_c >= hot_crit - JUNCTION_MARGIN_C:
+            # amdgpu: the junction at its critical mark (gpu_metrics' TEMP_HOTSPOT bit is no evidence: see docs)
+            yield self.fail(f"{g.label}: junction {_c(g.hotspot_c)} at its limit {_c(hot_crit)}: it is throttling",
+                            ev, fix=Fix(COOLING, recheck), detail=WHY)
             return
         if temp is not None and slowdown is not None and temp >= slowdown:
             yield self.fail(f"{g.label} at {_c(temp)}: at its slowdown temperature {_c(slowdown)}", ev,

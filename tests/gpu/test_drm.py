@@ -152,3 +152,30 @@ def test_ci_vm_has_no_drm_and_no_gpu():
 def test_live_scan_never_raises():
     facts = DrmFacts.gather(open_host())
     assert isinstance(facts, DrmFacts) and all(p.pdev for p in facts.processes)
+
+
+# --- amdgpu junction against its hwmon crit (ROCm/rocm-systems #11781: Radeon AI PRO R9700) -----------------------
+
+def r9700(make_snapshot, junction_milli: int):
+    # the report's idle reading: hotspot 37 °C, "73 °C below the 110 °C critical limit"; 0x7551 is Navi 48
+    hw = "/sys/class/drm/card0/device/hwmon/hwmon3"
+    fs = {**amd_card("card0", "0000:03:00.0", "0x7551"), f"{hw}/name": "amdgpu\n", f"{hw}/temp2_label": "junction\n",
+          f"{hw}/temp2_input": f"{junction_milli}\n", f"{hw}/temp2_crit": "110000\n"}
+    return make_snapshot(fs=fs, manifest=USER)
+
+
+def test_r9700_idle_junction_far_below_its_crit_is_ok(make_snapshot):
+    from tunehost.checks.thermals import ThermalsCheck
+
+    gpu = GpuFacts.gather(open_host(r9700(make_snapshot, 37000))).gpus[0]
+    assert (gpu.hotspot_c, gpu.hotspot_crit_c, gpu.temperature_c) == (37.0, 110.0, 37.0)
+    found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 37000)) if "0x7551" in f.summary]
+    assert [f.severity for f in found] == [S.OK] and "limit 110.0 °C" in " ".join(found[0].evidence.values())
+
+
+def test_junction_at_its_crit_is_throttling(make_snapshot):
+    from tunehost.checks.thermals import ThermalsCheck
+
+    # built: the same card with the junction at 108 °C (2 °C under its 110 °C crit)
+    found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 108000)) if "0x7551" in f.summary]
+    assert [f.severity for f in found] == [S.FAIL] and "junction 108.0 °C at its limit 110.0 °C" in found[0].summary

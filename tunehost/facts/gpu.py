@@ -382,7 +382,7 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
         carve_out = vendor == "amd" and vram is not None and gtt is not None and vram <= 2048 and gtt >= 4 * vram \
             and gtt >= 4096 and not host.files.exists(f"{dev}/pp_dpm_pcie")
         integrated = apu_name is not None or carve_out or _intel_integrated(vendor, bus_id)
-        temps = _hwmon_temps(host, dev)
+        temps, crits = _hwmon_temps(host, dev)
         boot = host.files.read_value(f"{dev}/boot_vga")
         cards.append(GpuInfo(
             vendor=vendor,
@@ -398,8 +398,9 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
             unified_memory=integrated,
             integrated=integrated,
             pcie=link if (link.width_max or link.speed_max) else None,
-            temperature_c=temps.get("edge", temps.get("temp1")),
+            temperature_c=temps.get("edge", temps.get("temp1", temps.get("junction"))),
             hotspot_c=temps.get("junction"),
+            hotspot_crit_c=crits.get("junction"),
             utilization_pct=host.files.read_int(f"{dev}/gpu_busy_percent"),
             boot_vga=boot == "1" if boot in ("0", "1") else None,
             source=dev,
@@ -437,13 +438,17 @@ def _bytes_mib(value: int | None) -> int | None:
     return value // MIB if value is not None and value >= 0 else None
 
 
-def _hwmon_temps(host: "Host", dev: str) -> dict[str, float]:
+def _hwmon_temps(host: "Host", dev: str) -> tuple[dict[str, float], dict[str, float]]:
+    """({label: °C}, {label: critical °C}) of the card's own hwmon (amdgpu: edge, junction, mem)."""
     from tunehost.facts.thermal import hwmon_readings
 
     temps: dict[str, float] = {}
+    crits: dict[str, float] = {}
     for reading in hwmon_readings(host, f"{dev}/hwmon"):
         temps.setdefault(reading.label, reading.value_c)
-    return temps
+        if reading.crit_c is not None and 0 < reading.crit_c < 150:
+            crits.setdefault(reading.label, reading.crit_c)
+    return temps, crits
 
 
 def _card_name(host: "Host", dev: str, vendor: str, device_id: str | None, apu_name: str | None) -> str:

@@ -103,6 +103,7 @@ class GpuInfo:
     temperature_c: float | None = None
     temperature_slowdown_c: float | None = None
     hotspot_c: float | None = None
+    hotspot_crit_c: float | None = None  # amdgpu hwmon junction temp2_crit: where the card throttles hard
     clock_reasons: tuple[str, ...] | None = None   # active reasons; None = unknown
     power_draw_w: float | None = None
     power_limit_w: float | None = None
