@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 
 from tests.conftest import corpus
-from tunehost.bench.gpu_watch import GpuSample, GpuSampler, judge_gpu, read_amdgpu, sample_from_gpu, sample_from_row
+from tunehost.bench.gpu_watch import GpuSampler, judge_gpu, read_amdgpu, sample_from_gpu, sample_from_row
 from tunehost.bench.watch import HostReading, HostWatcher, WatchReport
 from tunehost.facts.gpu import GpuFacts
 from tunehost.host import open_host
