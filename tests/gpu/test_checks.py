@@ -419,3 +419,13 @@ def test_placeholder_fields_parse_as_unknown():
 
     for text in ("N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Supported", ""):
         assert integer(text) is None, text
+
+
+def test_desktop_holding_300_mib_on_a_12gb_card_is_info_not_warn(make_snapshot):
+    # issue 11: judged by what the desktop takes; the desktop-12700f-rtx3060 NVML sample with Xorg + gnome-shell at 300
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    nvml["gpus"][0]["processes"] = [{"pid": 1342, "used_mib": 200, "type": "G"}, {"pid": 1688, "used_mib": 100,
+                                                                                  "type": "G"}]
+    procs = [{"pid": 1342, "name": "Xorg"}, {"pid": 1688, "name": "gnome-shell"}]
+    [found] = run(GpuMemoryCheck(), make_snapshot(samples={"nvml": nvml, "processes": procs}))
+    assert found.severity is S.INFO and "the desktop holds 300 MiB" in found.summary
