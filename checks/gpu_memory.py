@@ -7,17 +7,9 @@ from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
 from tunehost.facts.gpu import GpuFacts, GpuInfo, GpuProcess
+from tunehost.facts.processes import DISPLAY_PROCESSES as DESKTOP_PROCESSES, INFERENCE_PROCESSES
 
-# display servers, compositors and desktop shells: what a graphical session keeps in VRAM
-DESKTOP_PROCESSES = frozenset({
-    "Xorg", "X", "Xwayland", "gnome-shell", "kwin_wayland", "kwin_x11", "plasmashell", "sway", "Hyprland", "weston",
-    "cosmic-comp", "mutter", "xfwm4", "labwc", "niri", "gamescope", "cinnamon", "muffin", "marco", "compiz",
-    "gnome-remote-desktop-daemon", "xdg-desktop-portal-gnome", "gdm-x-session", "gdm-wayland-session",
-})
-INFERENCE_PROCESSES = {"llama-server": "llama-server", "llama-cli": "llama-cli", "ollama": "ollama",
-                       "ollama_llama_server": "ollama", "lms": "LM Studio", "koboldcpp": "koboldcpp",
-                       "llamafile": "llamafile", "vllm": "vLLM"}
-SMALL_VRAM_MIB = 16 * 1024   # on cards this size a desktop's 0.5-1 GB is a real share of the model/context
+DESKTOP_WARN_MIB = 512   # a desktop holding this much VRAM costs layers or context on any card size
 OTHERS_WARN_MIB = 512
 DESKTOP_NOTABLE_MIB = 128   # an Xorg holding a few MiB (display on another GPU) is no news
 
@@ -45,7 +37,9 @@ def memory_evidence(g: GpuInfo) -> dict[str, str]:
     ev = {f"{g.source} [{g.label}] memory": f"total {_mib(g.memory_total_mib)}, used {_mib(g.memory_used_mib)}, "
                                            f"free {_mib(g.memory_free_mib)}"}
     if g.processes:
-        ev[f"{g.source} [{g.label}] processes"] = "; ".join(_proc(p) for p in g.processes)
+        ev[f"{g.processes_source or g.source} [{g.label}] processes"] = "; ".join(_proc(p) for p in g.processes)
+    if g.connectors is not None:
+        ev[f"/sys/class/drm [{g.label}] connected"] = ", ".join(g.connectors) or "no monitor connected"
     if g.display_active is not None or g.display_attached is not None:
         ev[f"{g.source} [{g.label}] display"] = (f"attached {_yn(g.display_attached)}, "
                                                  f"active {_yn(g.display_active)}")
@@ -77,7 +71,7 @@ class GpuMemoryCheck(Check):
                 reason = gpus.nvidia_error if g.vendor == "nvidia" and gpus.nvidia_error else "no driver data"
                 yield self.skip(f"cannot read the memory of {g.label}: {reason}", {g.source or "?": "no memory data"})
             else:
-                yield from self._discrete(g, has_igpu)
+                yield from self._discrete(g, has_igpu, gpus.drm_note)
 
     def _unified(self, g: GpuInfo) -> Finding:
         ev = {f"{g.source}/mem_info_vram_total": f"{g.memory_total_mib} MiB" if g.memory_total_mib is not None
@@ -93,7 +87,7 @@ class GpuMemoryCheck(Check):
                     "ttm.pages_limit / amdgpu.gttsize (see the llama.cpp and AMD docs for your kernel)."),
             detail="Token generation on an APU is bound by system RAM bandwidth, which CPU and GPU share.")
 
-    def _discrete(self, g: GpuInfo, has_igpu: bool) -> Iterable[Finding]:
+    def _discrete(self, g: GpuInfo, has_igpu: bool, drm_note: str | None) -> Iterable[Finding]:
         ev = memory_evidence(g)
         said = False
         if g.mig_enabled:
@@ -127,37 +121,56 @@ class GpuMemoryCheck(Check):
         held = sum(p.used_mib or 0 for p in desktop)
         if g.display_active or held >= DESKTOP_NOTABLE_MIB:
             said = True
-            names = ", ".join(_proc(p) for p in desktop) or "display active"
-            if has_igpu:
-                how = ("Move the display to the integrated GPU: plug the monitor into the motherboard's video output, "
-                       "set the BIOS primary display to IGD/iGPU (keep the iGPU enabled), reboot; the desktop then "
-                       "renders on the iGPU and this card is left to llama.cpp (frees 0.5-1 GB). Verify with:")
-                cmds = ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
-                        if g.vendor == "nvidia" else "",)
-            else:
-                how = ("This host has no integrated GPU to move the display to: run the inference box headless "
-                       "(boot to the text target, use it over SSH), or drive the monitor from a second small GPU. "
-                       "Headless frees the 0.5-1 GB the desktop holds:")
-                cmds = ("sudo systemctl set-default multi-user.target", "sudo reboot")
-            fix = Fix(how, tuple(c for c in cmds if c))
-            summary = (f"{g.label} also drives the display: the desktop holds {held} MiB of its "
-                       f"{_mib(g.memory_total_mib)} ({names})")
-            small = g.memory_total_mib is not None and g.memory_total_mib <= SMALL_VRAM_MIB
-            if small:
-                yield self.warn(summary, ev, fix=fix, detail=WHY)
-            else:
-                yield self.info(summary, ev, fix=fix, detail=WHY)
+            yield self._desktop(g, desktop, held, has_igpu, ev)
         if not said:
-            free, total = g.memory_free_mib, g.memory_total_mib
-            if free is not None and total and free < total * 0.5 and g.processes is not None and not g.processes:
-                state = "at rest" if g.idle else f"while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" \
-                    if g.idle is False else "when read"
-                yield self.warn(f"{g.label}: only {_mib(free)} of {_mib(total)} free {state}, and no process is "
-                                "listed as holding it (another container or user?)", ev,
-                                fix=Fix("Find what holds the memory (nvidia-smi lists processes of this container "
-                                        "only; run it on the host):",
-                                        ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",)
-                                        if g.vendor == "nvidia" else ()), detail=WHY)
-            else:
-                rest = f"the desktop holds only {held} MiB" if held else "nothing else holds VRAM"
-                yield self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free, {rest}", ev)
+            yield self._rest(g, held, ev, drm_note)
+
+    def _desktop(self, g: GpuInfo, desktop: list[GpuProcess], held: int, has_igpu: bool,
+                 ev: dict[str, str]) -> Finding:
+        """The desktop on the inference GPU, judged by the VRAM it takes (not by the card's size)."""
+        names = ", ".join(_proc(p) for p in desktop) or "display active"
+        if has_igpu:
+            how = ("Move the display to the integrated GPU: plug the monitor into the motherboard's video output, "
+                   "set the BIOS primary display to IGD/iGPU (keep the iGPU enabled), reboot; the desktop then "
+                   "renders on the iGPU and this card is left to llama.cpp. Verify with:")
+            cmds = ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
+                    if g.vendor == "nvidia" else "sudo tunehost doctor",)
+        else:
+            how = ("This host has no integrated GPU to move the display to: run the inference box headless "
+                   "(boot to the text target, use it over SSH), or drive the monitor from a second small GPU. "
+                   "Headless frees what the desktop holds:")
+            cmds = ("sudo systemctl set-default multi-user.target", "sudo reboot")
+        fix = Fix(how, cmds)
+        where = f" (monitor on {', '.join(g.connectors)})" if g.connectors else ""
+        if g.processes is None:
+            return self.info(f"{g.label} also drives the display{where}; how much VRAM the desktop holds is unknown "
+                             "(no per-process list)", ev, fix=fix, detail=WHY)
+        summary = (f"{g.label} also drives the display{where}: the desktop holds {held} MiB of its "
+                   f"{_mib(g.memory_total_mib)} ({names})")
+        if held >= DESKTOP_WARN_MIB:
+            return self.warn(summary, ev, fix=fix, detail=WHY)
+        return self.info(summary, ev, fix=fix, detail=WHY)
+
+    def _rest(self, g: GpuInfo, held: int, ev: dict[str, str], drm_note: str | None) -> Finding:
+        free, total = g.memory_free_mib, g.memory_total_mib
+        if g.processes is None:
+            why = ("the driver lists no processes" if g.vendor == "nvidia" else
+                   "no DRM fdinfo memory lines were readable" + (f" ({drm_note})" if drm_note else
+                                                                 " (kernel before 5.19 for amdgpu / 6.4 for i915?)"))
+            if free is not None and total and free < total * 0.5:
+                return self.warn(f"{g.label}: only {_mib(free)} of {_mib(total)} free, and which processes hold it "
+                                 f"is unknown: {why}", ev,
+                                 fix=Fix("Find what holds the memory (per-process GPU memory of other users needs "
+                                         "root):", ("sudo tunehost doctor",)), detail=WHY)
+            return self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free; which processes hold VRAM is "
+                           f"unknown: {why}", ev)
+        if free is not None and total and free < total * 0.5 and not g.processes:
+            state = "at rest" if g.idle else f"while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" \
+                if g.idle is False else "when read"
+            yield_fix = Fix("Find what holds the memory (nvidia-smi lists processes of this container only; run it on "
+                            "the host):", ("nvidia-smi --query-compute-apps=pid,process_name,used_memory "
+                                           "--format=csv",) if g.vendor == "nvidia" else ("sudo tunehost doctor",))
+            return self.warn(f"{g.label}: only {_mib(free)} of {_mib(total)} free {state}, and no process is "
+                             "listed as holding it (another container or user?)", ev, fix=yield_fix, detail=WHY)
+        rest = f"the desktop holds only {held} MiB" if held else "nothing else holds VRAM"
+        return self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free, {rest}", ev)

@@ -6,11 +6,20 @@ from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
 from tunehost.facts.gpu import GpuFacts, GpuInfo, PcieLink
+from tunehost.facts.processes import ProcessFacts, ProcessInfo
 
 RECHECK_NVIDIA = "nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.current --format=csv"
 WHY = ("With the whole model in VRAM the link matters little for token generation, but partial offload (-ngl below "
        "the layer count), MoE experts kept in RAM (--cpu-moe / -ot exps=CPU) and prompt processing of CPU-held layers "
        "stream weights over it on every token: half the width is half that bandwidth.")
+
+
+def serving(facts) -> tuple[ProcessInfo, ...]:
+    """Inference servers running now (llama-server, ollama, ...): the one moment doctor sees a GPU under load."""
+    try:
+        return facts.get(ProcessFacts).servers
+    except Exception:  # no process facts (HostFacts.of in tests, a broken sample): judge the link alone
+        return ()
 
 
 def recheck_command(gpu_vendor: str, bus_id: str | None) -> str:
@@ -51,6 +60,7 @@ class PcieLinkCheck(Check):
     id = "pcie-link"
     title = "GPU PCIe link"
     judges = "each GPU's PCIe link: width below max (always), generation below max (only under load), host limits"
+    _servers: tuple = ()
 
     def run(self, facts) -> Iterable[Finding]:
         gpus = facts.get(GpuFacts)
@@ -58,6 +68,7 @@ class PcieLinkCheck(Check):
             yield self.skip("no GPU found" + (f" ({gpus.nvidia_error})" if gpus.nvidia_error else ""))
             return
         discrete = [g for g in gpus.gpus if not g.integrated]
+        self._servers = serving(facts)
         for g in gpus.gpus:
             if g.integrated:
                 if not discrete:
@@ -71,6 +82,14 @@ class PcieLinkCheck(Check):
         for fn in gpus.accelerators:
             label = f"PCI accelerator {fn.vendor}:{fn.device} ({fn.bus_id})"
             yield from self._judge(label, fn.link, "other", fn.bus_id, None, None)
+
+    def _serving_on(self, gpu: GpuInfo | None) -> str | None:
+        """"llama-server (pid 812)" when an inference server runs (on this GPU, when its process list says)."""
+        servers = self._servers
+        if gpu is not None and gpu.processes:
+            pids = {p.pid for p in gpu.processes}
+            servers = tuple(p for p in servers if p.pid in pids) or servers
+        return ", ".join(f"{p.server or p.name} (pid {p.pid})" for p in servers[:2]) or None
 
     def _judge(self, label: str, link: PcieLink, vendor: str, bus_id: str | None, gpu: GpuInfo | None,
                idle: bool | None) -> Iterable[Finding]:
@@ -100,10 +119,15 @@ class PcieLinkCheck(Check):
                                         f"Gen{dev} CPU slot if the board has one; the BIOS slot speed must be Auto."),
                             detail=WHY)
         gc, gm = link.gen_current, link.gen_max
+        server = self._serving_on(gpu) if gpu is not None else None
+        if server:
+            ev["inference server running"] = server
         if gc is not None and gm is not None and gc < gm:
             said = True
             if idle is False:
-                yield self.warn(f"{label} runs at Gen{gc} of Gen{gm} while busy ({gpu.pstate if gpu else 'load'})",
+                during = f" while {server} was serving" if server else ""
+                yield self.warn(f"{label} runs at Gen{gc} of Gen{gm} while busy ({gpu.pstate if gpu else 'load'})"
+                                f"{during}: the link does not train to its maximum under load",
                                 ev, fix=Fix("Under load the link should train to its max generation: set the slot's "
                                             "PCIe speed to Auto (or Gen" + str(gm) + ") in the BIOS, reseat the card, "
                                             "and replace a riser that is not rated for Gen" + str(gm) + ". Re-check:",
@@ -113,8 +137,12 @@ class PcieLinkCheck(Check):
                 note = ("NVIDIA GPUs drop to Gen1 when idle (P8) to save power" if vendor == "nvidia"
                         else "GPUs lower the link speed when idle (ASPM / DPM)")
                 width_ok = f"full width x{wc}, " if wc is not None and wc == wm else ""
-                yield self.info(f"{label}: {width_ok}Gen{gc} of Gen{gm} {state} is power saving - re-check under load",
-                                ev, fix=Fix(f"{note}; this is not a fault. Run the re-check while llama-bench runs "
-                                            f"and expect Gen{gm}:", (recheck,)))
+                running = (f"; {server} is running but the GPU was idle when read: run `tunehost doctor` again "
+                           "during a request to judge the link under load") if server else ""
+                yield self.info(f"{label}: {width_ok}Gen{gc} of Gen{gm} {state} is power saving - re-check under load"
+                                f"{running}", ev,
+                                fix=Fix(f"{note}; this is not a fault. Run the re-check while llama-bench runs "
+                                        f"and expect Gen{gm}:", (recheck,)))
         if not said:
-            yield self.ok(f"{label}: {link_text(link)}", ev)
+            loaded = f" under load while {server} was serving" if server and idle is False else ""
+            yield self.ok(f"{label}: {link_text(link)}{loaded}", ev)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
@@ -12,6 +13,7 @@ AMD_TJMAX_C = 95.0        # Ryzen desktop/mobile Tjmax (3700X/7000-series 95 C; 
 CPU_HOT_C = 80.0          # sustained inference at or above this is close to throttling
 GPU_HOT_C = 85.0
 GPU_HOT_IDLE_C = 70.0     # an idle GPU this hot has a cooling problem
+JUNCTION_MARGIN_C = 5.0   # amdgpu junction within this of its hwmon crit: the firmware is pulling clocks
 # reasons that mean the clocks are held down by heat or power delivery (not by idleness or a set limit)
 THROTTLE_REASONS = {
     "hw_slowdown": "HW slowdown",
@@ -38,6 +40,11 @@ def _ev(readings: Iterable[TempReading]) -> dict[str, str]:
         key = f"{r.source} ({r.chip} {r.label})" if r.source != "sensors" else f"sensors ({r.chip} {r.label})"
         out[key] = r.raw if r.source == "sensors" else f"{r.raw} ({_c(r.value_c)})"
     return out
+
+
+def plausible_c(value: float | None) -> float | None:
+    """A GPU temperature that can be real; 0 °C (vGPU guests), negative or absurd readings are placeholders."""
+    return value if value is not None and 0 < value < 150 else None
 
 
 def cpu_reading(cpu: tuple[TempReading, ...]) -> TempReading | None:
@@ -104,17 +111,23 @@ class ThermalsCheck(Check):
             yield self.ok(f"CPU {where} {_c(value)}", ev)
 
     def _gpu(self, g: GpuInfo) -> Iterable[Finding]:
-        temp = g.temperature_c
+        raw_temp = g.temperature_c
+        temp = plausible_c(raw_temp)
+        placeholder = g.temperature_c is not None and temp is None
         reasons = g.clock_reasons or ()
-        if temp is None and g.clock_reasons is None:
+        if temp is None and g.clock_reasons is None and not placeholder:
             return
+        if placeholder:
+            g = replace(g, temperature_c=None)
+        if plausible_c(g.temperature_slowdown_c) is None and g.temperature_slowdown_c is not None:
+            g = replace(g, temperature_slowdown_c=None)
         key = f"{g.source} [{g.label}]"
         ev: dict[str, str] = {}
         if temp is not None:
             ev[f"{key} temperature"] = _c(temp) + (f" (slowdown at {_c(g.temperature_slowdown_c)})"
                                                    if g.temperature_slowdown_c is not None else "")
         if g.hotspot_c is not None:
-            ev[f"{key} junction"] = _c(g.hotspot_c)
+            ev[f"{key} junction"] = _c(g.hotspot_c) + (f" (limit {_c(g.hotspot_crit_c)})" if g.hotspot_crit_c else "")
         if g.clock_reasons is not None:
             ev[f"{key} clocks event reasons"] = ", ".join(reasons) or "none active"
         if g.pstate:
@@ -130,6 +143,12 @@ class ThermalsCheck(Check):
             yield self.fail(f"{g.label} is throttling: {', '.join(throttled)} active", ev,
                             fix=Fix(COOLING + " HW power brake points at the PSU/power cables. Watch it under load:",
                                     recheck), detail=WHY)
+            return
+        hot_crit = g.hotspot_crit_c
+        if g.hotspot_c is not None and hot_crit is not None and g.hotspot_c >= hot_crit - JUNCTION_MARGIN_C:
+            # amdgpu: the junction at its critical mark (gpu_metrics' TEMP_HOTSPOT bit is no evidence: see docs)
+            yield self.fail(f"{g.label}: junction {_c(g.hotspot_c)} at its limit {_c(hot_crit)}: it is throttling",
+                            ev, fix=Fix(COOLING, recheck), detail=WHY)
             return
         if temp is not None and slowdown is not None and temp >= slowdown:
             yield self.fail(f"{g.label} at {_c(temp)}: at its slowdown temperature {_c(slowdown)}", ev,
@@ -156,5 +175,11 @@ class ThermalsCheck(Check):
         if "sw_power_cap" in reasons and idle is False:
             yield self.info(f"{g.label} is at its power limit ({g.power_draw_w} W of {g.power_limit_w} W) under load;"
                             f" {_c(temp)}", ev)
+            return
+        if temp is None:
+            why = (f"the driver reports {raw_temp:g} °C, a placeholder (vGPU guest, "
+                   "passthrough without sensors)" if placeholder else "the driver gives none")
+            ev[f"{key} temperature"] = f"{_c(raw_temp)} (placeholder)" if placeholder else "not reported"
+            yield self.skip(f"{g.label}: no temperature reading: {why}", ev)
             return
         yield self.ok(f"{g.label} {_c(temp)}" + (f", {g.pstate}" if g.pstate else ""), ev)

@@ -21,7 +21,7 @@ class Boundary:
         monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: self.fake)
         monkeypatch.setattr(runner, "_supported", lambda binary: SUPPORTED)
         monkeypatch.setattr(runner, "resolve_binary", lambda explicit: Path("/opt/llama/llama-bench"))
-        monkeypatch.setattr(runner, "tg_ceiling", lambda model: {"bandwidth_gbps": 40.0, "bandwidth_spread": 0.01,
+        monkeypatch.setattr(runner, "tg_ceiling", lambda model, *args, **kwargs: {"bandwidth_gbps": 40.0, "bandwidth_spread": 0.01,
                                                                  "probe_threads": 2, "bytes_per_token": 400_000_000,
                                                                  "tg_ceiling_ts": 100.0})
         monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU 9000", "cpu_count": 2,

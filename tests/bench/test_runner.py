@@ -336,3 +336,24 @@ def test_measure_with_a_fake_invoke_builds_a_complete_result(tmp_path: Path):
     assert result.comparison is not None and result.comparison.interleaved
     assert {r.kind: r.verdict for r in result.comparison.rows} == {"pp": "slower", "tg": "slower"}
     assert str(result).startswith("pp16 150.0 t/s")
+
+
+# ---------------------------------------------------------------- the per-placement ceiling (issue 11)
+
+
+def test_ceiling_follows_ngl_on_the_rtx3060_snapshot(tmp_path, monkeypatch):
+    from tests.conftest import SNAPSHOTS, write_tiny_gguf
+    from tunehost.advise import bandwidth
+    from tunehost.bench.runner import tg_ceiling
+    from tunehost.host import open_host
+
+    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+    host = open_host(SNAPSHOTS / "desktop-12700f-rtx3060")
+    probes = []
+    monkeypatch.setattr(bandwidth, "measure_read_bandwidth",
+                        lambda *a, **k: probes.append(1) or bandwidth.ReadBandwidth(31.0, (31.0,), 2, 1 << 20))
+    on_gpu = tg_ceiling(model, ["-ngl", "99"], host)
+    assert on_gpu["path"] == "gpu" and on_gpu["gpu_gbps"] == 360.0 and not probes   # no RAM probe needed
+    on_cpu = tg_ceiling(model, ["-ngl", "0"], host)
+    assert on_cpu["path"] == "cpu" and on_cpu["ram_measured_gbps"] == 31.0 and probes
+    assert on_cpu["ram_dimm_gbps"] is not None   # the snapshot's dmidecode: the DIMMs' peak rides along

@@ -213,9 +213,10 @@ def test_a100_mig_enabled_is_reported(make_snapshot):
     assert sev(found) == [S.INFO] and "MIG" in found[0].summary and "-mig 0" in found[0].fix.commands[0]
 
 
-def test_rtx4090_desktop_and_apps_on_a_24gb_card_is_info_with_the_igpu_howto(make_snapshot):
+def test_rtx4090_desktop_holding_524_mib_warns_whatever_the_24gb_card_size(make_snapshot):
+    # judged by the VRAM the desktop takes (issue 11): half a GB is layers or context on any card
     found = run(GpuMemoryCheck(), nvsmi(make_snapshot, "rtx4090-gen3-host-devicemax4-hostmax3-idle-p8-q.txt"))
-    assert sev(found) == [S.INFO]
+    assert sev(found) == [S.WARN]
     assert "Xorg (pid 1180, 290 MiB)" in found[0].summary and "524 MiB" in found[0].summary
 
 
@@ -371,3 +372,60 @@ def test_strix_halo_unified_memory_is_not_low_vram():
 def test_epyc_bmc_aspeed_vga_is_not_a_gpu():
     facts = GpuFacts.gather(open_host(DATA / "snapshots/server-epyc9654-2s"))
     assert facts.gpus == () and facts.accelerators == ()
+
+
+# --- placeholder readings (issue 11) -------------------------------------------------------------------------------
+
+def test_vgpu_guest_reporting_zero_celsius_and_no_thresholds_is_no_reading_never_ok(make_snapshot):
+    # the desktop-12700f-rtx3060 NVML sample as a vGPU guest reports it: 0 °C, no slowdown threshold, N/A power
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    nvml["gpus"][0].update(temperature_c=0, temperature_slowdown_c=None, power_draw_w=None, power_limit_w=None,
+                           power_default_limit_w=None, clocks_event_reasons_active=[])
+    found = [f for f in run(ThermalsCheck(), make_snapshot(samples={"nvml": nvml})) if "RTX 3060" in f.summary]
+    assert sev(found) == [S.SKIP] and "no temperature reading" in found[0].summary and "placeholder" in found[0].summary
+
+
+# --- pcie-link while llama-server serves (issue 11) ------------------------------------------------------------------
+
+def _serving_3060(make_snapshot, gen: int, util: int, pstate: str):
+    # the desktop-12700f-rtx3060 NVML sample, read while its llama-server (pid 2200) answered a request
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    gpu = nvml["gpus"][0]
+    gpu.update(utilization_pct=util, pstate=pstate, clocks_event_reasons_active=[] if util else ["gpu_idle"])
+    gpu["pcie"]["gen_current"] = gen
+    gpu["processes"].append({"pid": 2200, "used_mib": 7000, "type": "C"})
+    procs = [{"pid": 2200, "name": "llama-server", "server": "llama-server", "flags": {}}]
+    return make_snapshot(samples={"nvml": nvml, "processes": procs})
+
+
+def test_gen1_while_llama_server_is_serving_is_judged_under_load(make_snapshot):
+    [found] = run(PcieLinkCheck(), _serving_3060(make_snapshot, gen=1, util=97, pstate="P2"))
+    assert found.severity is S.WARN and "Gen1 of Gen4" in found.summary
+    assert "while llama-server (pid 2200) was serving" in found.summary
+
+
+def test_gen4_while_llama_server_is_serving_is_ok_under_load(make_snapshot):
+    [found] = run(PcieLinkCheck(), _serving_3060(make_snapshot, gen=4, util=97, pstate="P2"))
+    assert found.severity is S.OK and "under load while llama-server (pid 2200) was serving" in found.summary
+
+
+def test_idle_llama_server_asks_for_a_run_during_a_request(make_snapshot):
+    [found] = run(PcieLinkCheck(), _serving_3060(make_snapshot, gen=1, util=0, pstate="P8"))
+    assert found.severity is S.INFO and "during a request" in found.summary
+
+
+def test_placeholder_fields_parse_as_unknown():
+    from tunehost.parsers.nvidia_smi import integer
+
+    for text in ("N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Supported", ""):
+        assert integer(text) is None, text
+
+
+def test_desktop_holding_300_mib_on_a_12gb_card_is_info_not_warn(make_snapshot):
+    # issue 11: judged by what the desktop takes; the desktop-12700f-rtx3060 NVML sample with Xorg + gnome-shell at 300
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    nvml["gpus"][0]["processes"] = [{"pid": 1342, "used_mib": 200, "type": "G"}, {"pid": 1688, "used_mib": 100,
+                                                                                  "type": "G"}]
+    procs = [{"pid": 1342, "name": "Xorg"}, {"pid": 1688, "name": "gnome-shell"}]
+    [found] = run(GpuMemoryCheck(), make_snapshot(samples={"nvml": nvml, "processes": procs}))
+    assert found.severity is S.INFO and "the desktop holds 300 MiB" in found.summary

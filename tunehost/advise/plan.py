@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
-from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling, tg_ceiling
+from tunehost.advise.ceiling import NGL_ALL, Bandwidths, Ceiling, Placement, gpu_bandwidth, tg_ceiling_for
 from tunehost.advise.host_view import GpuView, HostView
 from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, fit_layers,
                                     fit_moe, kv_cache_bytes, layer_budget, moe_budget)
@@ -34,19 +34,6 @@ RAM_SPARE = 1 * GiB  # left to the OS before --no-mmap/--mlock are advised
 GRAPH_OPT_SPARE = 512 * MiB  # VRAM left beyond the plan before GGML_CUDA_GRAPH_OPT=1 is advised
 MIN_CPU_WEIGHTS_FOR_MLOCK = 256 * MiB
 N_BATCH, N_UBATCH = 2048, 512
-NGL_ALL = 99
-
-# spec-sheet memory bandwidth (GB/s) of common GPUs, for the TG ceiling of the GPU part; longest match first
-GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
-    ("RTX 5090", 1792.0), ("RTX 5080", 960.0), ("RTX 5070 Ti", 896.0), ("RTX 5070", 672.0),
-    ("RTX 5060 Ti", 448.0), ("RTX 4090", 1008.0), ("RTX 4080", 717.0), ("RTX 4070 Ti", 504.0),
-    ("RTX 4070", 504.0), ("RTX 4060 Ti", 288.0), ("RTX 4060", 272.0), ("RTX 3090 Ti", 1008.0),
-    ("RTX 3090", 936.0), ("RTX 3080 Ti", 912.0), ("RTX 3080", 760.0), ("RTX 3070", 448.0), ("RTX 3060 Ti", 448.0),
-    ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0), ("A100", 1935.0), ("H100", 2039.0),
-    ("L40S", 864.0), ("Tesla T4", 320.0), ("A10G", 600.0), ("Radeon RX 7900 XTX", 960.0),
-    ("Radeon RX 7900 XT", 800.0),
-)
-
 
 # ---- inputs and outputs ----
 
@@ -90,6 +77,7 @@ class AdviseOptions:
     host_addr: str | None = None
     server: str = "llama-server"
     ram_bandwidth_gbps: float | None = None  # measured (live only)
+    ram_peak: Any = None  # tunehost.facts.memory_layout.DimmPeak: what the configured DIMMs allow
     fit: FitPlacement | None = None  # llama-fit-params' answer
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
@@ -125,19 +113,6 @@ class PlanBudget:
                          for r in self.rows],
                 "gpu_total_bytes": self.gpu_total, "ram_total_bytes": self.ram_total,
                 "gpu_free_bytes": self.gpu_free, "ram_available_bytes": self.ram_available, "gpu": self.gpu_label}
-
-
-@dataclass(frozen=True)
-class Ceiling:
-    """Best-case token generation: each token reads `parts` bytes at their memory's bandwidth."""
-
-    tokens_per_s: float | None
-    parts: tuple[tuple[str, int, float | None], ...]  # (memory, bytes per token, GB/s or None)
-    note: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tokens_per_s": self.tokens_per_s, "note": self.note,
-                "parts": [{"memory": m, "bytes_per_token": b, "gbps": g} for m, b, g in self.parts]}
 
 
 @dataclass(frozen=True)
@@ -259,7 +234,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
             )),)
     if options.fit_note:
         notes.append(options.fit_note)
-    ceiling = _ceiling(model, path, n_cpu_moe, ngl, gpu, options.ram_bandwidth_gbps)
+    ceiling = _ceiling(model, path, n_cpu_moe, ngl, gpu, options)
     return Plan(
         model=options.model_path, model_name=model.name, path=path, source=source, fits=fits, ctx=ctx,
         parallel=options.parallel, kv_type=kv_type, flags=tuple(flags), env=tuple(env), pin_cpus=pin,
@@ -589,46 +564,11 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
 
 
 def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuView | None,
-             ram_gbps: float | None) -> Ceiling | None:
-    try:
-        total = bytes_per_token(model)
-    except Exception:
-        return None
-    if total <= 0:
-        return None
+             options: AdviseOptions) -> Ceiling | None:
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
-    if path in ("cpu", "unified"):
-        label = "RAM" if path == "cpu" else "unified RAM"
-        parts = ((label, total, ram_gbps),)
-    elif path == "gpu":
-        parts = (("VRAM", total, gpu_gbps),)
-    else:
-        if path == "moe":
-            cpu = cpu_moe_bytes_per_token(model, n_cpu_moe)
-        else:
-            first_gpu = model.block_count + 1 - ngl
-            cpu = sum(model.weights.per_layer[:first_gpu]) if model.weights.per_layer else 0
-        parts = (("VRAM", total - cpu, gpu_gbps), ("RAM", cpu, ram_gbps))
-    if any(g is None for _, b, g in parts if b):
-        missing = [m for m, b, g in parts if b and g is None]
-        why = " and ".join(f"{m} bandwidth" for m in missing)
-        note = (f"{why} unknown" + (" (the RAM probe runs live only, without --no-probe)" if "RAM" in " ".join(missing)
-                                    else " (GPU not in tunehost's spec-sheet table)"))
-        return Ceiling(None, parts, note)
-    value = split_tg_ceiling([(b, g) for _, b, g in parts if b]) if len(parts) > 1 else tg_ceiling(parts[0][2],
-                                                                                                   parts[0][1])
-    note = "upper bound: every weight a token uses read once at full bandwidth; real speed is 50-80 % of it"
-    return Ceiling(value, parts, note)
-
-
-def gpu_bandwidth(name: str | None) -> float | None:
-    """Spec-sheet bandwidth (GB/s) of a known GPU model, or None."""
-    if not name:
-        return None
-    for key, gbps in sorted(GPU_BANDWIDTH_GBPS, key=lambda kv: -len(kv[0])):
-        if key.lower() in name.lower():
-            return gbps
-    return None
+    bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
+                               ram_gbps=options.ram_bandwidth_gbps)
+    return tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
 
 
 __all__ = ["AdviseOptions", "BudgetRow", "Ceiling", "FitPlacement", "Flag", "Plan", "PlanBudget", "apply_caps",

@@ -26,7 +26,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -337,22 +337,68 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
             "sha256_head": hashlib.sha256(head).hexdigest(), "head_bytes": len(head)}
 
 
-def tg_ceiling(model: str | os.PathLike[str], *, probe_bytes: int = 512 * 1024 * 1024) -> dict[str, Any] | None:
-    """The memory-bandwidth ceiling on token generation: measured read bandwidth / bytes read per token.
+def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "Host | None" = None, *,
+               probe_bytes: int = 512 * 1024 * 1024) -> dict[str, Any] | None:
+    """The memory-bandwidth ceiling on token generation for the placement ``flags`` give (-ngl, --n-cpu-moe):
+    GPU-resident weights at VRAM bandwidth, CPU-resident ones at the measured host-RAM bandwidth, plus the same
+    with host RAM at the peak the configured DIMMs allow (tunehost.advise.ceiling, shared with advise).
 
-    Measured before the rounds (never while llama-bench runs); None when the model cannot be read."""
+    Measured before the rounds (never while llama-bench runs); {"error": ...} when the model cannot be read."""
     from tunehost.advise.bandwidth import bytes_per_token, measure_read_bandwidth
-    from tunehost.advise.bandwidth import tg_ceiling as ceiling_of
+    from tunehost.advise.ceiling import placement_from_flags, tg_ceiling_for
     from tunehost.model import read_model
 
     try:
-        per_token = bytes_per_token(read_model(model))
+        facts_model = read_model(model)
+        per_token = bytes_per_token(facts_model)
     except (TunehostError, OSError, ValueError, KeyError) as exc:
         return {"error": f"model not readable for the ceiling: {exc}"}
-    bandwidth = measure_read_bandwidth(probe_bytes)
-    return {"bandwidth_gbps": round(bandwidth.gbps, 2), "bandwidth_spread": round(bandwidth.spread, 3),
-            "probe_threads": bandwidth.threads, "bytes_per_token": per_token,
-            "tg_ceiling_ts": round(ceiling_of(bandwidth.gbps, per_token), 2)}
+    gpu, unified, bw = _host_bandwidths(host)
+    placement = placement_from_flags(facts_model, flags, gpu=gpu, unified=unified)
+    bandwidth = measure_read_bandwidth(probe_bytes) if placement.path != "gpu" else None
+    if bandwidth is not None:
+        bw = replace(bw, ram_gbps=round(bandwidth.gbps, 2))
+    ceiling = tg_ceiling_for(facts_model, placement, bw)
+    data: dict[str, Any] = ceiling.to_json() if ceiling is not None else {}
+    data.update({"bytes_per_token": per_token, "tg_ceiling_ts": round(ceiling.tokens_per_s, 2)
+                 if ceiling is not None and ceiling.tokens_per_s else None})
+    if bandwidth is not None:
+        data.update({"bandwidth_gbps": round(bandwidth.gbps, 2), "bandwidth_spread": round(bandwidth.spread, 3),
+                     "probe_threads": bandwidth.threads})
+    return data
+
+
+def _host_bandwidths(host: "Host | None") -> tuple[bool, bool, Any]:
+    """(a GPU takes layers, that GPU is unified memory, Bandwidths with VRAM and the DIMMs' peak)."""
+    from tunehost.advise.ceiling import Bandwidths, gpu_bandwidth, vram_bandwidth
+
+    if host is None:
+        return False, False, Bandwidths()
+    from tunehost.facts import HostFacts
+    from tunehost.facts.gpu import GpuFacts
+    from tunehost.facts.ram import RamFacts
+    from tunehost.facts.memory_layout import dimm_peak
+
+    facts = HostFacts(host)
+    try:
+        peak = dimm_peak(facts.get(RamFacts))
+    except Exception:  # the DIMM peak is context; unknown modules must not stop a benchmark
+        peak = None
+    try:
+        gpus = facts.get(GpuFacts).gpus
+    except Exception:
+        gpus = ()
+    discrete = [g for g in gpus if not g.integrated]
+    target = discrete[0] if discrete else (gpus[0] if gpus else None)
+    gpu_gbps, basis = None, ""
+    if target is not None and not target.integrated:
+        gpu_gbps = vram_bandwidth(target.memory_bus_width_bits, target.memory_clock_max_mhz)
+        basis = f"({target.name}: NVML bus width x memory clock)" if gpu_gbps else ""
+        if gpu_gbps is None:
+            gpu_gbps = gpu_bandwidth(target.name)
+            basis = f"({target.name} spec sheet)" if gpu_gbps else ""
+    return (target is not None, target is not None and target.integrated,
+            Bandwidths.with_dimms(peak, gpu_gbps=gpu_gbps, gpu_basis=basis))
 
 
 def default_invoke(binary: str | os.PathLike[str], *, timeout_s: float) -> Invoke:
@@ -428,7 +474,7 @@ def measure(
     ceiling_data = None
     if ceiling and n_gen > 0:
         status("measuring memory bandwidth for the token-generation ceiling")
-        ceiling_data = tg_ceiling(model)
+        ceiling_data = tg_ceiling(model, baseline, host)
     watcher = None
     if watch:
         from tunehost.bench.watch import HostWatcher

@@ -11,7 +11,9 @@ rounds, after each llama-bench invocation and at the end, and :func:`judge` (pur
 - paging: ``/proc/vmstat`` pswpin/pswpout deltas;
 - thermal throttling: ``/sys/devices/system/cpu/cpu*/thermal_throttle/*_throttle_count`` deltas (Intel), and the
   hottest CPU temperature seen (hwmon coretemp/k10temp/zenpower), which is reported but only counts as a
-  disturbance at the sensor's own "high"/"crit" mark.
+  disturbance at the sensor's own "high"/"crit" mark;
+- the GPUs (:mod:`tunehost.bench.gpu_watch`, ~1 Hz in a thread): throttling under load disturbs the run, a PCIe
+  link below its maximum under load and power capping are reported as findings.
 
 :func:`describe_host` records what the host was (CPU brand, the doctor's verdict and findings) next to a result.
 Everything here reads through the host layer (``host.files``; process CPU times from
@@ -23,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -87,6 +89,7 @@ class WatchReport:
     busiest_others: tuple[tuple[str, int, float], ...] = ()  # (name, pid, CPU seconds during the run)
     reasons: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()  # what could not be watched on this host
+    gpu: Mapping[str, Any] | None = field(default=None, hash=False)  # GpuWatch.to_json(): the GPUs under load
 
     @property
     def disturbed(self) -> bool:
@@ -101,6 +104,7 @@ class WatchReport:
             "temp_max_c": self.temp_max_c, "temp_after_c": self.temp_after_c,
             "busiest_others": [{"name": n, "pid": p, "cpu_s": round(s, 2)} for n, p, s in self.busiest_others],
             "disturbed": self.disturbed, "reasons": list(self.reasons), "unknown": list(self.unknown),
+            "gpu": dict(self.gpu) if self.gpu else None,
         }
 
     @classmethod
@@ -115,6 +119,7 @@ class WatchReport:
                                  for b in data.get("busiest_others") or ()),
             reasons=tuple(str(r) for r in data.get("reasons") or ()),
             unknown=tuple(str(u) for u in data.get("unknown") or ()),
+            gpu=dict(data["gpu"]) if isinstance(data.get("gpu"), Mapping) else None,
         )
 
 
@@ -272,16 +277,28 @@ class HostWatcher:
     """Reads the live host around a run: ``start()``, ``tick()`` after each invocation, ``stop() -> WatchReport``."""
 
     def __init__(self, host: "Host", *, cpu_count: int | None = None,
-                 read: Callable[["Host"], HostReading] | None = None):
+                 read: Callable[["Host"], HostReading] | None = None, gpu: Any = True):
+        """``gpu``: True samples the GPUs (NVML or amdgpu sysfs, ~1 Hz in a thread), False does not, or a
+        tunehost.bench.gpu_watch.GpuSampler to use."""
         self.host = host
         self.cpu_count = cpu_count or os.cpu_count() or 1
         self._read = read or read_reading
         self._before: HostReading | None = None
         self._temps: list[Temperature] = []
+        self._gpu_option = gpu
+        self._gpu: Any = None
 
     def start(self) -> None:
         self._before = self._read(self.host)
         self._temps = []
+        if self._gpu_option is True:
+            from tunehost.bench.gpu_watch import GpuSampler
+
+            self._gpu = GpuSampler(self.host)
+        elif self._gpu_option:
+            self._gpu = self._gpu_option
+        if self._gpu is not None:
+            self._gpu.start()
 
     def tick(self) -> None:
         """A cheap look between invocations (temperature only: the diffs need just the two ends)."""
@@ -293,7 +310,12 @@ class HostWatcher:
         if self._before is None:
             raise RuntimeError("HostWatcher.stop() before start()")
         after = self._read(self.host)
-        return judge(self._before, after, cpu_count=self.cpu_count, temperatures=self._temps)
+        report = judge(self._before, after, cpu_count=self.cpu_count, temperatures=self._temps)
+        if self._gpu is None:
+            return report
+        gpu = self._gpu.stop()
+        return replace(report, reasons=report.reasons + gpu.reasons, unknown=report.unknown + gpu.unknown,
+                       gpu=gpu.to_json())
 
 
 # ---------------------------------------------------------------- what the host was

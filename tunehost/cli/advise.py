@@ -77,7 +77,8 @@ def advise(
     options = AdviseOptions(model_path=str(model.expanduser().resolve()), ctx=ctx, parallel=parallel,
                             mmproj=str(mmproj.expanduser().resolve()) if mmproj else None, mmproj_bytes=mmproj_bytes,
                             draft=str(draft.expanduser().resolve()) if draft else None, draft_model=draft_model,
-                            spec=spec, host_addr=host_addr, server=server, fit_option=fit_supported(caps))
+                            spec=spec, host_addr=host_addr, server=server, fit_option=fit_supported(caps),
+                            ram_peak=_dimm_peak(facts))
     first = plan(facts_model, view, options)  # validates, and says whether a GPU placement is needed
     live_probe = host.live and not no_probe
     if first.path in ("gpu", "moe", "split") and not no_probe:
@@ -221,11 +222,12 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) 
     verdict = "[green]fits[/]" if p.fits else "[bold red]does not fit[/]"
     console.print(verdict)
     if p.ceiling is not None:
+        from tunehost.advise.ceiling import describe
+
         c = p.ceiling
+        console.print(escape(describe(c)))
         if c.tokens_per_s is not None:
-            console.print(f"TG ceiling: [bold]{c.tokens_per_s:.0f} tokens/s[/] — {escape(c.note)}")
-        else:
-            console.print(f"TG ceiling: not computed — {escape(c.note)}")
+            console.print(f"[dim]{escape(c.note)}[/]")
     console.print()
     console.print("[bold]command[/]")
     console.print(escape(render_shell(p)))
@@ -248,3 +250,14 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) 
         console.print(f"[cyan]try[/]  {escape(s)}")
     for n in p.notes:
         console.print(f"[dim]note {escape(n)}[/]")
+
+
+def _dimm_peak(facts):
+    """What the configured DIMMs allow (for the TG ceiling's RAM part); None when the modules are unknown."""
+    from tunehost.facts.ram import RamFacts
+    from tunehost.facts.memory_layout import dimm_peak
+
+    try:
+        return dimm_peak(facts.get(RamFacts))
+    except Exception:  # the ceiling is context: unknown DIMMs must not stop advise
+        return None

@@ -270,23 +270,34 @@ def render_configs(result: "SavedResult", console: "Console") -> None:
 
 
 def render_ceiling(result: "SavedResult", console: "Console") -> None:
-    ceiling = result.ceiling or {}
-    top = ceiling.get("tg_ceiling_ts")
-    if not top:
-        return
-    config = result.config()
-    tg = next((t for t in config.tests if t.kind == "tg"), None)
+    """Where the measured TG sits under the ceiling of its placement (tunehost.advise.ceiling, shared with advise)."""
+    from rich.markup import escape
+
+    from tunehost.advise.ceiling import ceiling_from_json, describe
+
+    data = result.ceiling or {}
+    tg = next((t for t in result.config().tests if t.kind == "tg"), None)
     if tg is None:
         return
+    ceiling = ceiling_from_json(data)
+    if ceiling is not None:
+        console.print()
+        console.print(escape(describe(ceiling, tg.centre)))
+        if ceiling.tokens_per_s and tg.centre > ceiling.tokens_per_s and ceiling.path == "cpu":
+            console.print("[dim]above the RAM ceiling: the model's weights fit in the CPU caches[/]")
+        backend = str(result.llama_bench.get("backend") or "")
+        if ceiling.path in ("gpu", "split", "moe") and backend and not _gpu_backend(backend):
+            console.print(f"[yellow]note:[/] llama-bench ran on the {escape(backend)} backend: the layers never reached "
+                          "the GPU, so this GPU ceiling does not apply (build llama.cpp with CUDA/ROCm/Vulkan)")
+        return
+    top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
+    if not top:
+        return
     share = tg.centre / top
-    basis = (f"{ceiling['bandwidth_gbps']:.1f} GB/s read bandwidth / {ceiling['bytes_per_token'] / 1e6:.1f} MB of "
+    basis = (f"{data['bandwidth_gbps']:.1f} GB/s read bandwidth / {data['bytes_per_token'] / 1e6:.1f} MB of "
              "weights per token")
     console.print()
-    if share > 1.0:
-        console.print(f"TG = {share:.0%} of the ~{_ts(top)} t/s RAM ceiling: above it, because the model's weights "
-                      f"fit in the CPU caches ({basis})")
-    else:
-        console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
+    console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
 
 
 def render_how(result: "SavedResult", console: "Console") -> None:
@@ -318,8 +329,37 @@ def render_how(result: "SavedResult", console: "Console") -> None:
             console.print(f"[dim]host stayed quiet: {', '.join(parts)}"
                           + (f" (not visible here: {'; '.join(u.split(' (')[0] for u in watch.unknown)})" if watch.unknown else "")
                           + "[/]")
+        render_gpu_watch(watch.gpu, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _gpu_backend(backend: str) -> bool:
+    """Whether a llama-bench backend string ("CUDA", "ROCm", "Vulkan,BLAS", "CPU") offloads to a GPU."""
+    return any(part.strip().upper() not in ("CPU", "BLAS", "") for part in backend.split(","))
+
+
+def render_gpu_watch(gpu: Any, console: "Console") -> None:
+    """The GPUs under load: one dim line per GPU, then the findings (PCIe below max, power capping)."""
+    from rich.markup import escape
+
+    if not isinstance(gpu, dict):
+        return
+    for name, s in (gpu.get("summary") or {}).items():
+        if not isinstance(s, dict) or not s.get("busy_samples"):
+            continue
+        bits = [f"busy in {s['busy_samples']} of {s.get('samples')} samples"]
+        for key, unit, label in (("sm_clock_mhz", "MHz", "clock"), ("power_w", "W", "power"),
+                                 ("temperature_c", "°C", "temperature")):
+            span = s.get(key)
+            if isinstance(span, list) and len(span) == 2:
+                bits.append(f"{label} {span[0]:.0f}-{span[1]:.0f} {unit}")
+        gen, width = s.get("pcie_gen"), s.get("pcie_width")
+        if isinstance(gen, list) and isinstance(width, list):
+            bits.append(f"PCIe Gen{gen[1]:.0f} x{width[1]:.0f}")
+        console.print(f"[dim]{escape(str(name))}: {escape(', '.join(bits))}[/]")
+    for finding in gpu.get("findings") or ():
+        console.print(f"[yellow]GPU:[/] {escape(str(finding))}")
 
 
 def _ts(value: float) -> str:

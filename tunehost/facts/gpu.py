@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tunehost.facts.drm_clients import DrmFacts
+from tunehost.facts.processes import client_kind
 from tunehost.parsers.nvidia_smi import (
     GpuInfo, GpuProcess, MigDevice, NvidiaSmiReport, PcieLink, integer, normalise_bus_id, parse_nvidia_smi_text,
     parse_nvidia_smi_xml,
@@ -91,6 +93,7 @@ class GpuFacts:
     nvidia_source: str | None = None     # "NVML" | "nvidia-smi -q -x" | "nvidia-smi -q" | None
     nvidia_error: str | None = None      # why no NVIDIA driver data, when it was sought
     evidence: Mapping[str, str] = field(default_factory=dict)
+    drm_note: str | None = None          # why DRM (fdinfo) holders of GPU memory may be missing
 
     @property
     def discrete(self) -> tuple[GpuInfo, ...]:
@@ -142,8 +145,41 @@ def _gather(host: "Host") -> GpuFacts:
     has_nvidia_device = any(fn.vendor == "0x10de" and (fn.pci_class or "").startswith("0x03") for fn in pci.values())
     if not nvidia and not has_nvidia_device:
         nv_error = None  # no NVIDIA device: NVML's "library not found" is no news
+    drm = DrmFacts.gather(host) if gpus else DrmFacts()
+    gpus = [_with_drm(host, g, drm) for g in gpus]
     return GpuFacts(tuple(gpus), tuple(accelerators), driver, cuda, nv_source if nvidia else None, nv_error,
-                    evidence)
+                    evidence, drm.note if any(g.vendor != "nvidia" for g in gpus) else None)
+
+
+def _card_of(host: "Host", bus_id: str | None) -> str | None:
+    """The DRM card name (card0, card1) of a PCI address."""
+    if not bus_id:
+        return None
+    for card in host.files.listdir(DRM):
+        if re.fullmatch(r"card\d+", card) and _drm_bus_id(host, f"{DRM}/{card}/device") == bus_id:
+            return card
+    return None
+
+
+def _with_drm(host: "Host", g: GpuInfo, drm: DrmFacts) -> GpuInfo:
+    """Display connectors for every vendor; per-process VRAM from fdinfo where the driver gave no process list."""
+    changes: dict[str, Any] = {}
+    card = _card_of(host, g.pci_bus_id)
+    if card is not None and card in drm.connected:
+        connectors = drm.connected[card]
+        changes["connectors"] = connectors
+        if g.display_active is None:
+            changes["display_active"] = bool(connectors)
+    if g.processes is None and g.vendor != "nvidia":
+        clients = drm.on(g.pci_bus_id)
+        if any(c.vram_mib is not None for c in clients):
+            changes["processes"] = tuple(GpuProcess(c.pid, c.vram_mib, c.name, client_kind(c.name))
+                                         for c in clients if c.vram_mib)
+            changes["processes_source"] = "/proc/<pid>/fdinfo"
+        elif not clients and drm.scanned and drm.note is None:
+            changes["processes"] = ()   # root saw every process: none holds this GPU
+            changes["processes_source"] = "/proc/<pid>/fdinfo"
+    return replace(g, **changes) if changes else g
 
 
 def _nvidia(host: "Host", evidence: dict[str, str]):
@@ -236,6 +272,8 @@ def _from_nvml(row: Mapping[str, Any]) -> GpuInfo:
         processes=tuple(GpuProcess(_i(p.get("pid")), _i(p.get("used_mib")), None, _s(p.get("type")))
                         for p in procs if isinstance(p, dict)) if isinstance(procs, list) else None,
         source="NVML",
+        memory_bus_width_bits=_i(row.get("memory_bus_width_bits")),
+        memory_clock_max_mhz=_i(row.get("memory_clock_max_mhz")),
     )
 
 
@@ -344,7 +382,7 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
         carve_out = vendor == "amd" and vram is not None and gtt is not None and vram <= 2048 and gtt >= 4 * vram \
             and gtt >= 4096 and not host.files.exists(f"{dev}/pp_dpm_pcie")
         integrated = apu_name is not None or carve_out or _intel_integrated(vendor, bus_id)
-        temps = _hwmon_temps(host, dev)
+        temps, crits = _hwmon_temps(host, dev)
         boot = host.files.read_value(f"{dev}/boot_vga")
         cards.append(GpuInfo(
             vendor=vendor,
@@ -360,8 +398,9 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
             unified_memory=integrated,
             integrated=integrated,
             pcie=link if (link.width_max or link.speed_max) else None,
-            temperature_c=temps.get("edge", temps.get("temp1")),
+            temperature_c=temps.get("edge", temps.get("temp1", temps.get("junction"))),
             hotspot_c=temps.get("junction"),
+            hotspot_crit_c=crits.get("junction"),
             utilization_pct=host.files.read_int(f"{dev}/gpu_busy_percent"),
             boot_vga=boot == "1" if boot in ("0", "1") else None,
             source=dev,
@@ -399,13 +438,17 @@ def _bytes_mib(value: int | None) -> int | None:
     return value // MIB if value is not None and value >= 0 else None
 
 
-def _hwmon_temps(host: "Host", dev: str) -> dict[str, float]:
+def _hwmon_temps(host: "Host", dev: str) -> tuple[dict[str, float], dict[str, float]]:
+    """({label: °C}, {label: critical °C}) of the card's own hwmon (amdgpu: edge, junction, mem)."""
     from tunehost.facts.thermal import hwmon_readings
 
     temps: dict[str, float] = {}
+    crits: dict[str, float] = {}
     for reading in hwmon_readings(host, f"{dev}/hwmon"):
         temps.setdefault(reading.label, reading.value_c)
-    return temps
+        if reading.crit_c is not None and 0 < reading.crit_c < 150:
+            crits.setdefault(reading.label, reading.crit_c)
+    return temps, crits
 
 
 def _card_name(host: "Host", dev: str, vendor: str, device_id: str | None, apu_name: str | None) -> str:

@@ -16,11 +16,28 @@ if TYPE_CHECKING:
 
 GET_DEFAULT_ARGV = ("systemctl", "get-default")
 
-# display servers, compositors and display managers (process names as the kernel reports them)
+# display servers, compositors, desktop shells and display managers (process names as the kernel reports them):
+# what a graphical session keeps in RAM and VRAM
 DISPLAY_PROCESSES = (
     "Xorg", "X", "Xwayland", "gnome-shell", "kwin_wayland", "kwin_x11", "plasmashell", "sway", "Hyprland", "weston",
     "cosmic-comp", "gdm", "gdm3", "sddm", "lightdm", "mutter", "xfwm4", "labwc", "niri", "gamescope",
+    "cinnamon", "muffin", "marco", "compiz", "gnome-remote-desktop-daemon", "xdg-desktop-portal-gnome",
+    "gdm-x-session", "gdm-wayland-session",
 )
+# inference processes that hold GPU memory (process name -> what to call it)
+INFERENCE_PROCESSES = {"llama-server": "llama-server", "llama-cli": "llama-cli", "ollama": "ollama",
+                       "ollama_llama_server": "ollama", "lms": "LM Studio", "koboldcpp": "koboldcpp",
+                       "llamafile": "llamafile", "vllm": "vLLM", "llama-bench": "llama-bench"}
+# compute jobs that are not inference servers but hold GPU memory like one (ROCm / oneAPI python work)
+COMPUTE_PROCESS_PREFIXES = ("python", "pt_main_thread", "ray::")
+
+
+def client_kind(name: str | None) -> str:
+    """A DRM client's kind as NVIDIA's process list names it: "C" (compute) or "G" (graphics: desktop, browser)."""
+    if name and (name in INFERENCE_PROCESSES or name.startswith(COMPUTE_PROCESS_PREFIXES)):
+        return "C"
+    return "G"
+
 
 # where each inference server listens when no flag says otherwise
 DEFAULT_LISTEN = {

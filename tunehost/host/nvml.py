@@ -9,7 +9,8 @@ Format (docs/checks.d/gpu-memory.md): {"driver_version": str|null, "cuda_version
 "temperature_c", "temperature_slowdown_c", "clocks_event_reasons": int|null, "clocks_event_reasons_active": [names],
 "power_draw_w", "power_limit_w", "power_default_limit_w", "pstate": "P8", "utilization_pct",
 "display_active": bool, "display_mode": bool, "mig_enabled": bool, "mig_devices": [{"index", "memory_total_mib",
-"memory_used_mib"}], "processes": [{"pid", "used_mib", "type": "C"|"G"|"C+G"}]}]}.
+"memory_used_mib"}], "processes": [{"pid", "used_mib", "type": "C"|"G"|"C+G"}], "memory_bus_width_bits",
+"memory_clock_max_mhz"}]}.
 Process names are not recorded here: they come from the `processes` sample.
 """
 
@@ -143,6 +144,8 @@ def _read_gpu(nv: Any, index: int, h: Any) -> dict[str, Any]:
         "mig_enabled": mig_enabled,
         "mig_devices": _mig_devices(nv, h) if mig_enabled else [],
         "processes": _processes(nv, h),
+        "memory_bus_width_bits": get("nvmlDeviceGetMemoryBusWidth"),
+        "memory_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", getattr(nv, "NVML_CLOCK_MEM", 2)),
     }
 
 
@@ -179,3 +182,63 @@ def _processes(nv: Any, h: Any) -> list[dict[str, Any]] | None:
             if used is not None:
                 row["used_mib"] = max(row["used_mib"] or 0, used)
     return sorted(by_pid.values(), key=lambda r: r["pid"]) if listed else None
+
+
+class NvmlSession:
+    """A light NVML reader for watching GPUs under load (bench): init once, `read()` each second, `close()`.
+
+    `read()` returns one dict per GPU with only the fast calls (clocks, clocks-event reasons, power, temperature,
+    PCIe link, utilisation); every call guarded like the sampler. `open()` returns None when NVML cannot be used."""
+
+    def __init__(self, nv: Any, handles: list[tuple[int, Any]]):
+        self._nv = nv
+        self._handles = handles
+
+    @classmethod
+    def open(cls) -> "NvmlSession | None":
+        try:
+            import pynvml
+        except Exception:
+            return None
+        try:
+            pynvml.nvmlInit()
+        except Exception:
+            return None
+        count = _call(pynvml.nvmlDeviceGetCount)
+        handles = [(i, h) for i in range(count if isinstance(count, int) else 0)
+                   if (h := _call(pynvml.nvmlDeviceGetHandleByIndex, i)) is not None]
+        if not handles:
+            _call(getattr(pynvml, "nvmlShutdown", None))
+            return None
+        return cls(pynvml, handles)
+
+    def read(self) -> list[dict[str, Any]]:
+        nv = self._nv
+        rows = []
+        for index, h in self._handles:
+            get = lambda name, *args: _call(getattr(nv, name, None), h, *args)  # noqa: E731
+            reasons = get("nvmlDeviceGetCurrentClocksEventReasons")
+            if reasons is None:
+                reasons = get("nvmlDeviceGetCurrentClocksThrottleReasons")
+            util = get("nvmlDeviceGetUtilizationRates")
+            power, limit = get("nvmlDeviceGetPowerUsage"), get("nvmlDeviceGetEnforcedPowerLimit")
+            rows.append({
+                "gpu": f"NVIDIA GPU {index}",
+                "utilization_pct": getattr(util, "gpu", None) if util is not None else None,
+                "sm_clock_mhz": get("nvmlDeviceGetClockInfo", getattr(nv, "NVML_CLOCK_SM", 1)),
+                "mem_clock_mhz": get("nvmlDeviceGetClockInfo", getattr(nv, "NVML_CLOCK_MEM", 2)),
+                "clock_reasons": list(decode_clock_reasons(reasons)) if isinstance(reasons, int) else None,
+                "power_w": round(power / 1000, 1) if isinstance(power, int) else None,
+                "power_limit_w": round(limit / 1000, 1) if isinstance(limit, int) else None,
+                "temperature_c": get("nvmlDeviceGetTemperature", getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
+                "slowdown_c": get("nvmlDeviceGetTemperatureThreshold",
+                                  getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1)),
+                "pcie_gen": get("nvmlDeviceGetCurrPcieLinkGeneration"),
+                "pcie_gen_max": get("nvmlDeviceGetMaxPcieLinkGeneration"),
+                "pcie_width": get("nvmlDeviceGetCurrPcieLinkWidth"),
+                "pcie_width_max": get("nvmlDeviceGetMaxPcieLinkWidth"),
+            })
+        return rows
+
+    def close(self) -> None:
+        _call(getattr(self._nv, "nvmlShutdown", None))

@@ -103,6 +103,7 @@ class GpuInfo:
     temperature_c: float | None = None
     temperature_slowdown_c: float | None = None
     hotspot_c: float | None = None
+    hotspot_crit_c: float | None = None  # amdgpu hwmon junction temp2_crit: where the card throttles hard
     clock_reasons: tuple[str, ...] | None = None   # active reasons; None = unknown
     power_draw_w: float | None = None
     power_limit_w: float | None = None
@@ -116,6 +117,10 @@ class GpuInfo:
     mig_devices: tuple[MigDevice, ...] = ()
     processes: tuple[GpuProcess, ...] | None = None   # None = not reported by the source
     source: str = ""
+    processes_source: str | None = None  # where the process list came from when not the driver ("/proc/<pid>/fdinfo")
+    connectors: tuple[str, ...] | None = None   # DRM connectors with a monitor plugged in; None = unknown
+    memory_bus_width_bits: int | None = None    # NVML: for the VRAM bandwidth of the TG ceiling
+    memory_clock_max_mhz: int | None = None
 
     @property
     def label(self) -> str:

@@ -1,0 +1,181 @@
+"""AMD/Intel parity (issue 11): VRAM holders from DRM fdinfo, displays from DRM connectors, amdgpu sysfs VRAM.
+
+Fixtures: tests/data/gpu/drm/ (README.md there names the public report behind each text and value).
+"""
+
+from __future__ import annotations
+
+from tests.conftest import DATA
+from tunehost.checks.gpu_memory import GpuMemoryCheck
+from tunehost.check import Severity as S
+from tunehost.facts import HostFacts
+from tunehost.facts.drm_clients import DrmFacts, parse_fdinfo
+from tunehost.facts.gpu import GpuFacts
+from tunehost.host import open_host
+
+DRM_DATA = DATA / "gpu" / "drm"
+AMDGPU_TOP_87 = (DRM_DATA / "amdgpu_top-issue87-amdgpu-fdinfo.txt").read_text()
+KOHAKU_I915 = (DRM_DATA / "chromiumos-kohaku-i915-fdinfo.txt").read_text()
+ROOT = {"format": 1, "uid": 0}
+USER = {"format": 1, "uid": 1000}
+
+
+def run(check, snap):
+    return list(check.run(HostFacts(open_host(snap))))
+
+
+def amd_card(card: str, bus: str, device: str, total: int | None = None, used: int | None = None) -> dict[str, str]:
+    dev = f"/sys/class/drm/{card}/device"
+    files = {f"{dev}/vendor": "0x1002\n", f"{dev}/device": f"{device}\n",
+             f"{dev}/uevent": f"DRIVER=amdgpu\nPCI_SLOT_NAME={bus}\n"}
+    if total is not None:
+        files[f"{dev}/mem_info_vram_total"] = f"{total}\n"
+    if used is not None:
+        files[f"{dev}/mem_info_vram_used"] = f"{used}\n"
+    return files
+
+
+# --- the fdinfo parser on real texts ----------------------------------------------------------------------------
+
+def test_amdgpu_top_issue87_legacy_drm_memory_vram_is_read():
+    client = parse_fdinfo(AMDGPU_TOP_87)
+    assert client is not None and client.driver == "amdgpu" and client.pdev == "0000:08:00.0"
+    assert client.client_id == "217" and client.vram_bytes == 2068 * 1024 and client.other_bytes == 8192 * 1024
+
+
+def test_chromiumos_kohaku_i915_system_memory_is_not_vram():
+    client = parse_fdinfo(KOHAKU_I915)
+    assert client is not None and client.driver == "i915" and client.pdev == "0000:00:02.0"
+    assert client.vram_bytes is None and client.other_bytes == 102 * 1024 * 1024
+
+
+def test_not_a_drm_file_and_garbage_are_none():
+    assert parse_fdinfo("pos:\t0\nflags:\t02\nmnt_id:\t10\n") is None
+    assert parse_fdinfo(None) is None
+    assert parse_fdinfo("drm-driver:\t$(reboot)\ndrm-memory-vram:\t1 KiB\n") is None
+    hostile = parse_fdinfo("drm-driver:\tamdgpu\ndrm-pdev:\tnope\ndrm-memory-vram:\t-5 KiB\ndrm-client-id:\tx\n")
+    assert hostile is not None and hostile.pdev is None and hostile.vram_bytes is None and hostile.client_id is None
+
+
+# --- per-process attribution -------------------------------------------------------------------------------------
+
+def test_one_client_shared_by_several_fds_is_counted_once(make_snapshot):
+    # the amdgpu_top #87 client seen through three fds of one process (dup/fork share drm-client-id 217)
+    fs = {f"/proc/2217/fdinfo/{fd}": AMDGPU_TOP_87 for fd in (99, 100, 101)}
+    fs["/proc/2217/comm"] = "Xorg\n"
+    facts = DrmFacts.gather(open_host(make_snapshot(fs=fs, manifest=ROOT)))
+    [proc] = facts.processes
+    assert (proc.pid, proc.name, proc.pdev, proc.vram_mib) == (2217, "Xorg", "0000:08:00.0", 2)
+    assert facts.note is None
+
+
+def test_amd_card_gets_its_fdinfo_holders_and_judges_them(make_snapshot):
+    fs = amd_card("card0", "0000:08:00.0", "0x73df")
+    fs["/proc/2217/fdinfo/99"] = AMDGPU_TOP_87
+    fs["/proc/2217/comm"] = "Xorg\n"
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=ROOT))).gpus[0]
+    assert gpu.processes is not None and [(p.pid, p.used_mib, p.name, p.type) for p in gpu.processes] == [
+        (2217, 2, "Xorg", "G")]
+    assert gpu.processes_source == "/proc/<pid>/fdinfo"
+
+
+def test_i915_igpu_client_is_not_a_vram_holder(make_snapshot):
+    fs = {"/sys/class/drm/card0/device/vendor": "0x8086\n", "/sys/class/drm/card0/device/device": "0x9b41\n",
+          "/sys/class/drm/card0/device/uevent": "DRIVER=i915\nPCI_SLOT_NAME=0000:00:02.0\n",
+          "/proc/10236/fdinfo/46": KOHAKU_I915, "/proc/10236/comm": "chrome\n"}
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=ROOT))).gpus[0]
+    assert gpu.integrated and gpu.processes is None   # a client with no VRAM line: holders unknown, not "none"
+
+
+# --- the RX 6700 XT desktop capture: amdgpu sysfs VRAM, holders unknown without root -------------------------------
+
+RX6700XT = amd_card("card1", "0000:07:00.0", "0x73df", total=12868124672, used=1091891200)
+
+
+def test_rx6700xt_vram_from_amdgpu_sysfs(make_snapshot):
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=RX6700XT, manifest=USER))).gpus[0]
+    assert (gpu.memory_total_mib, gpu.memory_used_mib, gpu.memory_free_mib) == (12272, 1041, 11231)
+
+
+def test_amd_holders_unknown_never_read_as_nothing_else_holds_vram(make_snapshot):
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=RX6700XT, manifest=USER))
+    assert found.severity is S.OK
+    assert "nothing else holds VRAM" not in found.summary and "unknown" in found.summary
+    # a user's run sees only its own processes: the text says root is needed
+    fs = {**RX6700XT, "/proc/4242/comm": "bash\n"}
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=USER))
+    assert "unknown" in found.summary and "root" in found.summary
+
+
+def test_amd_card_mostly_used_by_unseen_processes_warns(make_snapshot):
+    # the RX 6700 XT's total with ollama's 9179 MiB model+KV+compute buffers (its log in the same capture) resident
+    fs = amd_card("card1", "0000:07:00.0", "0x73df", total=12868124672, used=1091891200 + 9179 * 1024 * 1024)
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=USER))
+    assert found.severity is S.WARN and "unknown" in found.summary
+    assert found.fix.commands == ("sudo tunehost doctor",)
+
+
+# --- displays from DRM connectors (Resonite-Issues #5217 layout) --------------------------------------------------
+
+def connectors(card: str, hdmi: str, dp: str) -> dict[str, str]:
+    return {f"/sys/class/drm/{card}-HDMI-A-1/status": f"{hdmi}\n", f"/sys/class/drm/{card}-DP-2/status": f"{dp}\n"}
+
+
+def test_connected_monitor_marks_the_amd_card_as_driving_the_display(make_snapshot):
+    fs = {**RX6700XT, **connectors("card1", "connected", "disconnected")}
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=USER))).gpus[0]
+    assert gpu.display_active is True and gpu.connectors == ("HDMI-A-1",)
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=USER))
+    assert found.severity is S.INFO and "drives the display" in found.summary and "HDMI-A-1" in found.summary
+    assert "unknown" in found.summary
+
+
+def test_desktop_holders_on_an_amd_card_are_judged_by_what_they_hold(make_snapshot):
+    fs = {**amd_card("card0", "0000:08:00.0", "0x73df", total=12868124672, used=1091891200),
+          **connectors("card0", "connected", "disconnected"),
+          "/proc/2217/fdinfo/99": AMDGPU_TOP_87, "/proc/2217/comm": "Xorg\n"}
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=ROOT))
+    assert found.severity is S.INFO and "Xorg (pid 2217, 2 MiB)" in found.summary
+
+
+def test_no_connector_files_leave_the_display_unknown(make_snapshot):
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=RX6700XT, manifest=USER))).gpus[0]
+    assert gpu.display_active is None and gpu.connectors is None
+
+
+def test_ci_vm_has_no_drm_and_no_gpu():
+    snap = DATA / "snapshots" / "ci-vm"
+    facts = GpuFacts.gather(open_host(snap))
+    assert not facts.gpus
+
+
+def test_live_scan_never_raises():
+    facts = DrmFacts.gather(open_host())
+    assert isinstance(facts, DrmFacts) and all(p.pdev for p in facts.processes)
+
+
+# --- amdgpu junction against its hwmon crit (ROCm/rocm-systems #11781: Radeon AI PRO R9700) -----------------------
+
+def r9700(make_snapshot, junction_milli: int):
+    # the report's idle reading: hotspot 37 °C, "73 °C below the 110 °C critical limit"; 0x7551 is Navi 48
+    hw = "/sys/class/drm/card0/device/hwmon/hwmon3"
+    fs = {**amd_card("card0", "0000:03:00.0", "0x7551"), f"{hw}/name": "amdgpu\n", f"{hw}/temp2_label": "junction\n",
+          f"{hw}/temp2_input": f"{junction_milli}\n", f"{hw}/temp2_crit": "110000\n"}
+    return make_snapshot(fs=fs, manifest=USER)
+
+
+def test_r9700_idle_junction_far_below_its_crit_is_ok(make_snapshot):
+    from tunehost.checks.thermals import ThermalsCheck
+
+    gpu = GpuFacts.gather(open_host(r9700(make_snapshot, 37000))).gpus[0]
+    assert (gpu.hotspot_c, gpu.hotspot_crit_c, gpu.temperature_c) == (37.0, 110.0, 37.0)
+    found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 37000)) if "0x7551" in f.summary]
+    assert [f.severity for f in found] == [S.OK] and "limit 110.0 °C" in " ".join(found[0].evidence.values())
+
+
+def test_junction_at_its_crit_is_throttling(make_snapshot):
+    from tunehost.checks.thermals import ThermalsCheck
+
+    # built: the same card with the junction at 108 °C (2 °C under its 110 °C crit)
+    found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 108000)) if "0x7551" in f.summary]
+    assert [f.severity for f in found] == [S.FAIL] and "junction 108.0 °C at its limit 110.0 °C" in found[0].summary

@@ -1,0 +1,229 @@
+"""The token-generation ceiling per placement, shared by `advise` (the planned placement) and `bench` (the
+placement -ngl / --n-cpu-moe give llama-bench): each token reads its GPU-resident weights at VRAM bandwidth and its
+CPU-resident weights at host-RAM bandwidth, so the bound is 1 / sum(bytes_i / bandwidth_i).
+
+The host-RAM part carries two bandwidths: the measured one (what the probe read) and the peak the configured DIMMs
+allow (tunehost.facts.memory_layout.dimm_peak), so a ceiling that looks reached can no longer hide memory running at
+half speed. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling
+from tunehost.model import ModelFacts
+
+NGL_ALL = 99
+# spec-sheet memory bandwidth (GB/s) of common GPUs, for the VRAM part when NVML gives no bus width/clock;
+# longest match first
+GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
+    ("RTX 5090", 1792.0), ("RTX 5080", 960.0), ("RTX 5070 Ti", 896.0), ("RTX 5070", 672.0),
+    ("RTX 5060 Ti", 448.0), ("RTX 4090", 1008.0), ("RTX 4080", 717.0), ("RTX 4070 Ti", 504.0),
+    ("RTX 4070", 504.0), ("RTX 4060 Ti", 288.0), ("RTX 4060", 272.0), ("RTX 3090 Ti", 1008.0),
+    ("RTX 3090", 936.0), ("RTX 3080 Ti", 912.0), ("RTX 3080", 760.0), ("RTX 3070", 448.0), ("RTX 3060 Ti", 448.0),
+    ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0), ("A100", 1935.0), ("H100", 2039.0),
+    ("L40S", 864.0), ("Tesla T4", 320.0), ("A10G", 600.0), ("Radeon RX 7900 XTX", 960.0),
+    ("Radeon RX 7900 XT", 800.0), ("Radeon RX 6700 XT", 384.0), ("Arc A770", 560.0), ("Arc B580", 456.0),
+)
+
+
+def gpu_bandwidth(name: str | None) -> float | None:
+    """Spec-sheet bandwidth (GB/s) of a known GPU model, or None."""
+    if not name:
+        return None
+    for key, gbps in sorted(GPU_BANDWIDTH_GBPS, key=lambda kv: -len(kv[0])):
+        if key.lower() in name.lower():
+            return gbps
+    return None
+
+
+def vram_bandwidth(bus_width_bits: int | None, memory_clock_mhz: int | None) -> float | None:
+    """Peak VRAM bandwidth (GB/s) from NVML's bus width and max memory clock: NVML reports GDDR/HBM clocks at half
+    the data rate, so bytes/s = bus bits / 8 x clock x 2 (RTX 3060: 192 bit, 7501 MHz -> 360 GB/s)."""
+    if not bus_width_bits or not memory_clock_mhz or bus_width_bits <= 0 or memory_clock_mhz <= 0:
+        return None
+    gbps = bus_width_bits / 8 * memory_clock_mhz * 2 / 1000
+    return round(gbps, 1) if 10 <= gbps <= 20000 else None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the weights one token reads live, as advise plans it or as llama-bench's flags set it."""
+
+    path: str            # gpu | moe | split | unified | cpu
+    ngl: int = NGL_ALL
+    n_cpu_moe: int = 0
+
+
+def placement_from_flags(model: ModelFacts, flags: Sequence[str], *, gpu: bool, unified: bool = False) -> Placement:
+    """The placement llama-bench runs with: -ngl N (default: all layers on a GPU build) and --n-cpu-moe N."""
+    if not gpu:
+        return Placement("cpu", 0)
+    ngl, n_cpu_moe = NGL_ALL, 0
+    args = list(flags)
+    for i, arg in enumerate(args):
+        value = args[i + 1] if i + 1 < len(args) else ""
+        if "=" in arg:
+            arg, value = arg.split("=", 1)
+        if arg in ("-ngl", "--gpu-layers", "--n-gpu-layers") and _int(value) is not None:
+            ngl = _int(value)  # type: ignore[assignment]
+        elif arg in ("-ncmoe", "--n-cpu-moe") and _int(value) is not None:
+            n_cpu_moe = _int(value)  # type: ignore[assignment]
+    if unified:
+        return Placement("unified", ngl)
+    if ngl <= 0:
+        return Placement("cpu", 0)
+    if n_cpu_moe > 0 and model.is_moe:
+        return Placement("moe", ngl, n_cpu_moe)
+    if ngl < model.block_count + 1:
+        return Placement("split", ngl)
+    return Placement("gpu", ngl)
+
+
+def _int(text: str) -> int | None:
+    # llama-bench also takes comma lists ("-ngl 99,0"): the first value is the baseline run's
+    head = text.split(",")[0].strip()
+    return int(head) if head.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Bandwidths:
+    """What each memory can deliver: VRAM (NVML or spec sheet), host RAM measured, host RAM the DIMMs allow."""
+
+    gpu_gbps: float | None = None
+    gpu_basis: str = ""
+    ram_gbps: float | None = None          # measured read bandwidth
+    dimm_gbps: float | None = None         # peak of the configured DIMMs (memory_layout.dimm_peak)
+    dimm_basis: str = ""
+    dimm_rated_gbps: float | None = None   # the same at the slowest module's rating (XMP/EXPO)
+
+    @classmethod
+    def with_dimms(cls, peak: Any, **kwargs: Any) -> "Bandwidths":
+        """Bandwidths carrying a memory_layout.DimmPeak (or None)."""
+        if peak is None:
+            return cls(**kwargs)
+        return cls(dimm_gbps=peak.configured_gbps, dimm_basis=peak.basis, dimm_rated_gbps=peak.rated_gbps, **kwargs)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """Best-case token generation: each token reads `parts` bytes at their memory's bandwidth."""
+
+    tokens_per_s: float | None
+    parts: tuple[tuple[str, int, float | None], ...]  # (memory, bytes per token, GB/s or None)
+    note: str
+    dimm_tokens_per_s: float | None = None   # the same placement with host RAM at the configured DIMMs' peak
+    bandwidths: Bandwidths = Bandwidths()
+    path: str = ""
+
+    @property
+    def ram_bytes(self) -> int:
+        return sum(b for m, b, _ in self.parts if m != "VRAM")
+
+    def to_json(self) -> dict[str, Any]:
+        bw = self.bandwidths
+        return {"tokens_per_s": self.tokens_per_s, "note": self.note, "path": self.path,
+                "parts": [{"memory": m, "bytes_per_token": b, "gbps": g} for m, b, g in self.parts],
+                "dimm_tokens_per_s": self.dimm_tokens_per_s, "ram_measured_gbps": bw.ram_gbps,
+                "ram_dimm_gbps": bw.dimm_gbps, "ram_dimm_basis": bw.dimm_basis or None,
+                "ram_dimm_rated_gbps": bw.dimm_rated_gbps,
+                "gpu_gbps": bw.gpu_gbps, "gpu_basis": bw.gpu_basis or None}
+
+
+def ceiling_from_json(data: Any) -> Ceiling | None:
+    """A Ceiling back from its to_json() (a saved bench result); None for older or malformed data."""
+    if not isinstance(data, dict) or not isinstance(data.get("parts"), list):
+        return None
+    num = lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None  # noqa: E731
+    parts = tuple((str(p.get("memory")), int(p.get("bytes_per_token") or 0), num(p.get("gbps")))
+                  for p in data["parts"] if isinstance(p, dict))
+    bw = Bandwidths(num(data.get("gpu_gbps")), str(data.get("gpu_basis") or ""), num(data.get("ram_measured_gbps")),
+                    num(data.get("ram_dimm_gbps")), str(data.get("ram_dimm_basis") or ""),
+                    num(data.get("ram_dimm_rated_gbps")))
+    return Ceiling(num(data.get("tokens_per_s")), parts, str(data.get("note") or ""),
+                   num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""))
+
+
+NOTE = "upper bound: every weight a token uses read once at full bandwidth; real speed is 50-80 % of it"
+
+
+def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths) -> Ceiling | None:
+    """The ceiling of `placement`; None when the model's bytes per token cannot be told."""
+    try:
+        total = bytes_per_token(model)
+    except Exception:
+        return None
+    if total <= 0:
+        return None
+    path = placement.path
+    if path in ("cpu", "unified"):
+        parts: tuple[tuple[str, int], ...] = (("RAM" if path == "cpu" else "unified RAM", total),)
+    elif path == "gpu":
+        parts = (("VRAM", total),)
+    else:
+        if path == "moe":
+            cpu = cpu_moe_bytes_per_token(model, placement.n_cpu_moe)
+        else:
+            first_gpu = model.block_count + 1 - placement.ngl
+            cpu = sum(model.weights.per_layer[:max(0, first_gpu)]) if model.weights.per_layer else 0
+        cpu = min(cpu, total)
+        parts = (("VRAM", total - cpu), ("RAM", cpu))
+    measured = tuple((m, b, bw.gpu_gbps if m == "VRAM" else bw.ram_gbps) for m, b in parts)
+    dimm = _value(tuple((m, b, bw.gpu_gbps if m == "VRAM" else bw.dimm_gbps) for m, b in parts)) \
+        if any(m != "VRAM" and b for m, b in parts) else None
+    value = _value(measured)
+    if value is None:
+        missing = [m for m, b, g in measured if b and g is None]
+        why = " and ".join(f"{m} bandwidth" for m in missing)
+        note = (f"{why} unknown" + (" (the RAM probe runs live only, without --no-probe)"
+                                    if any(m != "VRAM" for m in missing) else
+                                    " (GPU not in tunehost's spec-sheet table, and no NVML bus width/clock)"))
+        return Ceiling(None, measured, note, dimm, bw, path)
+    return Ceiling(value, measured, NOTE, dimm, bw, path)
+
+
+def _value(parts: tuple[tuple[str, int, float | None], ...]) -> float | None:
+    if any(g is None or g <= 0 for _, b, g in parts if b):
+        return None
+    return split_tg_ceiling([(b, g) for _, b, g in parts if b])  # type: ignore[misc]
+
+
+def describe(c: Ceiling, measured_ts: float | None = None) -> str:
+    """One line for people: the ceiling (or where a measured TG sits under it), its basis, and the DIMM peak.
+
+    "TG = 75 % of the 14 t/s measured RAM ceiling (31 GB/s measured); the DIMMs as configured allow 51 GB/s -> 23 t/s"
+    """
+    bw = c.bandwidths
+    kind = {"gpu": "VRAM", "cpu": "measured RAM", "unified": "measured unified-RAM"}.get(c.path, "split VRAM+RAM")
+    basis = "; ".join(_part_text(m, b, g, bw) for m, b, g in c.parts if b)
+    if c.tokens_per_s is not None and measured_ts is not None:
+        head = f"TG = {measured_ts / c.tokens_per_s:.0%} of the {_ts(c.tokens_per_s)} t/s {kind} ceiling ({basis})"
+    elif c.tokens_per_s is not None:
+        head = f"TG ceiling {_ts(c.tokens_per_s)} t/s on {kind} ({basis})"
+    else:
+        head = f"TG ceiling not computed: {c.note}"
+    if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
+        head += (f"; the DIMMs as configured allow {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
+                 + (f" ({bw.dimm_basis})" if bw.dimm_basis else ""))
+        if bw.dimm_rated_gbps and bw.dimm_rated_gbps > bw.dimm_gbps * 1.05:
+            head += f", {bw.dimm_rated_gbps:.0f} GB/s at their rated speed (XMP/EXPO off?)"
+    elif c.ram_bytes and bw.dimm_gbps is None:
+        head += "; the DIMMs' peak is unknown (no dmidecode / SMBIOS memory data)"
+    return head
+
+
+def _part_text(memory: str, n_bytes: int, gbps: float | None, bw: Bandwidths) -> str:
+    size = f"{n_bytes / 1e9:.2f} GB/token"
+    if memory == "VRAM":
+        return f"VRAM {size} at {gbps:.0f} GB/s {bw.gpu_basis}".rstrip() if gbps else f"VRAM {size}, bandwidth unknown"
+    return f"{memory} {size} at {gbps:.1f} GB/s measured" if gbps else f"{memory} {size}, not measured"
+
+
+def _ts(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+__all__ = ["Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
+           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth"]
