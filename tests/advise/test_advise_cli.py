@@ -107,7 +107,23 @@ def test_qwen30b_on_each_snapshot(cli, qwen30b, snapshot) -> None:
     assert flags["-t"] == threads and data["cpu_affinity"] == cpus
     assert flags.get("-ngl") == ngl and flags.get("--n-cpu-moe") == ncmoe
     assert flags["-ctk"] == "q8_0" and data["placement_source"] == "estimate"
-    assert data["ceiling"]["tokens_per_s"] is None or path == "gpu"  # no RAM probe with --snapshot
+    assert data["ceiling"]["tokens_per_s"] is None or path == "gpu"  # no measure.json: no RAM bandwidth
+
+
+def test_a_snapshot_with_a_measurement_gives_the_ram_ceiling_without_measuring(cli, qwen30b, tmp_path,
+                                                                               monkeypatch) -> None:
+    import shutil
+
+    from tunehost.advise import bandwidth
+
+    monkeypatch.setattr(bandwidth, "measure_read_bandwidth", lambda *a, **k: pytest.fail("a snapshot was measured"))
+    snap = tmp_path / "snap"
+    shutil.copytree(SNAPSHOTS / "server-epyc9654-2s", snap, symlinks=True)
+    (snap / "samples" / "measure.json").write_text(json.dumps({"format": 1, "memory_read_gbps": 410.0,
+                                                               "memory_read_threads": 192}))
+    data = _json(cli("advise", "--model", str(qwen30b), "--snapshot", str(snap), "--format", "json"))
+    assert data["path"] == "cpu" and data["ceiling"]["tokens_per_s"] > 0
+    assert json.dumps(data["ceiling"]).count("410") >= 1
 
 
 def test_12700f_memlock_64k_keeps_mlock_out_and_says_how(cli, qwen30b) -> None:

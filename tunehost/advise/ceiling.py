@@ -177,7 +177,7 @@ def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths) -> C
     if value is None:
         missing = [m for m, b, g in measured if b and g is None]
         why = " and ".join(f"{m} bandwidth" for m in missing)
-        note = (f"{why} unknown" + (" (the RAM probe runs live only, without --no-probe)"
+        note = (f"{why} unknown" + (" (not measured: --no-probe, or a snapshot without samples/measure.json)"
                                     if any(m != "VRAM" for m in missing) else
                                     " (GPU not in tunehost's spec-sheet table, and no NVML bus width/clock)"))
         return Ceiling(None, measured, note, dimm, bw, path)

@@ -76,7 +76,7 @@ class AdviseOptions:
     spec: str | None = None  # "mtp" | "draft"
     host_addr: str | None = None
     server: str = "llama-server"
-    ram_bandwidth_gbps: float | None = None  # measured (live only)
+    ram_bandwidth_gbps: float | None = None  # measured now, or by the snapshot's doctor run
     ram_peak: Any = None  # tunehost.facts.memory_layout.DimmPeak: what the configured DIMMs allow
     fit: FitPlacement | None = None  # llama-fit-params' answer
     fit_note: str | None = None  # why llama-fit-params was not used

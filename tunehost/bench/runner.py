@@ -355,16 +355,26 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "
         return {"error": f"model not readable for the ceiling: {exc}"}
     gpu, unified, bw = _host_bandwidths(host)
     placement = placement_from_flags(facts_model, flags, gpu=gpu, unified=unified)
-    bandwidth = measure_read_bandwidth(probe_bytes) if placement.path != "gpu" else None
-    if bandwidth is not None:
-        bw = replace(bw, ram_gbps=round(bandwidth.gbps, 2))
+    bandwidth = None
+    if placement.path != "gpu":
+        if host is not None and host.live:
+            from tunehost.host.measure import probe_memory
+
+            bandwidth = probe_memory(host)  # one pinned thread per physical core, as doctor measures
+        else:
+            probe = measure_read_bandwidth(probe_bytes)
+            bandwidth = {"memory_read_gbps": round(probe.gbps, 2), "memory_read_samples": list(probe.samples),
+                         "memory_read_threads": probe.threads}
+        bw = replace(bw, ram_gbps=bandwidth["memory_read_gbps"])
     ceiling = tg_ceiling_for(facts_model, placement, bw)
     data: dict[str, Any] = ceiling.to_json() if ceiling is not None else {}
     data.update({"bytes_per_token": per_token, "tg_ceiling_ts": round(ceiling.tokens_per_s, 2)
                  if ceiling is not None and ceiling.tokens_per_s else None})
     if bandwidth is not None:
-        data.update({"bandwidth_gbps": round(bandwidth.gbps, 2), "bandwidth_spread": round(bandwidth.spread, 3),
-                     "probe_threads": bandwidth.threads})
+        samples = bandwidth["memory_read_samples"]
+        data.update({"bandwidth_gbps": bandwidth["memory_read_gbps"],
+                     "bandwidth_spread": round((max(samples) - min(samples)) / max(samples), 3) if samples else None,
+                     "probe_threads": bandwidth["memory_read_threads"]})
     return data
 
 

@@ -90,10 +90,12 @@ def advise(
                                                           probe.command, probe.tensor_split))
             else:
                 options = _with(options, fit_note=f"placement is tunehost's estimate: {why}")
-    if live_probe:
-        from tunehost.advise.bandwidth import measure_read_bandwidth
+    if live_probe or not host.live:
+        from tunehost.host.measure import read_bandwidth
 
-        options = _with(options, ram_bandwidth_gbps=measure_read_bandwidth(available_bytes=view.ram_available).gbps)
+        # live: the pinned per-core probe now; a snapshot: what its doctor run measured (samples/measure.json)
+        gbps, _source = read_bandwidth(host)
+        options = _with(options, ram_bandwidth_gbps=gbps)
     result = apply_caps(plan(facts_model, view, options), caps)
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
