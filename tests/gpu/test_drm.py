@@ -179,3 +179,44 @@ def test_junction_at_its_crit_is_throttling(make_snapshot):
     # built: the same card with the junction at 108 °C (2 °C under its 110 °C crit)
     found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 108000)) if "0x7551" in f.summary]
     assert [f.severity for f in found] == [S.FAIL] and "junction 108.0 °C at its limit 110.0 °C" in found[0].summary
+
+
+# --- Intel xe discrete: total VRAM from the tile files, used VRAM from the fdinfo holders ---------------------------
+# Not a capture: an Arc A750 (8 GiB GDDR6, the card of MangoHud#1936, whose xe debugfs shows 8128 MiB usable) with
+# the xe keys of the kernel's Documentation/gpu/drm-usage-stats.rst (`drm-total-vram0`, `drm-resident-vram0`);
+# nvtop and cosmic-ext-applet-sysinfo#55 add up these per-client lines the same way, since xe has no used-VRAM file.
+
+def xe_fdinfo(client: int, resident_kib: int) -> str:
+    return (f"pos:\t0\nflags:\t02100002\nmnt_id:\t26\nino:\t1073\ndrm-driver:\txe\ndrm-client-id:\t{client}\n"
+            f"drm-pdev:\t0000:03:00.0\ndrm-total-system:\t0\ndrm-total-vram0:\t{resident_kib} KiB\n"
+            f"drm-resident-vram0:\t{resident_kib} KiB\n")
+
+
+def xe_a750(extra: dict[str, str]) -> dict[str, str]:
+    dev = "/sys/class/drm/card0/device"
+    return {f"{dev}/vendor": "0x8086\n", f"{dev}/device": "0x56a1\n",
+            f"{dev}/uevent": "DRIVER=xe\nPCI_SLOT_NAME=0000:03:00.0\n",
+            f"{dev}/tile0/physical_vram_size_bytes": "8589934592\n", **extra}
+
+
+def test_xe_card_total_from_tiles_and_used_from_every_holder_as_root(make_snapshot):
+    fs = xe_a750({"/proc/1342/fdinfo/12": xe_fdinfo(3, 612 * 1024), "/proc/1342/fdinfo/13": xe_fdinfo(3, 612 * 1024),
+                  "/proc/1342/comm": "gnome-shell\n", "/proc/4410/fdinfo/5": xe_fdinfo(9, 5 * 1024 * 1024),
+                  "/proc/4410/comm": "llama-server\n"})
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=ROOT))).gpus[0]
+    assert gpu.vendor == "intel" and not gpu.integrated
+    assert gpu.memory_total_mib == 8192
+    assert gpu.memory_used_mib == 612 + 5120 and gpu.memory_free_mib == 8192 - 5732   # client 3 counted once
+    assert sorted((p.name, p.used_mib) for p in gpu.processes) == [("gnome-shell", 612), ("llama-server", 5120)]
+
+
+def test_xe_used_vram_stays_unknown_when_not_every_process_was_seen(make_snapshot):
+    fs = xe_a750({"/proc/4410/fdinfo/5": xe_fdinfo(9, 5 * 1024 * 1024), "/proc/4410/comm": "llama-server\n"})
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=USER))).gpus[0]
+    assert gpu.memory_total_mib == 8192 and gpu.memory_used_mib is None   # never a guess from a partial view
+
+
+def test_xe_garbage_tile_sizes_are_unknown(make_snapshot):
+    fs = xe_a750({"/sys/class/drm/card0/device/tile0/physical_vram_size_bytes": "-1\n"})
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=ROOT))).gpus[0]
+    assert gpu.memory_total_mib is None

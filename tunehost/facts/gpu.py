@@ -176,6 +176,10 @@ def _with_drm(host: "Host", g: GpuInfo, drm: DrmFacts) -> GpuInfo:
             changes["processes"] = tuple(GpuProcess(c.pid, c.vram_mib, c.name, client_kind(c.name))
                                          for c in clients if c.vram_mib)
             changes["processes_source"] = "/proc/<pid>/fdinfo"
+            if g.memory_used_mib is None and g.memory_total_mib is not None and drm.note is None:
+                # no used-VRAM file (Intel xe): with every process seen, the holders add up to what is used
+                used = min(sum(c.vram_mib or 0 for c in clients), g.memory_total_mib)
+                changes.update(memory_used_mib=used, memory_free_mib=g.memory_total_mib - used)
         elif not clients and drm.scanned and drm.note is None:
             changes["processes"] = ()   # root saw every process: none holds this GPU
             changes["processes_source"] = "/proc/<pid>/fdinfo"
@@ -357,6 +361,14 @@ def _intel_integrated(vendor: str, bus_id: str | None) -> bool:
     return vendor == "intel" and bus_id == "0000:00:02.0"
 
 
+def _xe_vram_mib(host: "Host", dev: str) -> int | None:
+    """Intel xe discrete cards (Arc B-series and later on xe): VRAM per tile in tileN/physical_vram_size_bytes."""
+    sizes = [host.files.read_int(f"{dev}/{tile}/physical_vram_size_bytes")
+             for tile in host.files.listdir(dev) if re.fullmatch(r"tile\d+", tile)]
+    known = [size for size in sizes if size is not None and size > 0]
+    return _bytes_mib(sum(known)) if known else None
+
+
 def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
     cards = []
     for card in host.files.listdir(DRM):
@@ -375,6 +387,8 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
             link = _amd_link(host, dev, link)
         vram = _bytes_mib(host.files.read_int(f"{dev}/mem_info_vram_total"))
         vram_used = _bytes_mib(host.files.read_int(f"{dev}/mem_info_vram_used"))
+        if vendor == "intel" and vram is None:
+            vram = _xe_vram_mib(host, dev)  # xe has no "used" file: that comes from the fdinfo holders
         gtt = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_total"))
         gtt_used = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_used"))
         apu_name = AMD_APU_DEVICE_IDS.get(device_id or "") if vendor == "amd" else None
