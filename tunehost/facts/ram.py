@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Mapping
 
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
-from tunehost.memory_parts import JEDEC_MAX, PartRating, generation, is_standard_grade, rated_speed
+from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_standard_grade, module_family,
+                                   module_vendor, rated_speed)
 from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
 
@@ -83,6 +84,9 @@ class Module:
     part_rating: PartRating | None = None
     speed_field_bogus: bool = False             # `Speed` is not a real data rate (e.g. 12800 on DDR5-5600)
     half_rate: bool = False                     # `Configured` is half of `Speed`: old AGESA reports MEMCLK
+    mem_type: str | None = None                 # the type, "<OUT OF SPEC>" resolved (old dmidecode on DDR5)
+    family: PartFamily | None = None            # a part family that carries no rating (JEDEC-only or kit)
+    rating_unknown: str | None = None           # why the rating is unknown on purpose (a kit not saying it)
 
     @property
     def effective_mts(self) -> int | None:
@@ -100,28 +104,62 @@ class Module:
         return where
 
 
+OUT_OF_SPEC = "<OUT OF SPEC>"
+
+
+def resolve_type(device: MemoryDevice, part: PartRating | None) -> str | None:
+    """The memory type; dmidecode older than 3.3 prints `<OUT OF SPEC>` for DDR5 (and LPDDR5): every type it knows
+    (DDR4 and older) it names, so an out-of-spec DIMM is DDR5 — confirmed by the part number or a DDR5 speed/width."""
+    t = device.type
+    if t is None or t.strip().upper() != OUT_OF_SPEC:
+        return t
+    if part is not None and part.gen:
+        return part.gen
+    fastest = max(device.speed_mts or 0, device.configured_mts or 0)
+    if device.soldered or (device.form_factor or "").lower() in {"row of chips", "chip"}:
+        return "LPDDR5" if fastest >= 4266 else None
+    if fastest >= 4000 or device.total_width == 80:   # DDR5 JEDEC bins start at 4000 (DDR5-4000); ECC DDR5 is 80-bit
+        return "DDR5"
+    return None
+
+
 def describe_module(device: MemoryDevice) -> Module:
     """Rating, channel and quirks of one installed device (pure; used by RamFacts.gather and tests)."""
     part = rated_speed(device.part_number)
+    family = None if part else module_family(device.part_number)
+    vendor = module_vendor(device.manufacturer)
+    mem_type = resolve_type(device, part)
+    gen = generation(mem_type)
     speed = device.speed_mts
     speed_ok = is_standard_grade(speed)
     bogus = speed is not None and not speed_ok
     rating: int | None = None
     source: str | None = None
     profile: bool | None = None
+    unknown: str | None = None
+    shown = device.part_number or "not reported"
     if part is not None:
         if speed_ok and abs(speed - part.speed_mts) <= part.speed_mts * 0.02:
             rating, source = speed, f"Speed {speed} MT/s, matching part number {part.part}"
         else:
             rating, source = part.speed_mts, f"part number {part.describe()}"
         profile = part.profile
+    elif speed_ok and gen and speed > JEDEC_MAX[gen]:
+        # above every JEDEC bin: the board reports the XMP/EXPO rate in Speed (some MSI/Gigabyte BIOSes)
+        rating, source, profile = speed, f"Speed field {speed} MT/s (above every JEDEC {gen} speed: an XMP/EXPO rate)", True
+    elif family is not None and family.jedec and speed_ok:
+        rating, source, profile = speed, f"Speed field {speed} MT/s ({family.vendor} {family.rule})", False
+    elif (family is not None and not family.jedec) or (vendor is not None and vendor[1]):
+        who = family.vendor if family is not None else vendor[0]  # type: ignore[index]
+        unknown = (f"{who} sells XMP/EXPO kits and the part number ({shown}) does not say this module's rating"
+                   + (f"; Speed {speed} MT/s is only its JEDEC speed" if speed_ok else ""))
     elif speed_ok:
-        rating, source = speed, f"Speed field {speed} MT/s (part number {device.part_number or 'not reported'} not decoded)"
-        gen = generation(device.type)
-        profile = bool(gen and speed > JEDEC_MAX[gen]) if gen else None
+        rating, source = speed, f"Speed field {speed} MT/s (part number {shown} not decoded)"
+        profile = False if gen else None
     configured = device.configured_mts
-    half = bool(speed_ok and configured and configured * 2 == speed and generation(device.type) in {"DDR3", "DDR4", "DDR5"})
-    return Module(device, channel_of(device.locator, device.bank_locator), rating, source, profile, part, bogus, half)
+    half = bool(speed_ok and configured and configured * 2 == speed and gen in {"DDR3", "DDR4", "DDR5"})
+    return Module(device, channel_of(device.locator, device.bank_locator), rating, source, profile, part, bogus, half,
+                  mem_type, family, unknown)
 
 
 def summarize_modules(modules: tuple[Module, ...] | list[Module]) -> str:
