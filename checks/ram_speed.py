@@ -11,7 +11,7 @@ from __future__ import annotations
 from tunehost.check import Check, Fix
 from tunehost.facts.memory_layout import Layout, layout
 from tunehost.facts.ram import DMIDECODE_LINE, Module, RamFacts
-from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation
+from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
        "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "
@@ -50,7 +50,17 @@ class RamSpeedCheck(Check):
         if eff is None:
             return self.skip("the firmware does not report the configured memory speed (Configured Memory Speed: "
                              "Unknown): cannot judge it", evidence)
-        if rated is None:
+        unknown = next((m for m in lay.modules if m.rating_unknown), None)
+        if unknown is not None and lay.gen and eff > JEDEC_MAX[lay.gen]:
+            where = f", {self._channel_words(lay)}" if self._channel_words(lay) else ""
+            return self.ok(f"{t} at {eff} MT/s, above every JEDEC speed: XMP/EXPO is on (the exact rating is not in "
+                           f"the part number){where}{notes}", evidence)
+        if rated is None or unknown is not None:
+            if unknown is not None:
+                return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown: "
+                                 f"{unknown.rating_unknown}. If the label "
+                                 f"on the modules says more than {eff} MT/s, enable XMP/EXPO in the firmware setup",
+                                 evidence)
             parts = sorted({m.device.part_number or "not reported" for m in lay.modules})
             return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown (part number "
                              f"{', '.join(parts)} not decoded, Speed not reported)", evidence)
@@ -62,9 +72,10 @@ class RamSpeedCheck(Check):
         if eff >= rated:
             if lay.mixed:
                 rates = sorted({m.rating for m in lay.modules if m.rating})
+                held = f" ({slowest.name}, {slowest.device.part_number or 'part not reported'}, holds the others back)"
                 return self.info(
                     f"Mixed modules rated {' and '.join(map(str, rates))} MT/s: all run at {eff} MT/s because the "
-                    f"slowest module sets the speed{notes}", evidence,
+                    f"slowest module sets the speed{held}{notes}", evidence,
                     fix=Fix(f"Nothing is misconfigured. To run at {lay.rated_max} MT/s, replace the slower module(s) "
                             f"with ones matching the faster one (ideally one matched kit)."),
                     detail=WHY)
@@ -124,6 +135,13 @@ class RamSpeedCheck(Check):
                         f"with the speed lowered to 5200-5600 MT/s (test stability with a memory test).",
                         (FIRMWARE,)),
                 detail=WHY + " Capacity matters too: keep 4 DIMMs if the model only fits that way.")
+        limit = platform_memory_limit(ram.cpu_model, ram.product)
+        if limit and eff >= limit[0] * 0.98 and rated > eff:
+            return self.info(
+                f"{head}: CPU/platform-limited, not XMP/EXPO off — {limit[1]}{notes}", evidence,
+                fix=Fix(f"Nothing to change in the firmware: this memory controller (or chipset) does not run memory "
+                        f"above {limit[0]} MT/s. Only another CPU or board would use the modules' {rated} MT/s."),
+                detail=WHY)
         if lay.gen and eff <= JEDEC_MAX[lay.gen]:
             if lay.profile:
                 extra = f"; {one_channel}" if one_channel else ""

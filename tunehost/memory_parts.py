@@ -379,21 +379,55 @@ def module_vendor(manufacturer: str | None) -> tuple[str, bool] | None:
     return None
 
 
-# server CPUs whose memory controller caps DIMMs below their rating (Intel ARK "Max Memory Speed")
+# CPUs whose memory controller caps memory below the modules' rating, with no way to raise it (Intel ARK "Max Memory
+# Speed"; Xeons do not allow memory overclocking): Xeon Scalable, and the Xeon E5/E3 common on X99/C612 desktop boards
 _CPU_MEMORY_LIMITS: tuple[tuple["re.Pattern[str]", int, str], ...] = (
     (re.compile(r"Xeon\(R\) Silver 43\d\d"), 2666, "DDR4-2666"),    # Ice Lake-SP Silver
     (re.compile(r"Xeon\(R\) Silver 4[12]\d\d"), 2400, "DDR4-2400"),  # Skylake/Cascade Lake-SP Silver
     (re.compile(r"Xeon\(R\) Bronze 3[12]\d\d"), 2133, "DDR4-2133"),
     (re.compile(r"Xeon\(R\) Gold 5[12]\d\d"), 2666, "DDR4-2666"),
     (re.compile(r"Xeon\(R\) Gold 53\d\d"), 2933, "DDR4-2933"),
+    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]? v4"), 2400, "DDR4-2400"),  # Broadwell-EP (X99 boards)
+    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]? v3"), 2133, "DDR4-2133"),  # Haswell-EP
+    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]? v2"), 1866, "DDR3-1866"),  # Ivy Bridge-EP
+    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]?(?: 0)? @"), 1600, "DDR3-1600"),  # Sandy Bridge-EP
+    (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v6"), 2400, "DDR4-2400"),
+    (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v5"), 2133, "DDR4-2133"),
+)
+# Intel desktop chipsets without memory overclocking (100-400 series H/B/Q): memory runs at most at the CPU's
+# JEDEC maximum whatever the kit's XMP says
+_LOCKED_CHIPSET = re.compile(r"(?<![A-Z0-9])([HBQ](?:110|150|170|250|270|310|360|365|370|410|460|470))(?=[A-Z\-\s/(]|$)")
+# Intel Core desktop CPUs, by generation: the fastest memory the CPU supports (Intel ARK)
+_CORE_MEMORY_LIMITS: tuple[tuple["re.Pattern[str]", int, str], ...] = (
+    (re.compile(r"Core\(TM\) i[3579]-6\d{3}"), 2133, "DDR4-2133"),
+    (re.compile(r"Core\(TM\) i[3579]-7\d{3}"), 2400, "DDR4-2400"),
+    (re.compile(r"Core\(TM\) i3-[89]\d{3}"), 2400, "DDR4-2400"),
+    (re.compile(r"Core\(TM\) i[579]-[89]\d{3}"), 2666, "DDR4-2666"),
+    (re.compile(r"Core\(TM\) i[35]-10\d{3}"), 2666, "DDR4-2666"),
+    (re.compile(r"Core\(TM\) i[79]-10\d{3}"), 2933, "DDR4-2933"),
 )
 
 
 def cpu_memory_limit(cpu_model: str | None) -> tuple[int, str] | None:
     """(MT/s, "DDR4-2666") for CPUs known to cap memory speed; None when unknown."""
-    if not cpu_model:
+    if not cpu_model or not isinstance(cpu_model, str):
         return None
     for pattern, mts, label in _CPU_MEMORY_LIMITS:
         if pattern.search(cpu_model):
             return mts, label
+    return None
+
+
+def platform_memory_limit(cpu_model: str | None, board: str | None) -> tuple[int, str] | None:
+    """(MT/s, why) when the CPU, or an Intel chipset without memory overclocking, caps memory speed; else None."""
+    cpu = cpu_memory_limit(cpu_model)
+    if cpu is not None:
+        return cpu[0], f"the CPU ({cpu_model}) supports at most {cpu[1]}"
+    chipset = _LOCKED_CHIPSET.search((board or "").upper()) if isinstance(board, str) else None
+    if chipset is None or not cpu_model:
+        return None
+    for pattern, mts, label in _CORE_MEMORY_LIMITS:
+        if pattern.search(cpu_model):
+            return mts, (f"the board's Intel {chipset[1]} chipset allows no memory overclocking (no XMP), so memory "
+                         f"runs at most at the CPU's {label} ({cpu_model})")
     return None

@@ -149,7 +149,7 @@ def describe_module(device: MemoryDevice) -> Module:
         rating, source, profile = speed, f"Speed field {speed} MT/s (above every JEDEC {gen} speed: an XMP/EXPO rate)", True
     elif family is not None and family.jedec and speed_ok:
         rating, source, profile = speed, f"Speed field {speed} MT/s ({family.vendor} {family.rule})", False
-    elif (family is not None and not family.jedec) or (vendor is not None and vendor[1]):
+    elif (family is not None and not family.jedec) or (family is None and vendor is not None and vendor[1]):
         who = family.vendor if family is not None else vendor[0]  # type: ignore[index]
         unknown = (f"{who} sells XMP/EXPO kits and the part number ({shown}) does not say this module's rating"
                    + (f"; Speed {speed} MT/s is only its JEDEC speed" if speed_ok else ""))
@@ -224,7 +224,8 @@ class RamFacts:
         return max(declared, len(self.memory.devices))
 
     @classmethod
-    def from_text(cls, text: str, *, chassis_type: int | None = None, cpu_model: str | None = None) -> "RamFacts":
+    def from_text(cls, text: str, *, chassis_type: int | None = None, cpu_model: str | None = None,
+                  product: str | None = None) -> "RamFacts":
         """Facts from a `dmidecode -t memory` text alone (tests, and the gather path)."""
         memory = parse_dmidecode_memory(text)
         modules = tuple(describe_module(d) for d in memory.installed)
@@ -232,7 +233,7 @@ class RamFacts:
         if chassis_type is not None:
             evidence[CHASSIS_TYPE] = str(chassis_type)
         return cls(memory if modules else None, None if modules else "no installed memory modules found", modules,
-                   chassis_type, None, cpu_model, evidence)
+                   chassis_type, product, cpu_model, evidence)
 
     @classmethod
     def gather(cls, host: "Host") -> "RamFacts":
