@@ -143,6 +143,13 @@ class RamSpeedCheck(Check):
                         f"above {limit[0]} MT/s. Only another CPU or board would use the modules' {rated} MT/s."),
                 detail=WHY)
         if lay.gen and eff <= JEDEC_MAX[lay.gen]:
+            if lay.profile and eff > JEDEC_BASE[lay.gen] and loss <= 12:
+                return self.info(
+                    f"{head}: above the JEDEC base speed, so a profile or a manual speed is applied, a little below "
+                    f"the kit's rating (a reduced profile, or the memory controller's limit){notes}", evidence,
+                    fix=Fix(f"Optional: try the full {rated} MT/s XMP/EXPO profile in the firmware setup; keep the "
+                            f"lower speed if it is not stable.", (FIRMWARE,)),
+                    detail=WHY)
             if lay.profile:
                 extra = f"; {one_channel}" if one_channel else ""
                 return self.fail(

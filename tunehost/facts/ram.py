@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Mapping
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_standard_grade, module_family,
-                                   module_vendor, rated_speed)
+                                   module_vendor, rated_speed, snap_grade)
 from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
 
@@ -90,10 +90,14 @@ class Module:
 
     @property
     def effective_mts(self) -> int | None:
-        """The real data rate: Configured, doubled when the firmware reports MEMCLK (the AMD half-rate quirk)."""
-        if self.half_rate and self.device.configured_mts:
-            return self.device.configured_mts * 2
-        return self.device.configured_mts
+        """The real data rate: Configured, doubled when the firmware reports MEMCLK (the AMD half-rate quirk), and
+        firmware rounding ("2999", "3599") read as the grade it stands for."""
+        configured = self.device.configured_mts
+        if configured and self.half_rate:
+            configured *= 2
+        if configured and not is_standard_grade(configured) and abs(snap_grade(configured) - configured) <= 2:
+            configured = snap_grade(configured)
+        return configured
 
     @property
     def name(self) -> str:
@@ -131,6 +135,9 @@ def describe_module(device: MemoryDevice) -> Module:
     mem_type = resolve_type(device, part)
     gen = generation(mem_type)
     speed = device.speed_mts
+    if speed is not None and not is_standard_grade(speed) and is_standard_grade(snap_grade(speed)) \
+            and abs(snap_grade(speed) - speed) <= 2:
+        speed = snap_grade(speed)  # "2999 MT/s", "3199 MT/s": firmware rounding of a real grade
     speed_ok = is_standard_grade(speed)
     bogus = speed is not None and not speed_ok
     rating: int | None = None
