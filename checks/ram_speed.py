@@ -267,9 +267,14 @@ class RamSpeedCheck(Check):
         notes = []
         if any(m.half_rate for m in lay.modules):
             m = next(m for m in lay.modules if m.half_rate)
-            notes.append(f"firmware reports Configured {m.device.configured_mts} MT/s, exactly half of Speed "
-                         f"{m.device.speed_mts}: older AMD AGESA puts the memory clock (MHz) there, a units quirk — "
-                         f"the real rate is {m.effective_mts} MT/s")
+            if m.device.speed_mts and m.rating and m.device.speed_mts * 2 <= m.rating * 1.02:
+                notes.append(f"firmware reports Speed {m.device.speed_mts} and Configured {m.device.configured_mts}: "
+                             f"older AMD firmware puts the memory clock (MHz) in both, a units quirk — the real rate "
+                             f"is {m.effective_mts} MT/s")
+            else:
+                notes.append(f"firmware reports Configured {m.device.configured_mts} MT/s, exactly half of Speed "
+                             f"{m.device.speed_mts}: older AMD AGESA puts the memory clock (MHz) there, a units "
+                             f"quirk — the real rate is {m.effective_mts} MT/s")
         if any(m.speed_field_bogus for m in lay.modules):
             m = next(m for m in lay.modules if m.speed_field_bogus)
             notes.append(f"the Speed field's {m.device.speed_mts} MT/s is bogus firmware data and was ignored")

@@ -95,9 +95,9 @@ class Module:
         configured = self.device.configured_mts
         if configured and self.half_rate:
             configured *= 2
-        if configured and not is_standard_grade(configured) and abs(snap_grade(configured) - configured) <= 2:
+        if configured and not is_standard_grade(configured) and abs(snap_grade(configured) - configured) <= 4:
             configured = snap_grade(configured)
-        return configured
+        return configured if is_standard_grade(configured) else None  # "29561 MT/s" is firmware garbage
 
     @property
     def name(self) -> str:
@@ -109,6 +109,8 @@ class Module:
 
 
 OUT_OF_SPEC = "<OUT OF SPEC>"
+# the slowest JEDEC bin of each generation sold in PCs: a `Speed` below it is a clock in MHz, not a data rate
+LOWEST_BIN = {"DDR3": 1066, "DDR4": 1600, "DDR5": 3200}
 
 
 def resolve_type(device: MemoryDevice, part: PartRating | None) -> str | None:
@@ -135,6 +137,10 @@ def describe_module(device: MemoryDevice) -> Module:
     mem_type = resolve_type(device, part)
     gen = generation(mem_type)
     speed = device.speed_mts
+    low = LOWEST_BIN.get(generation(resolve_type(device, part)) or "")
+    clock_units = bool(low and speed and speed < low and (device.configured_mts or 0) < low)
+    if clock_units:
+        speed = snap_grade(speed * 2)  # old AMD AM3+ firmware: both fields hold the clock (MHz), half the data rate
     if speed is not None and not is_standard_grade(speed) and is_standard_grade(snap_grade(speed)) \
             and abs(snap_grade(speed) - speed) <= 2:
         speed = snap_grade(speed)  # "2999 MT/s", "3199 MT/s": firmware rounding of a real grade
@@ -164,7 +170,8 @@ def describe_module(device: MemoryDevice) -> Module:
         rating, source = speed, f"Speed field {speed} MT/s (part number {shown} not decoded)"
         profile = False if gen else None
     configured = device.configured_mts
-    half = bool(speed_ok and configured and configured * 2 == speed and gen in {"DDR3", "DDR4", "DDR5"})
+    half = clock_units or bool(speed_ok and configured and abs(configured * 2 - speed) <= 2  # type: ignore[operator]
+                               and gen in {"DDR3", "DDR4", "DDR5"})
     return Module(device, channel_of(device.locator, device.bank_locator), rating, source, profile, part, bogus, half,
                   mem_type, family, unknown)
 
