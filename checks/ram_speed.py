@@ -69,7 +69,7 @@ class RamSpeedCheck(Check):
         peak_now, peak_rated = lay.peak_gbs(eff), lay.peak_gbs(rated)
         channels = self._channel_words(lay)
 
-        if eff >= rated:
+        if eff >= rated * 0.995:  # 2666 vs 2667: firmware rounding of the same grade
             if lay.mixed:
                 rates = sorted({m.rating for m in lay.modules if m.rating})
                 held = f" ({slowest.name}, {slowest.device.part_number or 'part not reported'}, holds the others back)"

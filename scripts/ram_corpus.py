@@ -239,8 +239,7 @@ def agree(args) -> None:
     labels = json.loads((folder / "labels.json").read_text())
     agree_n, rows = 0, []
     for entry in labels["labels"]:
-        findings = judge_text((folder / entry["file"]).read_text())
-        got = findings[0].severity.value if findings else "none"
+        got = [f.severity.value for f in judge_text((folder / entry["file"]).read_text())]
         ok = got == entry["expert"]
         agree_n += ok
         if not ok:

@@ -196,7 +196,7 @@ _RULES: list[Rule] = [
      "CL<timings> D<gen>-<speed>"),
     # AMD Radeon memory: R<series><S><gen><size>G<speed code><U|E|S>: R748G2606U2S (R7 DDR4-2666), R9S48G3206U2S
     # (R9 3200), R744G2133U1S, R534G1601U1S (DDR3-1600) (linuxhw)
-    ("AMD Radeon", re.compile(r"^R([3579])S?([345])(\d{1,2})G(\d{4})[UES]"), lambda m: _xmp(m[2], _hundreds(m[4])),
+    ("AMD Radeon", re.compile(r"^R([3579])S?([345])(\d{1,2})G(\d{4})[UES]"), lambda m: _xmp(m[2], _hundreds(m[4][:2])),
      "R<series><gen><size>G<speed>"),
     # GoodRAM: GR2400D464L17S/8G (JEDEC), IRDM IR2400D464L15S/8G, IRX3000D464L16S/8G, IRP3600D4V64L17S/8G,
     # IR-6000D564L30S/16G (DDR5), Play GY1600D364L9S/4G (linuxhw)
@@ -239,7 +239,7 @@ _RULES: list[Rule] = [
     ("KingSpec", re.compile(r"^KS(\d{4})D([345])"), lambda m: _jedec(m[2], int(m[1])), "KS<speed>D<gen>"),
     ("Transcend", re.compile(r"^JM(\d{4})H[A-Z]{2}"), lambda m: _jedec("4", int(m[1])), "JM<speed>H.."),
     # Ramaxel (OEM, JEDEC): RMUA5110ME78HAF-2666, RMUA5090KB78HAF2133 (linuxhw)
-    ("Ramaxel", re.compile(r"^RM[A-Z]{2}\d{4}[A-Z0-9]{8,10}-?(\d{4})$"), lambda m: _jedec(None, int(m[1])),
+    ("Ramaxel", re.compile(r"^RM[A-Z]{2}\d{4}[A-Z0-9]{6,10}-?(\d{4})$"), lambda m: _jedec(None, int(m[1])),
      "RM....-<speed>"),
     # Samsung: M378A2G43CB3-CWE (DDR4-3200), M321R8GA0BB0-CQKZJ (DDR5-4800), M378B5273DH0-CH9 (DDR3-1333)
     ("Samsung", re.compile(r"^M\d{3}([ABR])\w*-[CIBH]([A-Z0-9]{2})"),
@@ -393,6 +393,7 @@ _CPU_MEMORY_LIMITS: tuple[tuple["re.Pattern[str]", int, str], ...] = (
     (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]?(?: 0)? @"), 1600, "DDR3-1600"),  # Sandy Bridge-EP
     (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v6"), 2400, "DDR4-2400"),
     (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v5"), 2133, "DDR4-2133"),
+    (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v[23]"), 1600, "DDR3-1600"),  # Ivy Bridge / Haswell E3
 )
 # Intel desktop chipsets without memory overclocking (100-400 series H/B/Q): memory runs at most at the CPU's
 # JEDEC maximum whatever the kit's XMP says
