@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tunehost.check import Check, Fix
 from tunehost.facts.memory_layout import Layout, layout
-from tunehost.facts.ram import DMIDECODE_LINE, Module, RamFacts
+from tunehost.facts.ram import Module, RamFacts
 from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
@@ -183,7 +183,7 @@ class RamSpeedCheck(Check):
             return
         severe = self.fail if lay.platform == "desktop" else self.warn
         ev = dict(evidence)
-        ev[f"{DMIDECODE_LINE} (Locator, Bank Locator)"] = "; ".join(
+        ev[f"{ram.source} (Locator, Bank Locator)"] = "; ".join(
             f"{m.name}: {m.device.size_mb // 1024 if m.device.size_mb else '?'} GB" for m in lay.modules)
         if lay.channels is None or lay.populated is None:
             if lay.platform != "server" and len(lay.modules) == 1 and lay.slot_count >= 2:

@@ -20,6 +20,7 @@ from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation
                                    module_vendor, rated_speed, snap_grade)
 from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
+from tunehost.parsers.udev_dmi import UDEV_DMI, parse_udev_dmi_memory
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -218,6 +219,7 @@ class RamFacts:
     product: str | None = None                   # "vendor product (board)" for messages
     cpu_model: str | None = None
     evidence: Mapping[str, str] = field(default_factory=dict)
+    source: str = DMIDECODE_LINE                  # where the modules were read: dmidecode, or systemd's udev copy
 
     @property
     def chassis_name(self) -> str | None:
@@ -239,15 +241,28 @@ class RamFacts:
 
     @classmethod
     def from_text(cls, text: str, *, chassis_type: int | None = None, cpu_model: str | None = None,
-                  product: str | None = None) -> "RamFacts":
-        """Facts from a `dmidecode -t memory` text alone (tests, and the gather path)."""
-        memory = parse_dmidecode_memory(text)
+                  product: str | None = None, udev: bool = False) -> "RamFacts":
+        """Facts from a `dmidecode -t memory` text (or, udev=True, a `/run/udev/data/+dmi:id` text) alone."""
+        memory = parse_udev_dmi_memory(text) if udev else parse_dmidecode_memory(text)
+        source = UDEV_DMI if udev else DMIDECODE_LINE
         modules = tuple(describe_module(d) for d in memory.installed)
-        evidence = {DMIDECODE_LINE: summarize_modules(modules)}
+        evidence = {source: summarize_modules(modules)}
         if chassis_type is not None:
             evidence[CHASSIS_TYPE] = str(chassis_type)
         return cls(memory if modules else None, None if modules else "no installed memory modules found", modules,
-                   chassis_type, product, cpu_model, evidence)
+                   chassis_type, product, cpu_model, evidence, source)
+
+    @classmethod
+    def _from_udev(cls, host: "Host", evidence: dict, common: dict, why: str) -> "RamFacts | None":
+        """The modules from systemd's udev copy of the SMBIOS tables, when dmidecode cannot be used (`why`)."""
+        memory = parse_udev_dmi_memory(host.files.read(UDEV_DMI))
+        modules = tuple(describe_module(d) for d in memory.installed)
+        if not modules:
+            return None
+        ev = {k: v for k, v in evidence.items() if k != DMIDECODE_LINE}
+        ev[UDEV_DMI] = summarize_modules(modules)
+        ev[DMIDECODE_LINE] = f"not used: {why}"
+        return cls(memory, None, modules, evidence=ev, source=UDEV_DMI, **common)
 
     @classmethod
     def gather(cls, host: "Host") -> "RamFacts":
@@ -269,7 +284,8 @@ class RamFacts:
 
         result = host.run(DMIDECODE_MEMORY)
         if result is None:
-            return cls(None, NOT_INSTALLED, evidence=evidence, **common)
+            return cls._from_udev(host, evidence, common, NOT_INSTALLED) or cls(
+                None, NOT_INSTALLED, evidence=evidence, **common)
         root = _is_root(host)
         stderr = (result.stderr or "").strip()
         denied = "permission denied" in (stderr + result.stdout).lower() or "/dev/mem" in stderr
@@ -281,7 +297,8 @@ class RamFacts:
                     return cls(None, f"dmidecode finds no SMBIOS tables (usual in containers and some VMs): {first}",
                                evidence=evidence, **common)
                 return cls(None, f"dmidecode failed (exit status {result.rc}): {first}", evidence=evidence, **common)
-            return cls(None, NEEDS_ROOT, evidence=evidence, **common)
+            return cls._from_udev(host, evidence, common, "no root") or cls(None, NEEDS_ROOT, evidence=evidence,
+                                                                             **common)
         memory = parse_dmidecode_memory(result.stdout)
         if not memory.recognized:
             head = result.stdout.strip().splitlines()[0][:80] if result.stdout.strip() else "(empty)"
@@ -292,7 +309,8 @@ class RamFacts:
             if root is True:
                 return cls(None, "dmidecode lists no memory devices (SMBIOS type 17): usual in VMs and containers",
                            evidence=evidence, **common)
-            return cls(None, NEEDS_ROOT, evidence=evidence, **common)
+            return cls._from_udev(host, evidence, common, "no root") or cls(None, NEEDS_ROOT, evidence=evidence,
+                                                                             **common)
         if not memory.installed:
             evidence[DMIDECODE_LINE] = f"{len(memory.devices)} memory devices, none with a size"
             return cls(None, "dmidecode lists memory slots but no installed module with a size", evidence=evidence,
