@@ -214,8 +214,8 @@ class RamSpeedCheck(Check):
         if total >= 2 and used == 1 and len(lay.modules) == 1:
             m = lay.modules[0]
             yield severe(
-                f"Single channel: one {lay.mem_type} module ({m.name}) in a {total}-channel board — half the memory "
-                f"bandwidth", ev,
+                f"Single channel: one {lay.mem_type} module ({m.name}) in a {total}-channel board — "
+                f"{'half' if total == 2 else f'1/{total} of'} the memory bandwidth", ev,
                 fix=Fix(f"Add a second identical module ({m.device.part_number or 'same part'}; kits are sold in pairs) "
                         f"in the other channel's recommended slot (see the board manual, usually A2 + B2)."),
                 detail=WHY)
