@@ -171,7 +171,8 @@ def coverage(args) -> None:
                 c = by_vendor.setdefault(vendor[0], Counter())
                 c["all"] += 1
                 c["decoded"] += decoded
-                if not decoded:
+                c["known"] += decoded or bool(family and family.jedec)
+                if not decoded and not (family and family.jedec):
                     missed[(vendor[0], dev.part_number)] += 1
     print(f"linuxhw/DMI {meta['mirror_head']} ({', '.join(meta['prefixes'])}), decoder "
           f"{args.decoder_rev or 'working tree'}: {len(distinct)} distinct (manufacturer, part, Speed, Configured, "
@@ -183,9 +184,10 @@ def coverage(args) -> None:
                 print(f"  {group:12s} {gen:5s}: {total[(group, gen, 'decoded')]}/{n} decoded by part number "
                       f"({100 * total[(group, gen, 'decoded')] / n:.1f} %), {total[(group, gen, 'known')]} with the "
                       f"JEDEC families; {total[(group, gen, 'no part')]} without a part number")
-    print("  rated-kit vendors, DDR4/DDR5 DIMMs: vendor decoded/all")
+    print("  rated-kit vendors, DDR4/DDR5 DIMMs: vendor, decoded by part number / all, with the JEDEC families")
     for name, c in sorted(by_vendor.items(), key=lambda kv: -kv[1]["all"]):
-        print(f"    {name:14s} {c['decoded']:6d}/{c['all']:<6d} {100 * c['decoded'] / c['all']:5.1f} %")
+        print(f"    {name:14s} {c['decoded']:6d}/{c['all']:<6d} {100 * c['decoded'] / c['all']:5.1f} %   "
+              f"{c['known']:6d} {100 * c['known'] / c['all']:5.1f} %")
     if args.show_missed:
         for (vendor, part), n in missed.most_common(args.show_missed):
             print(f"    missed {n:5d} {vendor}: {part}")

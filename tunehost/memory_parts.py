@@ -188,6 +188,9 @@ _RULES: list[Rule] = [
      "P<line><gen><size>G<speed>"),
     # Patriot Viper's SPD name "<speed> C<CL> Series": 3200 C16 Series, 3600 C18 Series, 1600 CL9 Series (linuxhw)
     ("Patriot", re.compile(r"^(\d{4}) CL?\d{1,2} SERIES$"), lambda m: _xmp(None, int(m[1])), "<speed> C<CL> Series"),
+    # ADATA OEM modules (JEDEC): AO2P26KC8T1-BXGSHC (2666), AM2P24HC4U1-B9QS (2400), AO2P32NC8W1-BD3SHC (linuxhw)
+    ("ADATA", re.compile(r"^A[MO]\dP(\d{2})[A-Z]C\d[A-Z]\d"), lambda m: _jedec("4", _hundreds(m[1])),
+     "A[MO]<n>P<speed/100>.. (OEM)"),
     # ADATA: AX4U360038G18 / AX5U6000C3016G (XPG, XMP/EXPO), AD4U32008G22 / AD5U48008G (JEDEC)
     ("ADATA", re.compile(r"^A([DX])([345])[USR](\d{4})"),
      lambda m: (int(m[3]), m[1] == "X" and _xmp(m[2], int(m[3]))[1], _GEN[m[2]]), "A[DX]<gen><type><speed>"),
@@ -268,7 +271,9 @@ _FAMILIES: list[tuple[str, "re.Pattern[str]", bool, str]] = [
     # Kingston module numbers (ValueRAM and OEM): 9905702-017.A00G, 99U5471-020.A00LF, 9965745-020.A00G
     ("Kingston", re.compile(r"^99(?:05|65|U5|P5)\d{3}-\d{3}\.[A-Z]\d{2}"), True, "99xxxxx-xxx module number (JEDEC)"),
     # Kingston-made OEM modules for HP / Acer / Dell: HP26D4U9S8ME-8X, ACR24D4U7S8MB-8, KTP9W1-MIE, X2YH1K-MIE
-    ("Kingston", re.compile(r"^(?:HP|ACR)\d{2}D4U\d|^[A-Z0-9]{6}-MIE\b|^[A-Z0-9]{6}-HYD"), True, "OEM module (JEDEC)"),
+    # (also MSI24D4U7S8MB-8, CBD26D4U9S8ME-8, TF32D4U2S1MEH-8, LV32D4U2S8SD-8, XN205T-MIE2, KM0VW4-MIH) (linuxhw)
+    ("Kingston", re.compile(r"^(?:HP|ACR|MSI|CBD|TF|LV)\d{2}D[45]U\d|^[A-Z0-9]{6}-(?:MI[A-Z]\d?|HYD)\b"), True,
+     "OEM module (JEDEC)"),
     # SK hynix DDR5 (HMCG78AGBUA081N), Samsung DDR5 (M323R2GA3BB0-CQKOD) without a verified speed code
     ("SK hynix", re.compile(r"^HMC[GT]\w{9,}$"), True, "HMCG.. DDR5 module (JEDEC)"),
     ("Samsung", re.compile(r"^M[34]\d{2}[ABR]\w{6,}"), True, "M3.. module (JEDEC)"),

@@ -87,7 +87,7 @@ LINUXHW_PARTS = [
     ("CB8GU2666.C8RT", 2666, False), ("CT51264BA160B.C16F", 1600, False), ("F3-12800CL9-4GBXL", 1600, True),
     ("M378B5773DH0-CH9", 1333, False), ("HMT351U6CFR8C-PB", 1600, False), ("8JTF25664AZ-1G4D1", 1333, False),
     ("RMUA5110ME78HAF-2666", 2666, False), ("JM2666HLB-8G", 2666, False), ("KS3200D4P12008G", 3200, False),
-    ("MD16GSD54800-BLK", 4800, False), ("DDR4 16GB 3200MHz", 3200, True),
+    ("MD16GSD54800-BLK", 4800, False), ("DDR4 16GB 3200MHz", 3200, True), ("AO2P26KC8T1-BXGSHC", 2666, False),
 ]
 
 
@@ -100,6 +100,7 @@ def test_linuxhw_part_numbers(part, speed, profile):
 
 @pytest.mark.parametrize("part, vendor, jedec", [
     ("9965745-020.A00G", "Kingston", True), ("99U5471-020.A00LF", "Kingston", True), ("HP26D4U9S8ME-8X", "Kingston", True),
+    ("MSI24D4U7S8MB-8", "Kingston", True), ("XN205T-MIE2", "Kingston", True),
     ("HMCG88AGBUA081N", "SK hynix", True), ("D12.2324WE.001", "Apacer", True), ("8GBF1X08QFHH38-135-K", "PNY", False),
     ("VMA45UG-MEC1U2AW2", "Asgard", False),
 ])
