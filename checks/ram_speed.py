@@ -110,6 +110,11 @@ class RamSpeedCheck(Check):
                 fix=Fix(f"Nothing to change: registered memory runs at what the CPU and population allow. Only a CPU "
                         f"with a faster memory controller would use the modules' {rated} MT/s."),
                 detail=WHY)
+        limit = platform_memory_limit(ram.cpu_model, ram.product)
+        if lay.platform == "mobile" and limit and eff >= limit[0] * 0.98:
+            return self.info(
+                f"{head}: CPU-limited, not a setting — {limit[1]}{notes}", evidence,
+                fix=Fix(f"Nothing to change: this CPU does not run memory above {limit[0]} MT/s."), detail=WHY)
         if lay.platform == "mobile":
             return self.warn(
                 f"{head}: the firmware runs the SODIMMs below their rating; most laptops and mini PCs offer no "
@@ -135,7 +140,6 @@ class RamSpeedCheck(Check):
                         f"with the speed lowered to 5200-5600 MT/s (test stability with a memory test).",
                         (FIRMWARE,)),
                 detail=WHY + " Capacity matters too: keep 4 DIMMs if the model only fits that way.")
-        limit = platform_memory_limit(ram.cpu_model, ram.product)
         if limit and eff >= limit[0] * 0.98 and rated > eff:
             return self.info(
                 f"{head}: CPU/platform-limited, not XMP/EXPO off — {limit[1]}{notes}", evidence,

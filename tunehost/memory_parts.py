@@ -399,6 +399,12 @@ _CPU_MEMORY_LIMITS: tuple[tuple["re.Pattern[str]", int, str], ...] = (
     (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v6"), 2400, "DDR4-2400"),
     (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v5"), 2133, "DDR4-2133"),
     (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v[23]"), 1600, "DDR3-1600"),  # Ivy Bridge / Haswell E3
+    # Atom-class Celeron/Pentium SoCs (no memory overclocking at all): Bay Trail, Gemini Lake, Jasper Lake
+    (re.compile(r"(?:Celeron|Pentium)\(R\) (?:CPU )?(?:J1[89]00|J2[89]00|N2[89]\d\d|N3[5]\d\d)\b"), 1333, "DDR3L-1333"),
+    (re.compile(r"(?:Celeron|Pentium)\(R\) (?:Silver )?(?:CPU )?(?:J4[01]\d5|J5005|J5040|N4[01]\d0|N5000|N5030)\b"),
+     2400, "DDR4-2400"),
+    (re.compile(r"(?:Celeron|Pentium)\(R\) (?:Silver )?(?:CPU )?(?:N45\d\d|N5095|N5105|N6000|N6005)\b"), 2933,
+     "DDR4-2933"),
 )
 # Intel desktop chipsets without memory overclocking (100-400 series H/B/Q): memory runs at most at the CPU's
 # JEDEC maximum whatever the kit's XMP says

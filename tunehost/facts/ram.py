@@ -43,6 +43,7 @@ NOT_INSTALLED = "dmidecode is not installed (apt install dmidecode)"
 _BANK_CHANNEL = re.compile(r"\bP(\d+)[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
 _CONTROLLER_CHANNEL = re.compile(r"Controller(\d+)[\s_-]*Channel([A-Z])", re.I)          # "Controller0-ChannelA-DIMM1"
 _CONTROLLER_DIMM = re.compile(r"Controller(\d+)[\s_-]*DIMM([A-Z])\d", re.I)              # "Controller0-DIMMA2"
+_CONTROLLER_SLOT = re.compile(r"^Controller(\d+)[\s_-]*DIMM\d$", re.I)  # Intel DDR5 "Controller1-DIMM0": one channel each
 _CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d+)[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
 _CHANNEL = re.compile(r"Channel[\s_-]*([A-Z])\b", re.I)                                  # "ChannelA-DIMM0"
 _SLOT_LETTER = re.compile(r"^(?:DIMM|DDR\d?|MEM|SLOT)[\s_-]*([A-Z])[\s_-]?\d\b", re.I)    # "DIMMA1", "DDR5-A2", "DIMM_B1"
@@ -61,6 +62,8 @@ def channel_of(locator: str | None, bank_locator: str | None) -> tuple[str, str]
         return "P0", f"C{m[1]}-{m[2].upper()}"
     if m := _CONTROLLER_DIMM.search(loc):
         return "P0", f"C{m[1]}-{m[2].upper()}"
+    if m := _CONTROLLER_SLOT.match(loc):
+        return "P0", f"C{m[1]}"
     if m := _CPU_DIMM.search(loc):
         return f"{m[0].split(m[1])[0].strip().upper()}{int(m[1])}", m[2].upper()
     if m := _BANK_CHANNEL.search(loc):
