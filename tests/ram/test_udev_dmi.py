@@ -127,3 +127,38 @@ def test_garbage_udev_file_never_raises(text):
                                                                         udev=True))))
     assert findings and all(f.severity in (Severity.SKIP, Severity.OK, Severity.WARN, Severity.FAIL) for f in findings)
     assert len(mem.installed) <= 1
+
+
+class _NoDmidecode:
+    """Commands of a machine without dmidecode (what `host.run` answers when the tool is absent)."""
+
+    def __init__(self):
+        from tunehost.host.commands import CommandLog
+        self.log = CommandLog()
+
+    def run(self, argv, timeout=None):
+        return None
+
+    def which(self, name):
+        return None
+
+
+def test_snapshot_writer_records_the_udev_file_a_no_root_run_read(tmp_path):
+    """A recording host reads /run/udev/data/+dmi:id when dmidecode is absent, so `tunehost snapshot` stores it and
+    the replay gives the same verdicts (files under a stand-in root; the writer copies what the run read)."""
+    from tunehost.host import Host
+    from tunehost.host.files import AccessLog, HostFiles
+    from tunehost.host.snapshot import _write_fs
+
+    text = (CORPUS / "dmidecode" / "ddr4-3600-kit-ryzen3600-xmp-off-2133.txt").read_text()
+    root = tmp_path / "root"
+    (root / "run/udev/data").mkdir(parents=True)
+    (root / "run/udev/data/+dmi:id").write_text(udev_from_dmidecode(text))
+    host = Host(HostFiles(root, log=AccessLog()), _NoDmidecode())
+    live = verdicts(RamFacts.gather(host))
+    assert live[0][0] is Severity.FAIL and UDEV_DMI in host.files.log.files
+    snap = tmp_path / "snap"
+    _write_fs(host, snap / "fs")
+    (snap / "manifest.json").write_text('{"format": 1}')
+    assert (snap / "fs" / "run/udev/data/+dmi:id").read_text() == udev_from_dmidecode(text)
+    assert verdicts(RamFacts.gather(open_host(snap))) == live
