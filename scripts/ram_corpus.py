@@ -5,11 +5,11 @@ users), so the figures in docs/checks.md (ram-speed) can be reproduced.
     # 1. memory sections of every dump under the chosen top folders -> a JSON-lines cache (minutes, one pass)
     python scripts/ram_corpus.py extract /path/to/linuxhw+DMI/repo --out /tmp/dmi-mem.jsonl
     # 2. part-number coverage of the DIMMs (by count), with today's decoder or one from an older commit
-    python scripts/ram_corpus.py coverage /tmp/dmi-mem.jsonl [--decoder-rev 8304653]
+    python scripts/ram_corpus.py coverage /tmp/dmi-mem.jsonl [--decoder-rev 8304653] [--distinct-csv parts.csv]
     # 3. ram-speed on every dump (or a seeded sample): verdict counts, crashes (must be 0), runtime
     python scripts/ram_corpus.py judge /tmp/dmi-mem.jsonl [--sample 5000 --seed 10]
     # 4. a seeded random sample written as fixtures (memory sections only) for hand labelling
-    python scripts/ram_corpus.py sample /tmp/dmi-mem.jsonl --n 160 --seed 2026 --out tests/data/linuxhw_dmi
+    python scripts/ram_corpus.py sample /tmp/dmi-mem.jsonl --n 160 --seed 2027 --out tests/data/linuxhw_dmi
     # 5. agreement of ram-speed with the hand labels in tests/data/linuxhw_dmi/labels.json
     python scripts/ram_corpus.py agree tests/data/linuxhw_dmi
 
@@ -161,8 +161,7 @@ def coverage(args) -> None:
             group = "rated" if vendor and vendor[1] else "jedec-maker" if vendor else "unidentified"
             decoded = old.rated_speed(dev.part_number) is not None
             family = module_family(dev.part_number) if not args.decoder_rev else None
-            key = (gen if gen != "DDR5" else "DDR4") if args.merge_45 else gen
-            for k in ((group, key, "all"), (group, "ddr45" if gen in ("DDR4", "DDR5") else gen, "all")):
+            for k in ((group, gen, "all"), (group, "ddr45" if gen in ("DDR4", "DDR5") else gen, "all")):
                 total[k] += 1
                 total[k[:2] + ("decoded",)] += decoded
                 total[k[:2] + ("known",)] += decoded or bool(family and family.jedec)
@@ -174,6 +173,14 @@ def coverage(args) -> None:
                 c["known"] += decoded or bool(family and family.jedec)
                 if not decoded and not (family and family.jedec):
                     missed[(vendor[0], dev.part_number)] += 1
+    if args.distinct_csv:
+        import csv
+        with open(args.distinct_csv, "w", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(["manufacturer", "part_number", "speed_mts", "configured_mts", "type", "decoded_mts"])
+            for row in sorted(distinct, key=lambda r: tuple(str(x) for x in r)):
+                rating = old.rated_speed(row[1])
+                out.writerow([*row, rating.speed_mts if rating else ""])
     print(f"linuxhw/DMI {meta['mirror_head']} ({', '.join(meta['prefixes'])}), decoder "
           f"{args.decoder_rev or 'working tree'}: {len(distinct)} distinct (manufacturer, part, Speed, Configured, "
           f"type) of unbuffered DDR3/4/5 DIMMs")
@@ -260,7 +267,7 @@ if __name__ == "__main__":
     p.add_argument("cache")
     p.add_argument("--decoder-rev", help="judge with tunehost/memory_parts.py from this git revision (before/after)")
     p.add_argument("--show-missed", type=int, default=0)
-    p.add_argument("--merge-45", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--distinct-csv", help="write every distinct (manufacturer, part, Speed, Configured, type) here")
     p = sub.add_parser("judge")
     p.add_argument("cache")
     p.add_argument("--sample", type=int, default=0)

@@ -7,7 +7,13 @@ number (F5-6000J3238F16G) says it is a 6000 kit. The rules below follow each ven
     rated_speed("F5-6000J3238F16G") -> PartRating(speed_mts=6000, vendor="G.Skill", profile=True, ...)
 
 `profile` is True when the rating is an overclocking profile (XMP/EXPO) the firmware must be told to use, False
-when it is a JEDEC rating the firmware applies by itself.
+when it is a JEDEC rating the firmware applies by itself. Also here, one list per concept:
+- module_family(part): part numbers that carry no rating — JEDEC-only families (their `Speed` is the rating) or
+  rated-kit lines whose number does not say it ("rating unknown");
+- module_vendor(manufacturer): the vendor from the Manufacturer field, a name or a JEDEC JEP106 id ("029E"), and
+  whether it sells XMP/EXPO kits;
+- cpu_memory_limit / platform_memory_limit: CPUs and chipsets that cap memory speed (not "XMP off").
+Coverage of the rules on real data: scripts/ram_corpus.py and docs/checks.md (ram-speed).
 """
 
 from __future__ import annotations
