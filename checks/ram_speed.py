@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tunehost.check import Check, Fix
 from tunehost.facts.memory_layout import Layout, layout
-from tunehost.facts.ram import DMIDECODE_LINE, Module, RamFacts
-from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation
+from tunehost.facts.ram import Module, RamFacts
+from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
        "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "
@@ -50,7 +50,17 @@ class RamSpeedCheck(Check):
         if eff is None:
             return self.skip("the firmware does not report the configured memory speed (Configured Memory Speed: "
                              "Unknown): cannot judge it", evidence)
-        if rated is None:
+        unknown = next((m for m in lay.modules if m.rating_unknown), None)
+        if unknown is not None and lay.gen and eff > JEDEC_MAX[lay.gen]:
+            where = f", {self._channel_words(lay)}" if self._channel_words(lay) else ""
+            return self.ok(f"{t} at {eff} MT/s, above every JEDEC speed: XMP/EXPO is on (the exact rating is not in "
+                           f"the part number){where}{notes}", evidence)
+        if rated is None or unknown is not None:
+            if unknown is not None:
+                return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown: "
+                                 f"{unknown.rating_unknown}. If the label "
+                                 f"on the modules says more than {eff} MT/s, enable XMP/EXPO in the firmware setup",
+                                 evidence)
             parts = sorted({m.device.part_number or "not reported" for m in lay.modules})
             return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown (part number "
                              f"{', '.join(parts)} not decoded, Speed not reported)", evidence)
@@ -59,12 +69,13 @@ class RamSpeedCheck(Check):
         peak_now, peak_rated = lay.peak_gbs(eff), lay.peak_gbs(rated)
         channels = self._channel_words(lay)
 
-        if eff >= rated:
+        if eff >= rated * 0.995:  # 2666 vs 2667: firmware rounding of the same grade
             if lay.mixed:
                 rates = sorted({m.rating for m in lay.modules if m.rating})
+                held = f" ({slowest.name}, {slowest.device.part_number or 'part not reported'}, holds the others back)"
                 return self.info(
                     f"Mixed modules rated {' and '.join(map(str, rates))} MT/s: all run at {eff} MT/s because the "
-                    f"slowest module sets the speed{notes}", evidence,
+                    f"slowest module sets the speed{held}{notes}", evidence,
                     fix=Fix(f"Nothing is misconfigured. To run at {lay.rated_max} MT/s, replace the slower module(s) "
                             f"with ones matching the faster one (ideally one matched kit)."),
                     detail=WHY)
@@ -99,6 +110,11 @@ class RamSpeedCheck(Check):
                 fix=Fix(f"Nothing to change: registered memory runs at what the CPU and population allow. Only a CPU "
                         f"with a faster memory controller would use the modules' {rated} MT/s."),
                 detail=WHY)
+        limit = platform_memory_limit(ram.cpu_model, ram.product)
+        if lay.platform == "mobile" and limit and eff >= limit[0] * 0.98:
+            return self.info(
+                f"{head}: CPU-limited, not a setting — {limit[1]}{notes}", evidence,
+                fix=Fix(f"Nothing to change: this CPU does not run memory above {limit[0]} MT/s."), detail=WHY)
         if lay.platform == "mobile":
             return self.warn(
                 f"{head}: the firmware runs the SODIMMs below their rating; most laptops and mini PCs offer no "
@@ -124,7 +140,20 @@ class RamSpeedCheck(Check):
                         f"with the speed lowered to 5200-5600 MT/s (test stability with a memory test).",
                         (FIRMWARE,)),
                 detail=WHY + " Capacity matters too: keep 4 DIMMs if the model only fits that way.")
+        if limit and eff >= limit[0] * 0.98 and rated > eff:
+            return self.info(
+                f"{head}: CPU/platform-limited, not XMP/EXPO off — {limit[1]}{notes}", evidence,
+                fix=Fix(f"Nothing to change in the firmware: this memory controller (or chipset) does not run memory "
+                        f"above {limit[0]} MT/s. Only another CPU or board would use the modules' {rated} MT/s."),
+                detail=WHY)
         if lay.gen and eff <= JEDEC_MAX[lay.gen]:
+            if lay.profile and eff > JEDEC_BASE[lay.gen] and loss <= 12:
+                return self.info(
+                    f"{head}: above the JEDEC base speed, so a profile or a manual speed is applied, a little below "
+                    f"the kit's rating (a reduced profile, or the memory controller's limit){notes}", evidence,
+                    fix=Fix(f"Optional: try the full {rated} MT/s XMP/EXPO profile in the firmware setup; keep the "
+                            f"lower speed if it is not stable.", (FIRMWARE,)),
+                    detail=WHY)
             if lay.profile:
                 extra = f"; {one_channel}" if one_channel else ""
                 return self.fail(
@@ -158,7 +187,7 @@ class RamSpeedCheck(Check):
             return
         severe = self.fail if lay.platform == "desktop" else self.warn
         ev = dict(evidence)
-        ev[f"{DMIDECODE_LINE} (Locator, Bank Locator)"] = "; ".join(
+        ev[f"{ram.source} (Locator, Bank Locator)"] = "; ".join(
             f"{m.name}: {m.device.size_mb // 1024 if m.device.size_mb else '?'} GB" for m in lay.modules)
         if lay.channels is None or lay.populated is None:
             if lay.platform != "server" and len(lay.modules) == 1 and lay.slot_count >= 2:
@@ -189,8 +218,8 @@ class RamSpeedCheck(Check):
         if total >= 2 and used == 1 and len(lay.modules) == 1:
             m = lay.modules[0]
             yield severe(
-                f"Single channel: one {lay.mem_type} module ({m.name}) in a {total}-channel board — half the memory "
-                f"bandwidth", ev,
+                f"Single channel: one {lay.mem_type} module ({m.name}) in a {total}-channel board — "
+                f"{'half' if total == 2 else f'1/{total} of'} the memory bandwidth", ev,
                 fix=Fix(f"Add a second identical module ({m.device.part_number or 'same part'}; kits are sold in pairs) "
                         f"in the other channel's recommended slot (see the board manual, usually A2 + B2)."),
                 detail=WHY)
@@ -242,9 +271,14 @@ class RamSpeedCheck(Check):
         notes = []
         if any(m.half_rate for m in lay.modules):
             m = next(m for m in lay.modules if m.half_rate)
-            notes.append(f"firmware reports Configured {m.device.configured_mts} MT/s, exactly half of Speed "
-                         f"{m.device.speed_mts}: older AMD AGESA puts the memory clock (MHz) there, a units quirk — "
-                         f"the real rate is {m.effective_mts} MT/s")
+            if m.device.speed_mts and m.rating and m.device.speed_mts * 2 <= m.rating * 1.02:
+                notes.append(f"firmware reports Speed {m.device.speed_mts} and Configured {m.device.configured_mts}: "
+                             f"older AMD firmware puts the memory clock (MHz) in both, a units quirk — the real rate "
+                             f"is {m.effective_mts} MT/s")
+            else:
+                notes.append(f"firmware reports Configured {m.device.configured_mts} MT/s, exactly half of Speed "
+                             f"{m.device.speed_mts}: older AMD AGESA puts the memory clock (MHz) there, a units "
+                             f"quirk — the real rate is {m.effective_mts} MT/s")
         if any(m.speed_field_bogus for m in lay.modules):
             m = next(m for m in lay.modules if m.speed_field_bogus)
             notes.append(f"the Speed field's {m.device.speed_mts} MT/s is bogus firmware data and was ignored")

@@ -266,6 +266,7 @@ def test_single_dimm_without_channel_names(make_snapshot):
 @pytest.mark.parametrize("locator, bank, slot", [
     ("DIMM 0", "P0 CHANNEL B", ("P0", "B")), ("Controller1-ChannelA-DIMM1", "BANK 0", ("P0", "C1-A")),
     ("Controller0-DIMMA2", "BANK 0", ("P0", "C0-A")), ("DDR5-A2", "BANK 0", ("P0", "A")),
+    ("Controller1-DIMM0", "BANK 0", ("P0", "C1")),
     ("CPU2 DIMM A1", "P1 CHANNEL A", ("P1", "A")), ("ChannelB-DIMM0", "BANK 2", ("P0", "B")),
     ("A1", "Not Specified", None), ("DIMM1", None, None), (None, None, None),
 ])

@@ -72,7 +72,7 @@ def classify(ram: RamFacts) -> tuple[str, str]:
     modules = ram.modules
     if modules and all(m.device.soldered for m in modules):
         ff = modules[0].device.form_factor or "soldered"
-        return "soldered", f"soldered {modules[0].device.type or 'memory'} ({ff})"
+        return "soldered", f"soldered {modules[0].mem_type or 'memory'} ({ff})"
     if any(m.device.registered for m in modules):
         return "server", "registered (buffered) modules"
     ct, name = ram.chassis_type, ram.chassis_name
@@ -93,7 +93,7 @@ def classify(ram: RamFacts) -> tuple[str, str]:
 def layout(ram: RamFacts) -> Layout:
     modules = ram.modules
     platform, why = classify(ram)
-    types = Counter(m.device.type for m in modules if m.device.type)
+    types = Counter(m.mem_type for m in modules if m.mem_type)
     mem_type = types.most_common(1)[0][0] if types else "RAM"
     fastest = max([m.rating or 0 for m in modules] + [m.effective_mts or 0 for m in modules])
     if mem_type.upper() == "LPDDR5" and fastest > 6400:

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Mapping
 
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
-from tunehost.memory_parts import JEDEC_MAX, PartRating, generation, is_standard_grade, rated_speed
+from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_standard_grade, module_family,
+                                   module_vendor, rated_speed, snap_grade)
 from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
+from tunehost.parsers.udev_dmi import UDEV_DMI, parse_udev_dmi_memory
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -41,6 +43,7 @@ NOT_INSTALLED = "dmidecode is not installed (apt install dmidecode)"
 _BANK_CHANNEL = re.compile(r"\bP(\d+)[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
 _CONTROLLER_CHANNEL = re.compile(r"Controller(\d+)[\s_-]*Channel([A-Z])", re.I)          # "Controller0-ChannelA-DIMM1"
 _CONTROLLER_DIMM = re.compile(r"Controller(\d+)[\s_-]*DIMM([A-Z])\d", re.I)              # "Controller0-DIMMA2"
+_CONTROLLER_SLOT = re.compile(r"^Controller(\d+)[\s_-]*DIMM\d$", re.I)  # Intel DDR5 "Controller1-DIMM0": one channel each
 _CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d+)[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
 _CHANNEL = re.compile(r"Channel[\s_-]*([A-Z])\b", re.I)                                  # "ChannelA-DIMM0"
 _SLOT_LETTER = re.compile(r"^(?:DIMM|DDR\d?|MEM|SLOT)[\s_-]*([A-Z])[\s_-]?\d\b", re.I)    # "DIMMA1", "DDR5-A2", "DIMM_B1"
@@ -59,6 +62,8 @@ def channel_of(locator: str | None, bank_locator: str | None) -> tuple[str, str]
         return "P0", f"C{m[1]}-{m[2].upper()}"
     if m := _CONTROLLER_DIMM.search(loc):
         return "P0", f"C{m[1]}-{m[2].upper()}"
+    if m := _CONTROLLER_SLOT.match(loc):
+        return "P0", f"C{m[1]}"
     if m := _CPU_DIMM.search(loc):
         return f"{m[0].split(m[1])[0].strip().upper()}{int(m[1])}", m[2].upper()
     if m := _BANK_CHANNEL.search(loc):
@@ -83,13 +88,20 @@ class Module:
     part_rating: PartRating | None = None
     speed_field_bogus: bool = False             # `Speed` is not a real data rate (e.g. 12800 on DDR5-5600)
     half_rate: bool = False                     # `Configured` is half of `Speed`: old AGESA reports MEMCLK
+    mem_type: str | None = None                 # the type, "<OUT OF SPEC>" resolved (old dmidecode on DDR5)
+    family: PartFamily | None = None            # a part family that carries no rating (JEDEC-only or kit)
+    rating_unknown: str | None = None           # why the rating is unknown on purpose (a kit not saying it)
 
     @property
     def effective_mts(self) -> int | None:
-        """The real data rate: Configured, doubled when the firmware reports MEMCLK (the AMD half-rate quirk)."""
-        if self.half_rate and self.device.configured_mts:
-            return self.device.configured_mts * 2
-        return self.device.configured_mts
+        """The real data rate: Configured, doubled when the firmware reports MEMCLK (the AMD half-rate quirk), and
+        firmware rounding ("2999", "3599") read as the grade it stands for."""
+        configured = self.device.configured_mts
+        if configured and self.half_rate:
+            configured *= 2
+        if configured and not is_standard_grade(configured) and abs(snap_grade(configured) - configured) <= 4:
+            configured = snap_grade(configured)
+        return configured if is_standard_grade(configured) else None  # "29561 MT/s" is firmware garbage
 
     @property
     def name(self) -> str:
@@ -100,28 +112,72 @@ class Module:
         return where
 
 
+OUT_OF_SPEC = "<OUT OF SPEC>"
+# the slowest JEDEC bin of each generation sold in PCs: a `Speed` below it is a clock in MHz, not a data rate
+LOWEST_BIN = {"DDR3": 1066, "DDR4": 1600, "DDR5": 3200}
+
+
+def resolve_type(device: MemoryDevice, part: PartRating | None) -> str | None:
+    """The memory type; dmidecode older than 3.3 prints `<OUT OF SPEC>` for DDR5 (and LPDDR5): every type it knows
+    (DDR4 and older) it names, so an out-of-spec DIMM is DDR5 — confirmed by the part number or a DDR5 speed/width."""
+    t = device.type
+    if t is None or t.strip().upper() != OUT_OF_SPEC:
+        return t
+    if part is not None and part.gen:
+        return part.gen
+    fastest = max(device.speed_mts or 0, device.configured_mts or 0)
+    if device.soldered or (device.form_factor or "").lower() in {"row of chips", "chip"}:
+        return "LPDDR5" if fastest >= 4266 else None
+    if fastest >= 4000 or device.total_width == 80:   # DDR5 JEDEC bins start at 4000 (DDR5-4000); ECC DDR5 is 80-bit
+        return "DDR5"
+    return None
+
+
 def describe_module(device: MemoryDevice) -> Module:
     """Rating, channel and quirks of one installed device (pure; used by RamFacts.gather and tests)."""
     part = rated_speed(device.part_number)
+    family = None if part else module_family(device.part_number)
+    vendor = module_vendor(device.manufacturer)
+    mem_type = resolve_type(device, part)
+    gen = generation(mem_type)
     speed = device.speed_mts
+    low = LOWEST_BIN.get(generation(resolve_type(device, part)) or "")
+    clock_units = bool(low and speed and speed < low and (device.configured_mts or 0) < low)
+    if clock_units:
+        speed = snap_grade(speed * 2)  # old AMD AM3+ firmware: both fields hold the clock (MHz), half the data rate
+    if speed is not None and not is_standard_grade(speed) and is_standard_grade(snap_grade(speed)) \
+            and abs(snap_grade(speed) - speed) <= 2:
+        speed = snap_grade(speed)  # "2999 MT/s", "3199 MT/s": firmware rounding of a real grade
     speed_ok = is_standard_grade(speed)
     bogus = speed is not None and not speed_ok
     rating: int | None = None
     source: str | None = None
     profile: bool | None = None
+    unknown: str | None = None
+    shown = device.part_number or "not reported"
     if part is not None:
         if speed_ok and abs(speed - part.speed_mts) <= part.speed_mts * 0.02:
             rating, source = speed, f"Speed {speed} MT/s, matching part number {part.part}"
         else:
             rating, source = part.speed_mts, f"part number {part.describe()}"
         profile = part.profile
+    elif speed_ok and gen and speed > JEDEC_MAX[gen]:
+        # above every JEDEC bin: the board reports the XMP/EXPO rate in Speed (some MSI/Gigabyte BIOSes)
+        rating, source, profile = speed, f"Speed field {speed} MT/s (above every JEDEC {gen} speed: an XMP/EXPO rate)", True
+    elif family is not None and family.jedec and speed_ok:
+        rating, source, profile = speed, f"Speed field {speed} MT/s ({family.vendor} {family.rule})", False
+    elif (family is not None and not family.jedec) or (family is None and vendor is not None and vendor[1]):
+        who = family.vendor if family is not None else vendor[0]  # type: ignore[index]
+        unknown = (f"{who} sells XMP/EXPO kits and the part number ({shown}) does not say this module's rating"
+                   + (f"; Speed {speed} MT/s is only its JEDEC speed" if speed_ok else ""))
     elif speed_ok:
-        rating, source = speed, f"Speed field {speed} MT/s (part number {device.part_number or 'not reported'} not decoded)"
-        gen = generation(device.type)
-        profile = bool(gen and speed > JEDEC_MAX[gen]) if gen else None
+        rating, source = speed, f"Speed field {speed} MT/s (part number {shown} not decoded)"
+        profile = False if gen else None
     configured = device.configured_mts
-    half = bool(speed_ok and configured and configured * 2 == speed and generation(device.type) in {"DDR3", "DDR4", "DDR5"})
-    return Module(device, channel_of(device.locator, device.bank_locator), rating, source, profile, part, bogus, half)
+    half = clock_units or bool(speed_ok and configured and abs(configured * 2 - speed) <= 2  # type: ignore[operator]
+                               and gen in {"DDR3", "DDR4", "DDR5"})
+    return Module(device, channel_of(device.locator, device.bank_locator), rating, source, profile, part, bogus, half,
+                  mem_type, family, unknown)
 
 
 def summarize_modules(modules: tuple[Module, ...] | list[Module]) -> str:
@@ -166,6 +222,7 @@ class RamFacts:
     product: str | None = None                   # "vendor product (board)" for messages
     cpu_model: str | None = None
     evidence: Mapping[str, str] = field(default_factory=dict)
+    source: str = DMIDECODE_LINE                  # where the modules were read: dmidecode, or systemd's udev copy
 
     @property
     def chassis_name(self) -> str | None:
@@ -186,15 +243,29 @@ class RamFacts:
         return max(declared, len(self.memory.devices))
 
     @classmethod
-    def from_text(cls, text: str, *, chassis_type: int | None = None, cpu_model: str | None = None) -> "RamFacts":
-        """Facts from a `dmidecode -t memory` text alone (tests, and the gather path)."""
-        memory = parse_dmidecode_memory(text)
+    def from_text(cls, text: str, *, chassis_type: int | None = None, cpu_model: str | None = None,
+                  product: str | None = None, udev: bool = False) -> "RamFacts":
+        """Facts from a `dmidecode -t memory` text (or, udev=True, a `/run/udev/data/+dmi:id` text) alone."""
+        memory = parse_udev_dmi_memory(text) if udev else parse_dmidecode_memory(text)
+        source = UDEV_DMI if udev else DMIDECODE_LINE
         modules = tuple(describe_module(d) for d in memory.installed)
-        evidence = {DMIDECODE_LINE: summarize_modules(modules)}
+        evidence = {source: summarize_modules(modules)}
         if chassis_type is not None:
             evidence[CHASSIS_TYPE] = str(chassis_type)
         return cls(memory if modules else None, None if modules else "no installed memory modules found", modules,
-                   chassis_type, None, cpu_model, evidence)
+                   chassis_type, product, cpu_model, evidence, source)
+
+    @classmethod
+    def _from_udev(cls, host: "Host", evidence: dict, common: dict, why: str) -> "RamFacts | None":
+        """The modules from systemd's udev copy of the SMBIOS tables, when dmidecode cannot be used (`why`)."""
+        memory = parse_udev_dmi_memory(host.files.read(UDEV_DMI))
+        modules = tuple(describe_module(d) for d in memory.installed)
+        if not modules:
+            return None
+        ev = {k: v for k, v in evidence.items() if k != DMIDECODE_LINE}
+        ev[UDEV_DMI] = summarize_modules(modules)
+        ev[DMIDECODE_LINE] = f"not used: {why}"
+        return cls(memory, None, modules, evidence=ev, source=UDEV_DMI, **common)
 
     @classmethod
     def gather(cls, host: "Host") -> "RamFacts":
@@ -216,7 +287,8 @@ class RamFacts:
 
         result = host.run(DMIDECODE_MEMORY)
         if result is None:
-            return cls(None, NOT_INSTALLED, evidence=evidence, **common)
+            return cls._from_udev(host, evidence, common, NOT_INSTALLED) or cls(
+                None, NOT_INSTALLED, evidence=evidence, **common)
         root = _is_root(host)
         stderr = (result.stderr or "").strip()
         denied = "permission denied" in (stderr + result.stdout).lower() or "/dev/mem" in stderr
@@ -228,7 +300,8 @@ class RamFacts:
                     return cls(None, f"dmidecode finds no SMBIOS tables (usual in containers and some VMs): {first}",
                                evidence=evidence, **common)
                 return cls(None, f"dmidecode failed (exit status {result.rc}): {first}", evidence=evidence, **common)
-            return cls(None, NEEDS_ROOT, evidence=evidence, **common)
+            return cls._from_udev(host, evidence, common, "no root") or cls(None, NEEDS_ROOT, evidence=evidence,
+                                                                             **common)
         memory = parse_dmidecode_memory(result.stdout)
         if not memory.recognized:
             head = result.stdout.strip().splitlines()[0][:80] if result.stdout.strip() else "(empty)"
@@ -239,7 +312,8 @@ class RamFacts:
             if root is True:
                 return cls(None, "dmidecode lists no memory devices (SMBIOS type 17): usual in VMs and containers",
                            evidence=evidence, **common)
-            return cls(None, NEEDS_ROOT, evidence=evidence, **common)
+            return cls._from_udev(host, evidence, common, "no root") or cls(None, NEEDS_ROOT, evidence=evidence,
+                                                                             **common)
         if not memory.installed:
             evidence[DMIDECODE_LINE] = f"{len(memory.devices)} memory devices, none with a size"
             return cls(None, "dmidecode lists memory slots but no installed module with a size", evidence=evidence,

@@ -68,6 +68,12 @@ class MemoryDevice:
         return "registered" in detail and "unregistered" not in detail or "lrdimm" in detail or "load reduced" in detail
 
     @property
+    def non_volatile(self) -> bool:
+        """A flash/ROM chip SMBIOS lists as a memory device (HP's "SYSTEM ROM"): not RAM, never a module."""
+        t = (self.type or "").upper()
+        return t in {"FLASH", "ROM", "EEPROM", "EPROM", "FEPROM"} or "non-volatile" in (self.type_detail or "").lower()
+
+    @property
     def soldered(self) -> bool:
         """Memory on the board: "Row Of Chips", or any LPDDR (LPDDR is never on a socketed DIMM, except LPCAMM)."""
         ff = (self.form_factor or "").lower()
@@ -83,7 +89,8 @@ class DmiMemory:
 
     @property
     def installed(self) -> tuple[MemoryDevice, ...]:
-        return tuple(d for d in self.devices if d.installed)
+        """The installed RAM modules (flash/ROM chips listed as memory devices left out)."""
+        return tuple(d for d in self.devices if d.installed and not d.non_volatile)
 
 
 def _value(raw: str | None) -> str | None:
