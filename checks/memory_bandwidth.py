@@ -69,7 +69,7 @@ class MemoryBandwidthCheck(Check):
         if peak is None:
             why = ram.unavailable or "the memory modules do not say their speed and channels"
             yield self.info(f"measured {gbps:.1f} GB/s read bandwidth: {tg_note(gbps)}; no DIMM data to compare "
-                            f"with ({why})", evidence, detail=WHY)
+                            f"with: {why}", evidence, detail=WHY)
             return
         yield self._judge(gbps, threads, peak, evidence)
 
