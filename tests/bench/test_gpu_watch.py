@@ -138,3 +138,53 @@ def test_fully_offloaded_result_renders_the_vram_ceiling_and_the_gpu_watch(make_
     assert "GPU: NVIDIA GeForce RTX 3080" in text and "Gen1 of Gen4 under load" in text
     cpu_build = _render(saved([100.0] * 3, [10.0] * 3, ceiling=c.to_json(), llama_bench={"backend": "CPU"}))
     assert "ran on the CPU backend" in cpu_build
+
+
+# --- Intel xe / i915: the GT's actual frequency and its throttle reason files ------------------------------------
+# Not a capture (none was found): the file layout of the kernel's xe_gt_throttle.c / xe_gt_freq.c
+# (device/tileN/gtN/freq0/{act_freq,throttle/status,throttle/reason_*}) and i915's intel_gt_sysfs_pm.c
+# (cardN/gt/gtN/{rps_act_freq_mhz,throttle_reason_status,throttle_reason_*}), values in their units (MHz, 0/1).
+
+def xe_files(act: str, status: str, **reasons: str) -> dict[str, str]:
+    base = "/sys/class/drm/card1/device/tile0/gt0/freq0"
+    files = {"/sys/class/drm/card1/device/vendor": "0x8086\n", f"{base}/act_freq": act, f"{base}/throttle/status": status}
+    files.update({f"{base}/throttle/reason_{k}": v for k, v in reasons.items()})
+    return files
+
+
+def i915_files(act: str, status: str, **reasons: str) -> dict[str, str]:
+    base = "/sys/class/drm/card0/gt/gt0"
+    files = {"/sys/class/drm/card0/device/vendor": "0x8086\n", f"{base}/rps_act_freq_mhz": act,
+             f"{base}/throttle_reason_status": status}
+    files.update({f"{base}/throttle_reason_{k}": v for k, v in reasons.items()})
+    return files
+
+
+def intel_rows(make_snapshot, files):
+    from tunehost.bench.gpu_watch import intel_gts, read_intel
+
+    host = open_host(make_snapshot(fs=files))
+    return [read_intel(host, *gt) for gt in intel_gts(host)]
+
+
+def test_xe_thermal_throttle_under_load_disturbs_the_run(make_snapshot):
+    [row] = intel_rows(make_snapshot, xe_files("2100\n", "1\n", thermal="1\n", pl1="0\n", prochot="0\n"))
+    assert row == {"gpu": "Intel GPU card1 tile0/gt0", "sm_clock_mhz": 2100, "clock_reasons": ["intel_thermal"],
+                   "awake": True}
+    watch = judge_gpu([sample_from_row(row, t) for t in range(5)])
+    assert watch.loaded_samples == 5 and watch.reasons and "thermal limit in 5 of 5" in watch.reasons[0]
+
+
+def test_i915_power_limit_under_load_is_a_finding_not_a_disturbance(make_snapshot):
+    [row] = intel_rows(make_snapshot, i915_files("1550\n", "1\n", pl1="1\n", thermal="0\n"))
+    watch = judge_gpu([sample_from_row(row, t) for t in range(3)])
+    assert not watch.reasons and watch.findings and "power limit in 3 of 3" in watch.findings[0]
+
+
+def test_intel_gt_in_rc6_is_idle_and_garbage_is_unknown(make_snapshot):
+    [idle] = intel_rows(make_snapshot, xe_files("0\n", "0\n"))
+    assert idle["awake"] is False and idle["clock_reasons"] == []
+    assert "never busy" in judge_gpu([sample_from_row(idle)]).unknown[0]
+    [junk] = intel_rows(make_snapshot, xe_files("fast\n", "maybe\n", thermal="\x1b[31m\n"))
+    assert junk["awake"] is None and junk["clock_reasons"] is None and junk["sm_clock_mhz"] is None
+    assert not sample_from_row(junk).loaded

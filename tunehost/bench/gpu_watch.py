@@ -9,6 +9,10 @@ layer), so llama-bench is not slowed; :func:`judge_gpu` (pure) turns the samples
   reported with the evidence (they hold for both sides of a comparison, so they do not void its verdict).
 amdgpu exposes no clocks-event reasons in sysfs (they sit in the binary gpu_metrics table): on AMD only the
 temperature against the hwmon critical mark, power, clocks and the PCIe DPM level are watched.
+Intel (xe and i915) has no utilisation counter in sysfs but does name its throttle reasons
+(xe `tileN/gtN/freq0/throttle/reason_*`, i915 `gt/gtN/throttle_reason_*`): a sample counts as under load while the GT
+is awake (actual frequency above 0: out of RC6), thermal/PROCHOT/RATL/VR reasons disturb the run and PL1/PL2/PL4 are
+the power-limit finding.
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ INTERVAL_S = 1.0
 LOADED_PCT = 50          # a sample counts as "under load" from this GPU utilisation (a desktop at P8 reaches 34 %)
 MAX_SAMPLES = 3600       # an hour at 1 Hz; older samples are dropped
 THROTTLE_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
-                    "sw_thermal_slowdown": "SW thermal slowdown", "hw_power_brake_slowdown": "HW power brake"}
+                    "sw_thermal_slowdown": "SW thermal slowdown", "hw_power_brake_slowdown": "HW power brake",
+                    "intel_thermal": "thermal limit", "intel_prochot": "PROCHOT", "intel_ratl": "RATL thermal limit",
+                    "intel_vr_thermalert": "VR thermal alert", "intel_vr_tdc": "VR current limit"}
+# Intel's throttle reason files -> the reason names above; PL1/PL2/PL4 are a power cap, like NVIDIA's sw_power_cap
+INTEL_REASONS = {"thermal": "intel_thermal", "prochot": "intel_prochot", "ratl": "intel_ratl",
+                 "vr_thermalert": "intel_vr_thermalert", "vr_tdc": "intel_vr_tdc", "pl1": "sw_power_cap",
+                 "pl2": "sw_power_cap", "pl4": "sw_power_cap"}
 
 
 @dataclass(frozen=True)
@@ -46,10 +56,13 @@ class GpuSample:
     pcie_gen_max: int | None = None
     pcie_width: int | None = None
     pcie_width_max: int | None = None
+    awake: bool | None = None   # Intel: the GT was out of RC6 (no utilisation counter to read)
 
     @property
     def loaded(self) -> bool:
-        return self.utilization_pct is not None and self.utilization_pct >= LOADED_PCT
+        if self.utilization_pct is None:
+            return bool(self.awake)
+        return self.utilization_pct >= LOADED_PCT
 
 
 def sample_from_row(row: Mapping[str, Any], at_s: float = 0.0) -> GpuSample | None:
@@ -69,7 +82,8 @@ def sample_from_row(row: Mapping[str, Any], at_s: float = 0.0) -> GpuSample | No
     return GpuSample(row["gpu"][:80], at_s, num("utilization_pct"), whole("sm_clock_mhz"), whole("mem_clock_mhz"),
                      tuple(str(r) for r in reasons) if isinstance(reasons, list) else None,
                      num("power_w"), num("power_limit_w"), _temp(num("temperature_c")), _temp(num("slowdown_c")),
-                     whole("pcie_gen"), whole("pcie_gen_max"), whole("pcie_width"), whole("pcie_width_max"))
+                     whole("pcie_gen"), whole("pcie_gen_max"), whole("pcie_width"), whole("pcie_width_max"),
+                     row["awake"] if isinstance(row.get("awake"), bool) else None)
 
 
 def _temp(value: float | None) -> float | None:
@@ -154,7 +168,7 @@ def judge_gpu(samples: Sequence[GpuSample]) -> GpuWatch:
             findings.append(f"{gpu}: at its power limit in {len(capped)} of {len(loaded)} busy samples"
                             + (f" ({draw:g} W of {limit:g} W)" if draw is not None and limit is not None else ""))
     if not samples:
-        unknown.append("GPU (no NVML and no amdgpu sysfs readings)")
+        unknown.append("GPU (no NVML, amdgpu or Intel sysfs readings)")
     return GpuWatch(len(samples), loaded_total, tuple(reasons), tuple(findings), summary, tuple(unknown))
 
 
@@ -212,6 +226,42 @@ def read_amdgpu(host: "Host", dev: str) -> dict[str, Any]:
     return row
 
 
+def intel_gts(host: "Host") -> list[tuple[str, str, str]]:
+    """(label, driver, directory) of every Intel GT with frequency files: xe `device/tileN/gtN/freq0`, i915
+    `cardN/gt/gtN`."""
+    found = []
+    for card in host.files.listdir("/sys/class/drm"):
+        dev = f"/sys/class/drm/{card}/device"
+        if not re.fullmatch(r"card\d+", card) or host.files.read_value(f"{dev}/vendor") != "0x8086":
+            continue
+        for tile in (t for t in host.files.listdir(dev) if re.fullmatch(r"tile\d+", t)):
+            for gt in (g for g in host.files.listdir(f"{dev}/{tile}") if re.fullmatch(r"gt\d+", g)):
+                base = f"{dev}/{tile}/{gt}/freq0"
+                if host.files.exists(f"{base}/act_freq"):
+                    found.append((f"Intel GPU {card} {tile}/{gt}", "xe", base))
+        for gt in (g for g in host.files.listdir(f"/sys/class/drm/{card}/gt") if re.fullmatch(r"gt\d+", g)):
+            base = f"/sys/class/drm/{card}/gt/{gt}"
+            if host.files.exists(f"{base}/rps_act_freq_mhz"):
+                found.append((f"Intel GPU {card} {gt}", "i915", base))
+    return found
+
+
+def read_intel(host: "Host", label: str, driver: str, base: str) -> dict[str, Any]:
+    """One Intel GT reading: actual frequency (0 = in RC6, idle) and the throttle reasons asserted now."""
+    if driver == "xe":
+        act, reason_file = host.files.read_int(f"{base}/act_freq"), f"{base}/throttle/reason_{{}}"
+        status = host.files.read_int(f"{base}/throttle/status")
+    else:
+        act, reason_file = host.files.read_int(f"{base}/rps_act_freq_mhz"), f"{base}/throttle_reason_{{}}"
+        status = host.files.read_int(f"{base}/throttle_reason_status")
+    reasons = None
+    if status in (0, 1):
+        reasons = sorted({name for key, name in INTEL_REASONS.items()
+                          if host.files.read_int(reason_file.format(key)) == 1}) if status else []
+    return {"gpu": label, "sm_clock_mhz": act, "clock_reasons": reasons,
+            "awake": act > 0 if isinstance(act, int) and act >= 0 else None}
+
+
 def _current_mhz(text: str | None) -> int | None:
     for line in (text or "").splitlines():
         match = re.match(r"\s*\d+:\s*(\d+)\s*Mhz\s*\*", line, re.IGNORECASE)
@@ -224,7 +274,7 @@ class GpuSampler:
     """Samples every GPU about once a second in a daemon thread: ``start()``, ``stop() -> GpuWatch``.
 
     ``read`` returns one dict per GPU (tests inject recorded rows); by default NVML when it loads, else amdgpu
-    sysfs; with neither, no thread starts and the report says the GPU was not watched."""
+    sysfs, else Intel xe/i915 sysfs; with none, no thread starts and the report says the GPU was not watched."""
 
     def __init__(self, host: "Host", *, read: Callable[[], list[dict[str, Any]]] | None = None,
                  interval_s: float = INTERVAL_S):
@@ -248,6 +298,9 @@ class GpuSampler:
         cards = amdgpu_cards(self.host) if self.host.live else []
         if cards:
             return lambda: [read_amdgpu(self.host, dev) for dev in cards]
+        gts = intel_gts(self.host) if self.host.live else []
+        if gts:
+            return lambda: [read_intel(self.host, *gt) for gt in gts]
         return None
 
     def start(self) -> None:
