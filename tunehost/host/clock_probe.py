@@ -297,10 +297,35 @@ def stop_busy(group: BusyGroup) -> None:
             launcher.wait()  # SIGKILLed: returns at once; a blocking wait needs no timer
         except KeyboardInterrupt as exc:
             interrupted = exc
+    try:
+        _await_dead(group)
+    except KeyboardInterrupt as exc:
+        interrupted = exc
     if launcher.stdout:
         launcher.stdout.close()
     if interrupted is not None:
         raise interrupted
+
+
+def _await_dead(group: BusyGroup, timeout_s: float = KILL_WAIT_S) -> None:
+    """Return once no busy child runs any more. A SIGKILLed child on a busy CPU needs a moment to be scheduled and
+    die; the children are the launcher's, not ours, so /proc (state, process group) is the only way to see it."""
+    import select
+
+    deadline = time.monotonic() + timeout_s
+    while any(_alive_in_group(pid, group.launcher.pid) for pid in group.pids.values()):
+        if time.monotonic() > deadline:
+            return
+        select.select([], [], [], 0.005)  # not time.sleep: nothing here may be cut short
+
+
+def _alive_in_group(pid: int, pgid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except OSError:
+        return False
+    return len(fields) > 2 and fields[0] not in ("Z", "X") and fields[2] == str(pgid)
 
 
 def _kill_group(pgid: int) -> None:
