@@ -128,12 +128,15 @@ def measure_read_bandwidth(
 
     size = probe_size(available_bytes, llc_bytes=llc_bytes) if n_bytes is None else max(n_bytes // 8 * 8, 8 * 1024)
     n_threads = threads or (len(cpus) if cpus else len(os.sched_getaffinity(0)))
-    data = np.ones(size // 8, dtype=np.int64)  # np.ones writes every page, so no page faults land in the timing
+    data = np.empty(size // 8, dtype=np.int64)
     chunks = np.array_split(data, n_threads)
     samples: list[float] = []
     try:
         with _pinned_pool(cpus, n_threads) as pool:
-            list(pool.map(np.sum, chunks))  # warm-up: threads started and pinned, caches and TLBs primed
+            # each pinned thread writes its own slice first: the page faults run in parallel (not in the timing),
+            # and on a NUMA host every slice lands on the node of the core that reads it
+            list(pool.map(lambda chunk: chunk.fill(1), chunks))
+            list(pool.map(np.sum, chunks))  # warm-up: caches and TLBs primed
             for _ in range(max(1, repeats)):
                 start = time.perf_counter()
                 list(pool.map(np.sum, chunks))
