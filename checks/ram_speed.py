@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tunehost.check import Check, Fix
 from tunehost.facts.memory_layout import Layout, layout
-from tunehost.facts.ram import Module, RamFacts
-from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, generation, platform_memory_limit
+from tunehost.facts.ram import RamFacts
+from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
        "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "

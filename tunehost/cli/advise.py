@@ -94,8 +94,7 @@ def advise(
         from tunehost.host.measure import read_bandwidth
 
         # live: the pinned per-core probe now; a snapshot: what its doctor run measured (samples/measure.json)
-        gbps, _source = read_bandwidth(host)
-        options = _with(options, ram_bandwidth_gbps=gbps)
+        options = _with(options, ram_bandwidth_gbps=read_bandwidth(host))
     result = apply_caps(plan(facts_model, view, options), caps)
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")

@@ -75,11 +75,6 @@ class MeasureFacts:
     memory_skipped: str | None = None       # why the bandwidth probe did not run (the clocks may have)
     clocks_skipped: str | None = None       # why the clock probe did not run (the bandwidth may have)
     problems: tuple[str, ...] = ()          # keys dropped because their values were not valid
-    extra: Mapping[str, Any] = field(default_factory=dict)  # the sample's other keys, as recorded
-
-    @property
-    def measured(self) -> bool:
-        return self.memory_read_gbps is not None or bool(self.cpu_mhz_single) or bool(self.cpu_mhz_all)
 
     def why_missing(self, key: str) -> str:
         """Why `key` has no value: the reason a check gives when it must skip."""
@@ -128,8 +123,6 @@ class MeasureFacts:
                 problems.append("memory_read_samples: not all positive numbers")
         single = take("cpu_mhz_single", _mhz_map) or {}
         every = take("cpu_mhz_all", _mhz_map) or {}
-        known = {"format", "memory_read_gbps", "memory_read_threads", "memory_probe_bytes", "memory_read_samples",
-                 "cpu_mhz_single", "cpu_mhz_all", "cpu_mhz_source", "skipped", "memory_skipped", "clocks_skipped"}
         return cls(
             memory_read_gbps=gbps,
             memory_read_threads=int(threads) if threads is not None and threads == int(threads) else None,
@@ -142,7 +135,6 @@ class MeasureFacts:
             memory_skipped=_text(data.get("memory_skipped")),
             clocks_skipped=_text(data.get("clocks_skipped")),
             problems=tuple(problems),
-            extra={k: v for k, v in data.items() if k not in known},
         )
 
     @classmethod

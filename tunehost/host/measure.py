@@ -13,12 +13,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from tunehost.facts.measure import MEASURE_FORMAT, MEASURE_SAMPLE
 from tunehost.host.samples import sampler
 
 if TYPE_CHECKING:
     from tunehost.host import Host
 
-MEASURE_FORMAT = 1
 MEMORY_PROBE_BYTES = 512 * 1024 * 1024   # raised to 4x the last-level cache; ~0.3 s to fill, 50-100 ms per pass
 MEMORY_PROBE_PASSES = 4
 CLOCK_BUDGET_S = 1.5
@@ -77,23 +77,19 @@ def take_measurement(host: "Host") -> dict[str, Any]:
     return out
 
 
-@sampler("measure")
+@sampler(MEASURE_SAMPLE)
 def sample_measure(host: "Host") -> dict[str, Any]:
     return take_measurement(host)
 
 
-def read_bandwidth(host: "Host") -> tuple[float | None, str]:
-    """(GB/s, where it comes from) of host memory for the token-generation ceilings of advise and bench.
+def read_bandwidth(host: "Host") -> float | None:
+    """GB/s of host memory for the token-generation ceilings of advise and bench.
 
-    Live: the pinned per-core probe, now. A snapshot: the bandwidth its doctor run measured (samples/measure.json);
-    None with the reason when it has none. Never measures a snapshot.
+    Live: the pinned per-core probe, now. A snapshot: the bandwidth its doctor run measured (samples/measure.json),
+    None when it has none. Never measures a snapshot.
     """
     from tunehost.facts.measure import MeasureFacts
 
     if host.live:
-        data = probe_memory(host)
-        return data["memory_read_gbps"], f"measured now ({data['memory_read_threads']} pinned threads)"
-    recorded = MeasureFacts.gather(host)
-    if recorded.memory_read_gbps is None:
-        return None, recorded.why_missing("memory_read_gbps")
-    return recorded.memory_read_gbps, "measured when the snapshot was taken (samples/measure.json)"
+        return probe_memory(host)["memory_read_gbps"]
+    return MeasureFacts.gather(host).memory_read_gbps
