@@ -19,6 +19,14 @@ BUILTIN_ORDER = (
 )
 
 
+_BUILTIN_RANK = {cid: i for i, cid in enumerate(BUILTIN_ORDER)}
+
+
+def report_order(check_id: str) -> tuple[int, str]:
+    """Sort key of a check id in reports: the built-ins in BUILTIN_ORDER, then third-party ids alphabetically."""
+    return _BUILTIN_RANK.get(check_id, len(_BUILTIN_RANK)), check_id
+
+
 @dataclass
 class LoadedChecks:
     checks: list[Check] = field(default_factory=list)
@@ -53,6 +61,5 @@ def load_checks(extra: list[type[Check]] | None = None) -> LoadedChecks:
         if check.id not in seen:
             seen.add(check.id)
             loaded.checks.append(check)
-    rank = {cid: i for i, cid in enumerate(BUILTIN_ORDER)}
-    loaded.checks.sort(key=lambda c: (rank.get(c.id, len(rank)), c.id))
+    loaded.checks.sort(key=lambda c: report_order(c.id))
     return loaded
