@@ -173,7 +173,7 @@ def load_fleet(directory: str | os.PathLike, *, expected: Iterable[str] = (), st
                                                                            "or doctor did not run there)")
     if not hosts:
         raise TunehostError(f"{directory}: no host reports (expected DIR/<host>/{REPORT_NAME} or DIR/<host>.json)")
-    return Fleet(str(directory), tuple(hosts[name] for name in sorted(hosts)), strict=strict)
+    return Fleet(one_line(str(directory), 1000), tuple(hosts[name] for name in sorted(hosts)), strict=strict)
 
 
 def _entries(root: Path) -> list[os.DirEntry]:

@@ -156,6 +156,15 @@ def test_escapes_and_markup_in_reports_never_reach_the_terminal(cli, tmp_path):
     assert not any(line.startswith("FAIL fake-line") for line in table.splitlines())
 
 
+def test_brackets_and_backslashes_show_as_they_are(cli, tmp_path):
+    (tmp_path / "host\\").mkdir()
+    (tmp_path / "host\\" / "doctor.json").write_text(report([finding("thp", "fail", "[red]ends in \\")],
+                                                             verdict="not-ready"))
+    lines = cli("fleet", str(tmp_path)).stdout.splitlines()
+    assert "host\\" in lines and "  FAIL  thp  [red]ends in \\" in lines
+    assert next(line for line in lines if line.startswith("check")).split() == ["check", "host\\"]
+
+
 def test_links_are_never_followed_out_of_dir(cli, tmp_path):
     outside = tmp_path / "outside"
     (outside / "host").mkdir(parents=True)

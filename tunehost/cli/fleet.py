@@ -13,6 +13,7 @@ from tunehost.cli.doctor import SEVERITY_STYLE
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
     from tunehost.fleet import Fleet, HostReport
 
@@ -56,15 +57,16 @@ def fleet(
     raise typer.Exit(report.exit_code)
 
 
-def _cell_text(h: "HostReport", check: str) -> str:
+def _cell(h: "HostReport", check: str) -> "Text":
+    from rich.text import Text
+
     if not h.readable:
-        return "[dim]?[/]"
+        return Text("?", style="dim")
     cell = h.cell(check)
     if cell is None:
-        return f"[dim]{NOT_RUN}[/]"
+        return Text(NOT_RUN, style="dim")
     label, style = SEVERITY_STYLE[cell.severity.value]
-    label = label if cell.severity.value in ("fail", "error", "warn") else label.lower()
-    return f"[{style}]{label}[/]"
+    return Text(label if cell.severity.value in ("fail", "error", "warn") else label.lower(), style=style)
 
 
 def _host_chunks(fleet: "Fleet", width: int, first_column: int) -> list[list["HostReport"]]:
@@ -82,45 +84,45 @@ def _host_chunks(fleet: "Fleet", width: int, first_column: int) -> list[list["Ho
 
 
 def render_fleet(fleet: "Fleet", console: "Console") -> None:
-    """The table (checks x hosts, worst severity per cell), then the failing findings and unreadable reports."""
-    from rich.markup import escape
+    """The table (checks x hosts, worst severity per cell), then the failing findings and unreadable reports.
+
+    Text from the reports goes into rich Text objects, never into markup, so brackets and backslashes show as they are.
+    """
     from rich.table import Table
+    from rich.text import Text
 
     checks = fleet.checks
-    console.print(f"[bold]tunehost fleet[/] — {escape(fleet.directory)} ({len(fleet.hosts)} hosts)")
+    console.print(Text.assemble(("tunehost fleet", "bold"), f" — {fleet.directory} ({len(fleet.hosts)} host{'s' if len(fleet.hosts) != 1 else ''})"))
     first_column = max([len(c) for c in checks] + [len("check")])
     for chunk in _host_chunks(fleet, console.width, first_column):
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
         table.add_column("check", no_wrap=True)
         for h in chunk:
-            table.add_column(escape(h.host[:HOST_COLUMN_MAX]), no_wrap=True)
+            table.add_column(Text(h.host[:HOST_COLUMN_MAX]), no_wrap=True)
         for check in checks:
-            table.add_row(escape(check), *(_cell_text(h, check) for h in chunk))
+            table.add_row(Text(check), *(_cell(h, check) for h in chunk))
         table.add_section()
-        verdicts = []
-        for h in chunk:
-            label, style = STATUS_STYLE[h.status(strict=fleet.strict)]
-            verdicts.append(f"[{style}]{label}[/]")
-        table.add_row("[bold]verdict[/]", *verdicts)
+        verdicts = [Text(*STATUS_STYLE[h.status(strict=fleet.strict)]) for h in chunk]
+        table.add_row(Text("verdict", style="bold"), *verdicts)
         console.print()
         console.print(table)
     listed = {"fail", "error"} | ({"warn"} if fleet.strict else set())
     for h in fleet.hosts:
         if not h.readable:
             console.print()
-            console.print(f"[bold]{escape(h.host)}[/]  [bold magenta]unreadable[/]: {escape(h.source)}: "
-                          f"{escape(h.problem or '')}")
+            console.print(Text.assemble((h.host, "bold"), "  ", ("unreadable", "bold magenta"),
+                                        f": {h.source}: {h.problem}"))
             continue
         lines = [(cell.check, f) for cell in h.cells for f in cell.findings if f.severity.value in listed]
         if not lines:
             continue
         console.print()
-        console.print(f"[bold]{escape(h.host)}[/]")
+        console.print(Text(h.host, style="bold"))
         for check, f in lines:
             label, style = SEVERITY_STYLE[f.severity.value]
-            console.print(f"  [{style}]{label:<5}[/] [bold]{escape(check)}[/]  {escape(f.summary)}")
+            console.print(Text.assemble("  ", (f"{label:<5}", style), " ", (check, "bold"), "  ", f.summary))
     counts = {s: sum(1 for h in fleet.hosts if h.status(strict=fleet.strict) == s) for s in STATUS_STYLE}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    style = "bold green" if fleet.verdict == "ready" else "bold red"
     console.print()
-    console.print(f"[{style}]{fleet.verdict}[/]  ({summary})")
+    console.print(Text.assemble((fleet.verdict, "bold green" if fleet.verdict == "ready" else "bold red"),
+                                f"  ({summary})"))
