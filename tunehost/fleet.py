@@ -155,7 +155,7 @@ def load_fleet(directory: str | os.PathLike, *, expected: Iterable[str] = (), st
     """
     root = Path(directory)
     if not root.is_dir():
-        raise TunehostError(f"{directory}: not a directory (expected DIR/<host>/{REPORT_NAME} from the Ansible role)")
+        raise TunehostError(f"{one_line(str(directory))}: not a directory (expected DIR/<host>/{REPORT_NAME} from the Ansible role)")
     hosts: dict[str, HostReport] = {}
     for entry in _entries(root):
         report = _read_entry(root, entry)
@@ -172,7 +172,7 @@ def load_fleet(directory: str | os.PathLike, *, expected: Iterable[str] = (), st
             hosts[name] = HostReport(name, f"{name}/{REPORT_NAME}", problem="no report (the host was not reached, "
                                                                            "or doctor did not run there)")
     if not hosts:
-        raise TunehostError(f"{directory}: no host reports (expected DIR/<host>/{REPORT_NAME} or DIR/<host>.json)")
+        raise TunehostError(f"{one_line(str(directory))}: no host reports (expected DIR/<host>/{REPORT_NAME} or DIR/<host>.json)")
     return Fleet(one_line(str(directory), 1000), tuple(hosts[name] for name in sorted(hosts)), strict=strict)
 
 
@@ -185,13 +185,14 @@ def _entries(root: Path) -> list[os.DirEntry]:
                     continue
                 entries.append(entry)
                 if len(entries) > 10 * MAX_HOSTS:
-                    break
+                    raise TunehostError(f"{one_line(str(root))}: more than {10 * MAX_HOSTS} entries; "
+                                        "is this the directory of fetched reports?")
     except OSError as exc:
-        raise TunehostError(f"{root}: cannot list: {exc.strerror or exc}") from None
+        raise TunehostError(f"{one_line(str(root))}: cannot list: {exc.strerror or exc}") from None
     hostish = [e for e in entries if e.name.endswith(FLAT_SUFFIX) or e.is_dir(follow_symlinks=False)
                or e.is_symlink()]
     if len(hostish) > MAX_HOSTS:
-        raise TunehostError(f"{root}: more than {MAX_HOSTS} host entries; is this the directory of fetched reports?")
+        raise TunehostError(f"{one_line(str(root))}: more than {MAX_HOSTS} host entries; is this the directory of fetched reports?")
     return sorted(hostish, key=lambda e: e.name)
 
 

@@ -232,3 +232,11 @@ def test_report_not_run_check_shows_a_dash(cli, tmp_path):
     result = cli("fleet", str(tmp_path), env={"COLUMNS": "120"})
     row = next(line for line in result.stdout.splitlines() if line.startswith("my-plugin"))
     assert row.split() == ["my-plugin", "info", "-"]
+
+
+def test_too_many_hosts_is_refused(cli, tmp_path, monkeypatch):
+    monkeypatch.setattr("tunehost.fleet.MAX_HOSTS", 3)
+    for n in range(4):
+        (tmp_path / f"h{n}.json").write_text(report([]))
+    result = cli("fleet", str(tmp_path))
+    assert result.exit_code == 1 and "more than 3 host entries" in result.stderr
