@@ -155,7 +155,8 @@ def load_fleet(directory: str | os.PathLike, *, expected: Iterable[str] = (), st
     """
     root = Path(directory)
     if not root.is_dir():
-        raise TunehostError(f"{one_line(str(directory))}: not a directory (expected DIR/<host>/{REPORT_NAME} from the Ansible role)")
+        raise TunehostError(f"{one_line(str(directory))}: not a directory "
+                            f"(expected DIR/<host>/{REPORT_NAME} from the Ansible role)")
     hosts: dict[str, HostReport] = {}
     for entry in _entries(root):
         report = _read_entry(root, entry)
@@ -172,7 +173,8 @@ def load_fleet(directory: str | os.PathLike, *, expected: Iterable[str] = (), st
             hosts[name] = HostReport(name, f"{name}/{REPORT_NAME}", problem="no report (the host was not reached, "
                                                                            "or doctor did not run there)")
     if not hosts:
-        raise TunehostError(f"{one_line(str(directory))}: no host reports (expected DIR/<host>/{REPORT_NAME} or DIR/<host>.json)")
+        raise TunehostError(f"{one_line(str(directory))}: no host reports "
+                            f"(expected DIR/<host>/{REPORT_NAME} or DIR/<host>.json)")
     return Fleet(one_line(str(directory), 1000), tuple(hosts[name] for name in sorted(hosts)), strict=strict)
 
 
@@ -192,7 +194,8 @@ def _entries(root: Path) -> list[os.DirEntry]:
     hostish = [e for e in entries if e.name.endswith(FLAT_SUFFIX) or e.is_dir(follow_symlinks=False)
                or e.is_symlink()]
     if len(hostish) > MAX_HOSTS:
-        raise TunehostError(f"{one_line(str(root))}: more than {MAX_HOSTS} host entries; is this the directory of fetched reports?")
+        raise TunehostError(f"{one_line(str(root))}: more than {MAX_HOSTS} host entries; "
+                            "is this the directory of fetched reports?")
     return sorted(hostish, key=lambda e: e.name)
 
 
@@ -285,4 +288,6 @@ def _optional_text(value: Any, name: str) -> str | None:
 
 def _shown(value: Any) -> str:
     """A bad value, briefly, for the reason line."""
-    return one_line(repr(value), 40) if isinstance(value, str) else ("missing" if value is None else type(value).__name__)
+    if isinstance(value, str):
+        return one_line(repr(value), 40)
+    return "missing" if value is None else type(value).__name__

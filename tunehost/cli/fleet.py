@@ -92,7 +92,8 @@ def render_fleet(fleet: "Fleet", console: "Console") -> None:
     from rich.text import Text
 
     checks = fleet.checks
-    console.print(Text.assemble(("tunehost fleet", "bold"), f" — {fleet.directory} ({len(fleet.hosts)} host{'s' if len(fleet.hosts) != 1 else ''})"))
+    hosts = f"{len(fleet.hosts)} host" + ("s" if len(fleet.hosts) != 1 else "")
+    console.print(Text.assemble(("tunehost fleet", "bold"), f" — {fleet.directory} ({hosts})"))
     first_column = max([len(c) for c in checks] + [len("check")])
     for chunk in _host_chunks(fleet, console.width, first_column):
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
