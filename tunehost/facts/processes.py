@@ -317,13 +317,7 @@ class ProcessFacts:
     @classmethod
     def gather(cls, host: "Host") -> "ProcessFacts":
         evidence: dict[str, str] = {}
-        rows = host.sample("processes")
-        processes = None
-        processes_reason = None
-        if isinstance(rows, list):
-            processes = tuple(p for p in (_process(r) for r in rows) if p is not None)
-        else:
-            processes_reason = _reason(host, "processes", rows)
+        processes, processes_reason = process_list(host)
 
         activity = host.sample("activity")
         busy = interval = cpu_count = total = None
@@ -363,6 +357,14 @@ class ProcessFacts:
         return cls(processes, processes_reason, busy, activity_reason, interval, cpu_count, total, listeners,
                    listeners_reason, default_target, default_target_reason,
                    uid if isinstance(uid, int) else None, evidence)
+
+
+def process_list(host: "Host") -> tuple[tuple[ProcessInfo, ...] | None, str | None]:
+    """Every process of the `processes` sample, or (None, why there is none)."""
+    rows = host.sample("processes")
+    if isinstance(rows, list):
+        return tuple(p for p in (_process(r) for r in rows) if p is not None), None
+    return None, _reason(host, "processes", rows)
 
 
 def _reason(host: "Host", name: str, value: Any) -> str:
