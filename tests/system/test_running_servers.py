@@ -216,7 +216,10 @@ def test_old_snapshots_keep_their_verdicts():
 def test_garbage_rows_never_crash(make_snapshot, row):
     snap = make_snapshot(manifest={"format": 1, "uid": 0}, samples={"processes": [row]})
     for check in (LlamaExposureCheck(), LlamaBuildCheck()):
-        assert all(f.severity is not Severity.ERROR for f in check.run(HostFacts(open_host(snap))))
+        found = list(check.run(HostFacts(open_host(snap))))
+        assert all(f.severity is not Severity.ERROR for f in found)
+        shown = " ".join(f.summary + " ".join(str(v) for v in f.evidence.values()) for f in found)
+        assert "\x1b" not in shown and "\n" not in shown
 
 
 # ---- llama-build: the running server's own executable ----

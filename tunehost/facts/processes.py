@@ -395,7 +395,11 @@ def _process(row: Any) -> ProcessInfo | None:
 
 
 def _text(value: Any, limit: int = 4096) -> str | None:
-    return value[:limit] if isinstance(value, str) else None
+    # a process picks its own argv and name: control characters (newlines, ANSI escapes) never reach a report
+    return _CONTROL.sub("?", value[:limit]) if isinstance(value, str) else None
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _raw_facts(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -406,8 +410,10 @@ def _raw_facts(row: Mapping[str, Any]) -> dict[str, Any]:
     return dict(
         exe=_text(row.get("exe")), exe_deleted=row.get("exe_deleted") is True, exe_file=exe_file,
         argv0=_text(row.get("argv0")), command=_text(row.get("command"), 64), script=_text(row.get("script"), 256),
-        options={str(k): str(v) for k, v in options.items() if isinstance(v, (str, int)) and not isinstance(v, bool)},
-        env={str(k): str(v) for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else None,
+        options={str(_text(k, 64)): str(_text(str(v), 2000)) for k, v in options.items()
+                 if isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)},
+        env={str(_text(k, 64)): str(_text(v, 300)) for k, v in env.items() if isinstance(v, str)}
+        if isinstance(env, dict) else None,
         sockets=tuple(x for x in (_listener(r, pid=row["pid"]) for r in sockets) if x is not None)
         if isinstance(sockets, list) else None,
     )
