@@ -230,7 +230,8 @@ SERVER_EXE = "/home/user/IA/llama.cpp/build/bin/llama-server"
 
 def running_server(**exe_file):
     p = json.loads((DATA / "llama-swap-306-gpt-oss-20b.json").read_text())["processes"][1]
-    p["exe_file"] = {"uid": 0, "mode": 0o755, "same_file": True, "mtime": "2025-10-29T21:13:52Z",
+    p["exe_file"] = {"uid": 0, "mode": 0o755, "dir_uid": 0, "dir_mode": 0o755, "same_file": True,
+                     "mtime": "2025-10-29T21:13:52Z",
                      "libs": ["libggml-base.so", "libggml-cuda.so", "libllama.so"], **exe_file}
     return p
 
@@ -280,7 +281,10 @@ def test_another_users_binary_is_never_run_as_root(make_snapshot):
 
 @pytest.mark.parametrize("exe_file, why", [({"mode": 0o777}, "writable by group or others"),
                                            ({"same_file": False}, "container"),
-                                           ({"same_file": None}, "container")])
+                                           ({"same_file": None}, "container"),
+                                           ({"dir_uid": 1000}, "its folder belongs to uid 1000"),
+                                           ({"dir_mode": 0o777}, "could be swapped"),
+                                           ({"dir_mode": None}, "not recorded")])
 def test_unsafe_running_binaries_are_not_run(make_snapshot, exe_file, why):
     [binary] = LlamaBuildFacts.gather(open_host(build_snapshot(make_snapshot, running_server(**exe_file)))).binaries
     assert binary.version_command is None and why in binary.version_not_run

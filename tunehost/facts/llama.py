@@ -146,6 +146,11 @@ def version_refusal(proc: Any, run_uid: Any) -> str | None:
                 f"{'root' if run_uid == 0 else f'uid {run_uid}'} would hand that user this account")
     if mode & 0o022:
         return f"the file is writable by group or others (mode {mode:o})"
+    dir_uid, dir_mode = info.get("dir_uid"), info.get("dir_mode")
+    if not isinstance(dir_uid, int) or not isinstance(dir_mode, int):
+        return "its folder's owner and permissions were not recorded"
+    if dir_uid not in (0, run_uid) or dir_mode & 0o022:
+        return (f"its folder belongs to uid {dir_uid} (mode {dir_mode:o}): the file could be swapped before it runs")
     return None
 
 

@@ -174,7 +174,7 @@ def candidate_row(raw: RawProcess) -> dict[str, Any]:
 
 
 def _exe_file(exe_link: str | None, pid: int) -> dict[str, Any] | None:
-    """Owner, mode and mtime of a running executable, whether the path is the same file the process runs
+    """Owner, mode and mtime of a running executable (and of its folder), whether the path is the same file the process runs
     (not inside a container's mount namespace, not replaced), and the ggml libraries beside it."""
     if not exe_link or exe_link.endswith(" (deleted)"):
         return None
@@ -187,7 +187,12 @@ def _exe_file(exe_link: str | None, pid: int) -> dict[str, Any] | None:
         same = (running.st_dev, running.st_ino) == (st.st_dev, st.st_ino)
     except OSError:
         same = None
-    return {"uid": st.st_uid, "mode": st.st_mode & 0o7777, "same_file": same,
+    try:
+        folder = os.stat(os.path.dirname(exe_link) or "/")
+        dir_uid, dir_mode = folder.st_uid, folder.st_mode & 0o7777
+    except OSError:
+        dir_uid = dir_mode = None
+    return {"uid": st.st_uid, "mode": st.st_mode & 0o7777, "dir_uid": dir_uid, "dir_mode": dir_mode, "same_file": same,
             "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)), "libs": _ggml_libs(exe_link)}
 
 
