@@ -119,6 +119,40 @@ def test_candidate_row_keeps_no_secret_of_argv_or_environment():
     assert row["listeners"] == [{"address": "0.0.0.0", "port": 8080}]
 
 
+def test_every_server_kind_is_recorded_by_the_sampler():
+    # the sampler keeps raw facts only for candidates: every kind the reader knows must be one
+    from tunehost.facts.processes import SERVER_KINDS
+
+    for kind in SERVER_KINDS:
+        assert is_candidate(RawProcess(1, kind, (kind,))), kind
+    assert not is_candidate(RawProcess(1, "bash", ("bash",)))
+    assert is_candidate(RawProcess(1, "sshd", ("sshd: /usr/sbin/sshd -D [listener]",), listeners=(("0.0.0.0", 22),)))
+
+
+@pytest.mark.parametrize("argv, kind", [
+    (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B"], "vllm"),
+    (["python3", "-X", "utf8", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], "vllm"),
+    (["/usr/bin/python3", "/usr/local/bin/vllm", "bench", "latency"], None),
+    (["python", "-c", "import llama_cpp.server"], None),
+    (["/usr/local/bin/ollama", "serve"], "ollama"),
+    (["/usr/local/bin/ollama", "pull", "llama3"], None),
+    (["ollama"], None),
+    (["/opt/koboldcpp/koboldcpp-linux-x64-cuda1210", "--model", "m.gguf"], "koboldcpp"),
+    (["llama-swap-linux-amd64", "-listen", "127.0.0.1:9292"], "llama-swap"),
+    (["/usr/local/lib/ollama/runners/cuda_v12_avx/ollama_llama_server", "runner", "--port", "41813"], None),
+])
+def test_classification_from_raw_facts(make_snapshot, argv, kind):
+    name = os.path.basename(argv[0])[:15]
+    row = {"pid": 40, "name": name, **candidate_row(RawProcess(40, name, tuple(argv), None, {}, ()))}
+    [proc] = ProcessFacts.gather(open_host(make_snapshot(samples={"processes": [row]}))).processes
+    assert proc.server == kind
+
+
+def test_process_titles_keep_only_the_program_name():
+    row = candidate_row(RawProcess(22, "sshd", ("sshd: alice@pts/0",), listeners=(("0.0.0.0", 22),)))
+    assert row["argv0"] == "sshd"
+
+
 # ---- llama-exposure on the fixtures ----
 
 def test_llama_swap_default_listen_is_every_interface_and_its_llama_server_is_behind_it(make_snapshot):

@@ -47,6 +47,7 @@ RECORDED_OPTIONS: dict[str, re.Pattern[str]] = {
 ADDRESS_VARIABLES = ("OLLAMA_HOST", "LLAMA_ARG_HOST", "LLAMA_ARG_PORT")
 KEY_VARIABLES = ("LLAMA_API_KEY", "VLLM_API_KEY")
 _PLAIN_WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_TITLE = re.compile(r"^([^/\s:]+): .*$", re.DOTALL)
 
 
 def sampler(name: str) -> Callable[[Callable[["Host"], Any]], Callable[["Host"], Any]]:
@@ -150,7 +151,8 @@ def candidate_row(raw: RawProcess) -> dict[str, Any]:
 
     row: dict[str, Any] = {}
     argv = redact(raw.argv) if raw.argv else None
-    row["argv0"] = argv[0][:4096] if argv else None
+    # a rewritten process title ("sshd: alice@pts/0", "postgres: checkpointer") keeps only the program's name
+    row["argv0"] = (_TITLE.sub(r"\1", argv[0]) if argv else "")[:4096] or None
     script, command = script_and_command(argv) if argv else (None, None)
     row["script"] = script[:256] if script else None
     row["command"] = command
