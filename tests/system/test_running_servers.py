@@ -383,3 +383,12 @@ def test_live_snapshot_of_a_server_with_secrets_holds_none(tmp_path):
         assert pid in build.binaries[0].running
     finally:
         stop(pid)
+
+
+def test_advise_never_runs_a_file_llama_build_refused(make_snapshot):
+    from tunehost.advise.host_view import HostView
+
+    safe = HostView.from_facts(HostFacts(open_host(build_snapshot(make_snapshot, running_server()))))
+    assert safe.llama_server == SERVER_EXE  # the serving build is the one advised for
+    unsafe = HostView.from_facts(HostFacts(open_host(build_snapshot(make_snapshot, running_server(uid=1000)))))
+    assert unsafe.llama_server != SERVER_EXE
