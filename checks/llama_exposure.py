@@ -126,6 +126,9 @@ def _sockets(procs: ProcessFacts, server: ProcessInfo, port: int | None) -> tupl
         return list(server.sockets), "its own sockets (processes sample)"
     if server.sockets == ():
         return [], "the process has no listening TCP socket (processes sample): judged from its settings"
+    if server.other_netns:
+        return [], ("its sockets are in another network namespace (a container): judged from its settings; a port "
+                    "the container publishes (docker -p) is reachable wherever that binds")
     if procs.listeners is None:
         return [], f"no listeners sample ({procs.listeners_reason}): judged from its settings"
     own = [s for s in procs.listeners if s.pid == server.pid]

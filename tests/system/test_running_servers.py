@@ -148,6 +148,17 @@ def test_classification_from_raw_facts(make_snapshot, argv, kind):
     assert proc.server == kind
 
 
+def test_a_server_in_a_container_is_judged_from_its_settings(make_snapshot):
+    raw = RawProcess(77, "llama-server", ("/app/llama-server", "--host", "0.0.0.0", "--port", "8080"), None, {},
+                     (), None, other_netns=True)
+    row = {"pid": 77, "name": "llama-server", **candidate_row(raw)}
+    assert row["listeners"] is None and row["other_netns"] is True
+    snap = make_snapshot(samples={"processes": [row], "listeners": [{"address": "0.0.0.0", "port": 8080, "pid": 55}]})
+    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))
+    assert finding.severity is Severity.FAIL and "0.0.0.0:8080" in finding.summary
+    assert "another network namespace" in finding.evidence["listeners sample"]
+
+
 def test_process_titles_keep_only_the_program_name():
     row = candidate_row(RawProcess(22, "sshd", ("sshd: alice@pts/0",), listeners=(("0.0.0.0", 22),)))
     assert row["argv0"] == "sshd"

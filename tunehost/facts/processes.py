@@ -111,6 +111,7 @@ class ProcessInfo:
     env: Mapping[str, str] | None = None  # the variables tunehost reads (secrets: REDACTED); None: unreadable
     sockets: tuple["Listener", ...] | None = None  # its own listening TCP sockets; None: not visible
     recorded_kind: str | None = None  # an old snapshot's classification (samplers before raw facts)
+    other_netns: bool = False  # in another network namespace (a container): its sockets were not visible
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -410,6 +411,7 @@ def _raw_facts(row: Mapping[str, Any]) -> dict[str, Any]:
     return dict(
         exe=_text(row.get("exe")), exe_deleted=row.get("exe_deleted") is True, exe_file=exe_file,
         argv0=_text(row.get("argv0")), command=_text(row.get("command"), 64), script=_text(row.get("script"), 256),
+        other_netns=row.get("other_netns") is True,
         options={str(_text(k, 64)): str(_text(str(v), 2000)) for k, v in options.items()
                  if isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)},
         env={str(_text(k, 64)): str(_text(v, 300)) for k, v in env.items() if isinstance(v, str)}

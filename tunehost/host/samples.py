@@ -80,6 +80,7 @@ class RawProcess:
     environ: Mapping[str, str] | None = None  # None: not readable (another user's process)
     listeners: tuple[tuple[str, int], ...] | None = None  # None: its sockets are not visible
     exe_file: Mapping[str, Any] | None = None  # owner uid, mode, mtime, same_file, libs of the executable
+    other_netns: bool = False  # in another network namespace (a container): its sockets are not visible from here
 
 
 def script_and_command(argv: list[str]) -> tuple[str | None, str | None]:
@@ -170,8 +171,10 @@ def candidate_row(raw: RawProcess) -> dict[str, Any]:
         env = {k: address_value(raw.environ[k]) for k in ADDRESS_VARIABLES if k in raw.environ}
         env.update({k: REDACTED for k in KEY_VARIABLES if k in raw.environ})
         row["env"] = env
-    row["listeners"] = (None if raw.listeners is None else
+    row["listeners"] = (None if raw.listeners is None or raw.other_netns else
                         [{"address": a, "port": p} for a, p in sorted(set(raw.listeners), key=lambda x: (x[1], x[0]))])
+    if raw.other_netns:
+        row["other_netns"] = True
     return row
 
 
@@ -226,8 +229,12 @@ def _read_raw(proc: Any, info: Mapping[str, Any], listeners: Mapping[int, list[t
         sockets: tuple[tuple[str, int], ...] | None = tuple(listeners.get(pid, ()))
     except OSError:
         sockets = None
+    try:
+        other_netns = os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    except OSError:
+        other_netns = False  # unknown: its sockets count as visible only when they were seen
     return RawProcess(pid, info.get("name") or "", tuple(cmdline) if cmdline else None, exe_link, environ,
-                      sockets, _exe_file(exe_link, pid))
+                      sockets, _exe_file(exe_link, pid), other_netns)
 
 
 def _process_rows(psutil: Any) -> dict[int, dict[str, Any]]:
