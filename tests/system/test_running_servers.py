@@ -68,6 +68,7 @@ def by_pid(snap, pid):
     (["llama-server", "--api-key-file", "/etc/llama/keys.txt"], ["--api-key-file", REDACTED], "keys.txt"),
     (["llama-server", "-hf", "unsloth/Qwen3-8B-GGUF:Q4_K_M", "--hf-token", "hf_AbCdEfGhIjKlMnOpQrStUvWx"],
      ["-hf", "unsloth/Qwen3-8B-GGUF:Q4_K_M", "--hf-token", REDACTED], "hf_AbCd"),
+    (["llama-server", "-hf", "org/model", "-hft", "hf_AbCdEfGhIjKlMnOpQrStUvWx"], ["-hft", REDACTED], "hf_AbCd"),
     (["koboldcpp", "--password", "hunter2", "--host", "0.0.0.0"], ["--password", REDACTED, "--host", "0.0.0.0"], "hunter2"),
     (["curl", "-H", "Authorization: Bearer eyJhbGciOi.x.y", "http://localhost:8080/v1/models"],
      ["-H", "Authorization: " + REDACTED], "eyJhbGciOi"),

@@ -30,6 +30,8 @@ SECRET_NAME_PARTS = frozenset({
 # options that are not secret although a part matches (a name part alone is not enough for these)
 NOT_SECRET_NAMES = frozenset({"hf-repo", "hf-file", "hfr", "hff", "hf-repo-draft", "hf-file-v", "hf-repo-v",
                               "no-auth", "passthrough"})
+# short spellings of secret options whose name says nothing (llama.cpp common/arg.cpp: -hft, --hf-token)
+SECRET_SHORT_OPTIONS = frozenset({"-hft"})
 # curl-style options whose value is user:password
 USER_PASSWORD_OPTIONS = frozenset({"-u", "--user", "--proxy-user"})
 
@@ -49,6 +51,8 @@ def _name_parts(name: str) -> list[str]:
 
 def is_secret_name(name: str) -> bool:
     """Whether an option (`--api-key`, `-H`... without dashes or with) or variable (`HF_TOKEN`) holds a secret."""
+    if name in SECRET_SHORT_OPTIONS:
+        return True
     bare = name.lstrip("-").lower()
     if not bare or bare in NOT_SECRET_NAMES:
         return False
