@@ -1,7 +1,9 @@
 """Process facts: what runs beside llama.cpp — CPU hogs, inference servers and their sockets, the graphical session.
 
-Sources: the `processes`, `activity` and `listeners` samples (formats in docs/snapshot.d/samples.md) and
-`systemctl get-default`. A missing sample leaves its part unknown (None plus the reason).
+Sources: the `processes`, `activity` and `listeners` samples (formats in docs/snapshot.md) and
+`systemctl get-default`. A missing sample leaves its part unknown (None plus the reason). The `processes` sample
+holds raw facts (executable, argv[0], options, a few variables, sockets); which server a process is, and where it
+listens, is decided here (SERVER_KINDS, classify), so an old snapshot is re-judged by newer code.
 """
 
 from __future__ import annotations
@@ -83,9 +85,6 @@ SERVER_KINDS: dict[str, ServerKind] = {k.kind: k for k in (
     ServerKind("llama-swap", ("0.0.0.0", 8080), UNSEEN, host_options=(), port_options=(),
                listen_options=("--listen", "-listen"), proxy=True),
 )}
-# kept for importers: where each server listens by default, and the servers with an API-key option
-DEFAULT_LISTEN = {k.kind: k.listen for k in SERVER_KINDS.values()}
-KEYED_SERVERS = tuple(k.kind for k in SERVER_KINDS.values() if k.auth == KEY)
 
 
 def _basename(path: str | None) -> str:
