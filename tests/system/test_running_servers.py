@@ -325,6 +325,14 @@ def test_another_users_binary_is_never_run_as_root(make_snapshot):
     assert "not run: the file belongs to uid 1000" in finding.evidence[f"{SERVER_EXE} --version"]
 
 
+def test_a_running_server_found_on_path_follows_the_found_binary_rules(make_snapshot):
+    snap = make_snapshot(manifest={"format": 1, "uid": 0}, cmd={f"{SERVER_EXE} --version": VERSION},
+                         samples={"processes": sample_rows([running_server(uid=1000)]),
+                                  "which": {"llama-server": SERVER_EXE}})
+    [binary] = LlamaBuildFacts.gather(open_host(snap)).binaries
+    assert binary.found_in == "PATH" and binary.running == (2288,) and binary.version.build_number == 6865
+
+
 @pytest.mark.parametrize("exe_file, why", [({"mode": 0o777}, "writable by group or others"),
                                            ({"same_file": False}, "container"),
                                            ({"same_file": None}, "container"),

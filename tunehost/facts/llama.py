@@ -74,6 +74,9 @@ class LlamaBuildFacts:
         running, hidden = _running_servers(host)
         installed: list[dict[str, Any]] = [b for b in install.get("binaries") or ()
                                            if isinstance(b, dict) and isinstance(b.get("path"), str) and b.get("name")]
+        for row in running:  # the same file found on PATH is run by the rules for found binaries
+            if not row.get("deleted") and row["name"] in PROGRAMS and host.which(row["name"]) == row["path"]:
+                row.update({"from": "PATH", "refusal": None})
         for row in installed:  # a found binary that is also running: one entry, judged first
             same = next((r for r in running if r["path"] == row["path"] and not r.get("deleted")), None)
             if same is not None:
