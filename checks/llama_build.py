@@ -1,4 +1,5 @@
-"""llama-build — llama.cpp binaries found, their build number/commit, backend, and whether a rebuild would help."""
+"""llama-build — llama.cpp binaries found (the running servers' own executables first, from /proc/PID/exe), their
+build number/commit, backend, and whether a rebuild would help."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ OLD_AFTER_DAYS = 90  # llama.cpp ships several builds a day; a few months means 
 class LlamaBuildCheck(Check):
     id = "llama-build"
     title = "llama.cpp build"
-    judges = "llama.cpp binaries found, their build and backend"
+    judges = "llama.cpp binaries found (a running server's own executable first), their build and backend"
 
     def run(self, facts):
         build = facts.get(LlamaBuildFacts)
@@ -22,11 +23,18 @@ class LlamaBuildCheck(Check):
             ev = {"searched": "PATH" + "".join(f"; {d}" for d in build.search_dirs)}
             if build.reason:
                 ev["llama_install sample"] = build.reason
+            if build.hidden_servers:
+                ev["running"] = ", ".join(build.hidden_servers) + ": executable not readable (/proc/PID/exe)"
+                yield self.skip(f"{build.hidden_servers[0]} is running but its executable cannot be read without "
+                                "root, and no llama.cpp was found on PATH; run tunehost as root (sudo) or set "
+                                "LLAMA_CPP_DIR to its build directory", ev)
+                return
             yield self.skip("llama.cpp not found on PATH; set LLAMA_CPP_DIR (or TUNEHOST_LLAMA_BIN_DIR) to its "
                             "build directory", ev)
             return
         gpus, gpu_reason = gpu_views(facts)
         groups: dict[tuple, list[LlamaBinary]] = {}
+        # the build that is serving now comes first (the list starts with running servers' executables)
         for binary in build.binaries:
             key = (os.path.dirname(binary.path),)  # one directory = one build (llama-bench may not print a version)
             groups.setdefault(key, []).append(binary)
@@ -40,6 +48,13 @@ class LlamaBuildCheck(Check):
         ident = (f"b{v.build_number}" if v.build_number else "unknown build") + (f" ({v.commit})" if v.commit else "")
         backends = tuple(dict.fromkeys(b for x in binaries for b in x.backends))
         ev: dict[str, object] = {f"{b.name}": f"{b.path} (found via {b.found_in})" for b in binaries}
+        serving = next((b for b in binaries if b.running), None)
+        if serving is not None:
+            ev[f"{serving.name}"] = f"{serving.path} (running now: pid {', '.join(map(str, serving.running))})"
+            if serving.started_with:
+                ev["started with"] = serving.started_with
+            if serving.version_not_run:
+                ev[f"{serving.path} --version"] = f"not run: {serving.version_not_run}"
         if lead.version_command:
             ev[lead.version_command] = lead.version_raw or "(no version line)"
         ev["backend"] = (", ".join(backends) + f" (from {lead.backend_source or next((b.backend_source for b in binaries if b.backend_source), '?')})"
@@ -66,6 +81,13 @@ class LlamaBuildCheck(Check):
         rebuild = _rebuild(lead, archs, gfx, want=CUDA if has_nvidia else ROCM if has_amd and ROCM in backends
                            else VULKAN if VULKAN in backends else backends[0] if backends else CPU)
         what = f"{names} {ident}, backend {', '.join(backends) or 'unknown'}"
+        if serving is not None:
+            what = f"{what} (serving now, pid {serving.running[0]})"
+        if serving is not None and serving.deleted:
+            return self.info(f"{serving.name} (pid {serving.running[0]}) runs a file that was deleted or replaced "
+                             "after it started: it still serves the old build; restart it to serve the one on disk",
+                             ev, fix=Fix("Restart the server so it runs the build now on disk.",
+                                         (f"kill {serving.running[0]}",)))
 
         if has_nvidia and backends and CUDA not in backends:
             if VULKAN in backends:

@@ -21,7 +21,8 @@ from tunehost.check import Severity
 from tunehost.facts import HostFacts
 from tunehost.facts.processes import ProcessFacts, is_loopback
 from tunehost.host import open_host
-from tunehost.host.samples import server_flags
+from tunehost.host.redact import REDACTED
+from tunehost.host.samples import RawProcess, candidate_row
 from tunehost.checks.cpu_hogs import CpuHogsCheck
 from tunehost.checks.headless import HeadlessCheck
 from tunehost.checks.llama_exposure import LlamaExposureCheck
@@ -107,8 +108,9 @@ def test_live_llama_server_bound_to_loopback_vs_all(tmp_path, bind, severity):
         wait_for(ready)
         host = open_host()
         rows = {r["pid"]: r for r in host.sample("processes")}
-        assert rows[pid]["name"] == "llama-server" and rows[pid]["server"] == "llama-server"
-        assert rows[pid]["flags"] == {"host": bind, "port": str(port), "api_key": False}
+        assert rows[pid]["name"] == "llama-server" and rows[pid]["argv0"] == str(exe)
+        assert rows[pid]["options"] == {"--host": bind, "--port": str(port)}
+        assert rows[pid]["listeners"] == [{"address": bind, "port": port}]
         assert any(l["port"] == port and l["address"] == bind for l in host.sample("listeners"))
         mine = [f for f in LlamaExposureCheck().run(HostFacts(host)) if f"pid {pid}" in f.summary]
         assert len(mine) == 1 and mine[0].severity is severity
@@ -202,13 +204,14 @@ def test_exposure_12700f_llama_server_on_all_interfaces_without_key():
 def test_exposure_with_api_key_is_info_and_never_shows_it():
     [finding] = findings(LlamaExposureCheck, SNAPS / "server-epyc9654-2s")
     assert finding.severity is Severity.INFO and "with an API key" in finding.summary
-    assert "api key given" in finding.evidence["pid 5120 flags"]
+    assert finding.evidence["pid 5120 options"] == "--host 0.0.0.0, --port 8080, --api-key (set; the value is never recorded)"
 
 
-def test_server_flags_never_keep_the_key():
-    flags = server_flags(["llama-server", "--host", "0.0.0.0", "--api-key", "sk-secret-123", "--port=9000"])
-    assert flags == {"host": "0.0.0.0", "port": "9000", "api_key": True}
-    assert "sk-secret-123" not in repr(flags)
+def test_recorded_options_never_keep_the_key():
+    row = candidate_row(RawProcess(1, "llama-server", ("llama-server", "--host", "0.0.0.0", "--api-key",
+                                                       "sk-secret-123", "--port=9000")))
+    assert row["options"] == {"--host": "0.0.0.0", "--port": "9000", "--api-key": REDACTED}
+    assert "sk-secret-123" not in repr(row)
 
 
 def test_listener_pid_hidden_when_not_root(make_snapshot):
@@ -232,13 +235,25 @@ def test_ollama_host_env_all_interfaces_fails(make_snapshot):
     assert any("OLLAMA_HOST=127.0.0.1:11434" in c for c in finding.fix.commands)
 
 
-def test_llama_arg_host_env_and_unreadable_environment(make_snapshot):
+def test_llama_arg_host_env_of_an_old_snapshot(make_snapshot):
+    # old-shape row: the old sampler recorded LLAMA_ARG_HOST only when the environment was readable
     snap = make_snapshot(samples={"processes": [{"pid": 30, "name": "llama-server", "server": "llama-server",
                                                  "flags": {"host": None, "port": None, "api_key": False},
-                                                 "api_key_env": None, "host_env": "192.168.1.20"}],
+                                                 "api_key_env": False, "host_env": "192.168.1.20"}],
                                   "listeners": []})
     [finding] = findings(LlamaExposureCheck, snap)
-    assert finding.severity is Severity.WARN and "192.168.1.20:8080" in finding.summary
+    assert finding.severity is Severity.FAIL and "192.168.1.20:8080" in finding.summary
+    assert finding.evidence["pid 30 environment"].startswith("LLAMA_ARG_HOST=192.168.1.20")
+
+
+def test_unreadable_environment_of_an_old_snapshot_is_unknown_not_loopback(make_snapshot):
+    # before raw facts this was judged "loopback" (llama-server's default); LLAMA_ARG_HOST may have moved it
+    snap = make_snapshot(samples={"processes": [{"pid": 30, "name": "llama-server", "server": "llama-server",
+                                                 "flags": {"host": None, "port": None, "api_key": False},
+                                                 "api_key_env": None, "host_env": None}],
+                                  "listeners": []})
+    [finding] = findings(LlamaExposureCheck, snap)
+    assert finding.severity is Severity.SKIP and "LLAMA_ARG_HOST" in finding.summary
 
 
 def test_vllm_default_binds_every_interface(make_snapshot):

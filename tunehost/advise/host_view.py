@@ -214,7 +214,8 @@ def _llama_part(facts: "HostFacts", given: str | None, notes: list[str]) -> tupl
     except Exception as exc:
         notes.append(f"llama.cpp install unknown ({exc.__class__.__name__})")
         binaries = ()
-    servers = [b for b in binaries if b.name == "llama-server"]
+    # a running server's file that llama-build would not run (another user's, replaced) is not run here either
+    servers = [b for b in binaries if b.name == "llama-server" and not getattr(b, "version_not_run", None)]
     chosen = next((b for b in servers if given and b.path == given), None) or (None if given else
                                                                                  next(iter(servers), None))
     path = given or (chosen.path if chosen else None)

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tunehost.host.redact import REDACTED
 from tunehost.parsers.llama_version import (CPU, GPU_BACKENDS, LlamaVersion, backends_from_libs, build_date,
                                             parse_list_devices, parse_llama_version)
 
@@ -43,6 +44,10 @@ class LlamaBinary:
     built: _dt.date | None = None
     built_source: str | None = None  # "build number (approximate)", "file mtime"
     mtime: str | None = None
+    running: tuple[int, ...] = ()  # pids of servers running this very file
+    started_with: str | None = None  # the options tunehost read from the first one's command line (redacted)
+    version_not_run: str | None = None  # why `--version` was not run (another user's file, deleted, a container's)
+    deleted: bool = False  # the running server's file was deleted or replaced after it started
 
     @property
     def gpu_backends(self) -> tuple[str, ...]:
@@ -55,6 +60,7 @@ class LlamaBuildFacts:
     search_dirs: tuple[str, ...] = ()  # "dir (from $LLAMA_CPP_DIR)"; PATH is always searched
     reference_date: _dt.date | None = None  # "today" for age judgements: when the search was sampled
     reason: str | None = None  # why nothing could be searched
+    hidden_servers: tuple[str, ...] = ()  # "llama-server (pid 812)": running, executable not readable (not root)
 
     @classmethod
     def gather(cls, host: "Host") -> "LlamaBuildFacts":
@@ -65,8 +71,18 @@ class LlamaBuildFacts:
         reference = _date(install.get("sampled_at")) or _date(host.manifest.get("created"))
         if reference is None and host.live:
             reference = _dt.date.today()
-        candidates: list[dict[str, Any]] = [b for b in install.get("binaries") or ()
-                                            if isinstance(b, dict) and b.get("path") and b.get("name")]
+        running, hidden = _running_servers(host)
+        installed: list[dict[str, Any]] = [b for b in install.get("binaries") or ()
+                                           if isinstance(b, dict) and isinstance(b.get("path"), str) and b.get("name")]
+        for row in running:  # the same file found on PATH is run by the rules for found binaries
+            if not row.get("deleted") and row["name"] in PROGRAMS and host.which(row["name"]) == row["path"]:
+                row.update({"from": "PATH", "refusal": None})
+        for row in installed:  # a found binary that is also running: one entry, judged first
+            same = next((r for r in running if r["path"] == row["path"] and not r.get("deleted")), None)
+            if same is not None:
+                same.update({k: v for k, v in row.items() if k not in ("pids", "refusal")}, refusal=None)
+        candidates = running + [b for b in installed if all(b["path"] != r["path"] or r.get("deleted")
+                                                            for r in running)]
         known = {c["path"] for c in candidates}
         for name in PROGRAMS:  # PATH, also for snapshots that only recorded which.json
             path = host.which(name)
@@ -75,7 +91,70 @@ class LlamaBuildFacts:
                 known.add(path)
         binaries = tuple(_binary(host, c) for c in candidates)
         reason = None if (install or host.live) else host.sample_errors.get("llama_install")
-        return cls(binaries, tuple(search), reference, reason)
+        return cls(binaries, tuple(search), reference, reason, tuple(hidden))
+
+
+# server kinds whose executable is a llama.cpp build (llama-build judges the one that is serving first)
+RUNNING_LLAMA_KINDS = ("llama-server", "rpc-server")
+
+
+def _running_servers(host: "Host") -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows like the llama_install sample's for the llama.cpp servers running now (from /proc/PID/exe), and the
+    servers whose executable could not be read."""
+    from tunehost.facts.processes import SERVER_KINDS, process_list
+
+    processes, _ = process_list(host)
+    run_uid = os.geteuid() if host.live else host.manifest.get("uid")
+    rows: dict[str, dict[str, Any]] = {}
+    hidden: list[str] = []
+    for proc in processes or ():
+        if proc.is_self or proc.server not in RUNNING_LLAMA_KINDS:
+            continue
+        if not proc.exe or not proc.exe.startswith("/"):
+            hidden.append(f"{proc.server} (pid {proc.pid})")
+            continue
+        key = proc.exe + (" (deleted)" if proc.exe_deleted else "")
+        if key in rows:
+            rows[key]["pids"].append(proc.pid)
+            continue
+        kind = SERVER_KINDS[proc.server or ""]
+        read = [*kind.host_options, *kind.port_options, *kind.key_options, "--rpc", "-ngl", "--n-gpu-layers",
+                "--gpu-layers", "-dev", "--device"]
+        started = " ".join(f"{n} {'(set)' if proc.options[n] == REDACTED else proc.options[n]}"
+                           for n in dict.fromkeys(read) if n in proc.options)
+        info = proc.exe_file
+        libs = [str(x) for x in info.get("libs") or () if isinstance(x, str)] if isinstance(info.get("libs"), list) else []
+        rows[key] = {"name": os.path.basename(proc.exe), "path": proc.exe, "from": "running process",
+                     "pids": [proc.pid], "libs": libs, "started_with": started or None,
+                     "mtime": info.get("mtime") if isinstance(info.get("mtime"), str) else None,
+                     "deleted": proc.exe_deleted, "refusal": version_refusal(proc, run_uid)}
+    return list(rows.values()), hidden
+
+
+def version_refusal(proc: Any, run_uid: Any) -> str | None:
+    """Why the running server's file must not be run with `--version`, or None when it is as safe as a found binary.
+
+    tunehost often runs as root: executing a file another user can change would hand that user root.
+    """
+    info = proc.exe_file
+    if proc.exe_deleted:
+        return "the file it was started from was deleted or replaced since (the build it serves is not on disk)"
+    if info.get("same_file") is not True:
+        return "the path does not lead to the running file on this host (a container's filesystem?)"
+    uid, mode = info.get("uid"), info.get("mode")
+    if not isinstance(uid, int) or not isinstance(mode, int):
+        return "its owner and permissions were not recorded"
+    if uid not in (0, run_uid):
+        return (f"the file belongs to uid {uid}: running another user's program as "
+                f"{'root' if run_uid == 0 else f'uid {run_uid}'} would hand that user this account")
+    if mode & 0o022:
+        return f"the file is writable by group or others (mode {mode:o})"
+    dir_uid, dir_mode = info.get("dir_uid"), info.get("dir_mode")
+    if not isinstance(dir_uid, int) or not isinstance(dir_mode, int):
+        return "its folder's owner and permissions were not recorded"
+    if dir_uid not in (0, run_uid) or dir_mode & 0o022:
+        return (f"its folder belongs to uid {dir_uid} (mode {dir_mode:o}): the file could be swapped before it runs")
+    return None
 
 
 def _date(value: Any) -> _dt.date | None:
@@ -91,7 +170,8 @@ def _binary(host: "Host", row: Mapping[str, Any]) -> LlamaBinary:
     name, path = str(row["name"]), str(row["path"])
     libs = tuple(str(x) for x in row.get("libs") or () if isinstance(x, str))
     argv = [path, "--version"]
-    result = host.run(argv, timeout=15.0)
+    refusal = row.get("refusal") if isinstance(row.get("refusal"), str) else None
+    result = None if refusal else host.run(argv, timeout=15.0)
     text = "" if result is None else (result.stdout or "") + "\n" + (result.stderr or "")
     version = parse_llama_version(text)
     raw = "; ".join(line.strip() for line in text.splitlines()
@@ -105,7 +185,7 @@ def _binary(host: "Host", row: Mapping[str, Any]) -> LlamaBinary:
         backends, source = lib_backends, "libraries beside the binary"
     elif not backends and lib_backends:
         backends, source = lib_backends, "libraries beside the binary"
-    if not backends and name == "llama-bench":
+    if not backends and name == "llama-bench" and not refusal:
         listed = host.run([path, "--list-devices"], timeout=15.0)
         if listed is not None and listed.ok and "Available devices" in listed.stdout:
             devices = parse_list_devices(listed.stdout)
@@ -119,9 +199,12 @@ def _binary(host: "Host", row: Mapping[str, Any]) -> LlamaBinary:
     mtime = row.get("mtime") if isinstance(row.get("mtime"), str) else None
     if built is None and mtime:
         built, built_source = _date(mtime), "file modification time"
+    pids = tuple(p for p in row.get("pids") or () if isinstance(p, int))
+    started = row.get("started_with") if isinstance(row.get("started_with"), str) else None
     return LlamaBinary(name, path, str(row.get("from") or "PATH"), version,
                        " ".join(argv) if result is not None else None, raw, libs, tuple(backends),
-                       source if backends else None, built, built_source, mtime)
+                       source if backends else None, built, built_source, mtime, pids, started, refusal,
+                       row.get("deleted") is True)
 
 
 def _with_marker(host: "Host", marker: str, version: LlamaVersion) -> LlamaVersion:

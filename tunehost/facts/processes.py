@@ -1,15 +1,20 @@
 """Process facts: what runs beside llama.cpp — CPU hogs, inference servers and their sockets, the graphical session.
 
-Sources: the `processes`, `activity` and `listeners` samples (formats in docs/snapshot.d/samples.md) and
-`systemctl get-default`. A missing sample leaves its part unknown (None plus the reason).
+Sources: the `processes`, `activity` and `listeners` samples (formats in docs/snapshot.md) and
+`systemctl get-default`. A missing sample leaves its part unknown (None plus the reason). The `processes` sample
+holds raw facts (executable, argv[0], options, a few variables, sockets); which server a process is, and where it
+listens, is decided here (SERVER_KINDS, classify), so an old snapshot is re-judged by newer code.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
+
+from tunehost.host.redact import REDACTED
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -27,7 +32,8 @@ DISPLAY_PROCESSES = (
 # inference processes that hold GPU memory (process name -> what to call it)
 INFERENCE_PROCESSES = {"llama-server": "llama-server", "llama-cli": "llama-cli", "ollama": "ollama",
                        "ollama_llama_server": "ollama", "lms": "LM Studio", "koboldcpp": "koboldcpp",
-                       "llamafile": "llamafile", "vllm": "vLLM", "llama-bench": "llama-bench"}
+                       "llamafile": "llamafile", "vllm": "vLLM", "llama-bench": "llama-bench",
+                       "rpc-server": "llama.cpp rpc-server"}
 # compute jobs that are not inference servers but hold GPU memory like one (ROCm / oneAPI python work)
 COMPUTE_PROCESS_PREFIXES = ("python", "pt_main_thread", "ray::")
 
@@ -39,18 +45,50 @@ def client_kind(name: str | None) -> str:
     return "G"
 
 
-# where each inference server listens when no flag says otherwise
-DEFAULT_LISTEN = {
-    "llama-server": ("127.0.0.1", 8080),
-    "llamafile": ("127.0.0.1", 8080),
-    "ollama": ("127.0.0.1", 11434),
-    "lmstudio": ("127.0.0.1", 1234),
-    "llama-cpp-python": ("localhost", 8000),
-    "vllm": ("0.0.0.0", 8000),  # vLLM binds every interface unless --host is given
-    "koboldcpp": ("0.0.0.0", 5001),  # koboldcpp's --host defaults to "" (every interface)
-}
-# servers with an API-key option; ollama has none, LM Studio's token is not visible on its command line
-KEYED_SERVERS = ("llama-server", "llamafile", "vllm", "llama-cpp-python", "koboldcpp")
+# how a server lets clients in: "key" (an API-key option tunehost can see on its command line or environment),
+# "none" (no authentication at all), "unseen" (may require one, set where tunehost does not look: a config file, an app)
+KEY, NO_AUTH, UNSEEN = "key", "none", "unseen"
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """One kind of inference server (or proxy in front of one): its default address and where its settings come from."""
+
+    kind: str
+    listen: tuple[str, int]  # where it listens when no option or variable says otherwise
+    auth: str  # KEY, NO_AUTH or UNSEEN
+    host_options: tuple[str, ...] = ("--host",)
+    port_options: tuple[str, ...] = ("--port",)
+    listen_options: tuple[str, ...] = ()  # "host:port" in one value (llama-swap --listen)
+    key_options: tuple[str, ...] = ()
+    host_env: str | None = None  # variables the server itself reads (tunehost records their values, keys only as set)
+    port_env: str | None = None
+    listen_env: str | None = None  # "[scheme://]host[:port]" in one variable (OLLAMA_HOST)
+    key_env: str | None = None
+    proxy: bool = False  # forwards to servers it starts (llama-swap): its listener is what clients reach
+
+
+_LLAMA_CPP_ENV = dict(host_env="LLAMA_ARG_HOST", port_env="LLAMA_ARG_PORT", key_env="LLAMA_API_KEY")
+# the one list of servers tunehost judges; sources: llama.cpp tools/server README and common/arg.cpp
+# (--api-key set_env LLAMA_API_KEY), tools/rpc/rpc-server.cpp (-H/--host 127.0.0.1, -p/--port 50052, no auth),
+# ollama FAQ (OLLAMA_HOST), vLLM docs (--api-key, VLLM_API_KEY), koboldcpp --password (host "" = all interfaces),
+# llama-swap main.go (--listen, default ":8080"; API keys live in its config file)
+SERVER_KINDS: dict[str, ServerKind] = {k.kind: k for k in (
+    ServerKind("llama-server", ("127.0.0.1", 8080), KEY, key_options=("--api-key", "--api-key-file"), **_LLAMA_CPP_ENV),
+    ServerKind("llamafile", ("127.0.0.1", 8080), KEY, key_options=("--api-key", "--api-key-file"), **_LLAMA_CPP_ENV),
+    ServerKind("rpc-server", ("127.0.0.1", 50052), NO_AUTH, host_options=("-H", "--host"), port_options=("-p", "--port")),
+    ServerKind("ollama", ("127.0.0.1", 11434), NO_AUTH, host_options=(), port_options=(), listen_env="OLLAMA_HOST"),
+    ServerKind("lmstudio", ("127.0.0.1", 1234), UNSEEN),
+    ServerKind("llama-cpp-python", ("localhost", 8000), KEY, key_options=("--api_key", "--api-key")),
+    ServerKind("vllm", ("0.0.0.0", 8000), KEY, key_options=("--api-key",), key_env="VLLM_API_KEY"),
+    ServerKind("koboldcpp", ("0.0.0.0", 5001), KEY, key_options=("--password",)),
+    ServerKind("llama-swap", ("0.0.0.0", 8080), UNSEEN, host_options=(), port_options=(),
+               listen_options=("--listen", "-listen"), proxy=True),
+)}
+
+
+def _basename(path: str | None) -> str:
+    return (path or "").rstrip("/").rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -61,41 +99,138 @@ class ProcessInfo:
     username: str | None = None
     rss_bytes: int | None = None
     is_self: bool = False
-    server: str | None = None  # inference server kind (llama-server, ollama, vllm, ...)
-    flags: Mapping[str, Any] = field(default_factory=dict)  # {"host", "port", "api_key"} for servers
-    api_key_env: bool | None = None  # LLAMA_API_KEY set (None: environment not readable)
-    host_env: str | None = None  # LLAMA_ARG_HOST / OLLAMA_HOST
-    port_env: str | None = None  # LLAMA_ARG_PORT
+    # raw facts of candidate processes (the processes sample, after redaction); see docs/snapshot.md
+    exe: str | None = None  # /proc/PID/exe (None: not readable, or an old snapshot)
+    exe_deleted: bool = False  # the file was deleted or replaced since the process started
+    exe_file: Mapping[str, Any] = field(default_factory=dict)  # uid, mode, mtime, same_file, libs
+    argv0: str | None = None  # None: command line not readable (or an old snapshot)
+    command: str | None = None  # the first plain word after the program ("serve", "run")
+    script: str | None = None  # what an interpreter runs: "llama_cpp.server", "koboldcpp.py"
+    options: Mapping[str, str] = field(default_factory=dict)  # option as written -> value (secrets: REDACTED)
+    env: Mapping[str, str] | None = None  # the variables tunehost reads (secrets: REDACTED); None: unreadable
+    sockets: tuple["Listener", ...] | None = None  # its own listening TCP sockets; None: not visible
+    recorded_kind: str | None = None  # an old snapshot's classification (samplers before raw facts)
+    other_netns: bool = False  # in another network namespace (a container): its sockets were not visible
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name this process goes by: kernel name, executable, argv[0], the script an interpreter runs."""
+        found = [self.name, _basename(self.exe), _basename(self.argv0), _basename(self.script)]
+        return tuple(dict.fromkeys(n for n in found if n))
+
+    @property
+    def server(self) -> str | None:
+        """The kind of server this process is (a key of SERVER_KINDS), or None."""
+        return classify(self)
+
+    @property
+    def kind(self) -> ServerKind | None:
+        return SERVER_KINDS.get(self.server or "")
+
+    def option(self, names: tuple[str, ...]) -> str | None:
+        for name in names:
+            if name in self.options:
+                return self.options[name]
+        return None
 
     @property
     def has_api_key(self) -> bool | None:
-        """True: a key is set (flag or LLAMA_API_KEY); False: none; None: the environment could not be read."""
-        if self.flags.get("api_key") or self.api_key_env:
+        """True: a key is set (option or variable); False: none; None: its environment could not be read."""
+        kind = self.kind
+        if kind is None or kind.auth != KEY:
+            return False
+        if self.option(kind.key_options) is not None:
             return True
-        if self.server in ("llama-server", "llamafile") and self.api_key_env is None:
+        if kind.key_env is None:
+            return False
+        if self.env is None:
             return None
-        return False
+        return kind.key_env in self.env
 
-    def configured_listen(self) -> tuple[str, int | None, str]:
-        """(host, port, where it comes from) per the flags, the environment, or the server's default."""
-        default_host, default_port = DEFAULT_LISTEN.get(self.server or "", ("127.0.0.1", None))
-        host, port, source = default_host, default_port, "default"
-        if self.server == "ollama" and self.host_env:
-            host, port, source = _split_ollama_host(self.host_env, default_port) + ("OLLAMA_HOST",)
-        if self.host_env and self.server != "ollama":
-            host, source = self.host_env, "LLAMA_ARG_HOST"
-        if self.port_env and str(self.port_env).isdigit():
-            port = int(self.port_env)
-        if self.flags.get("host"):
-            host, source = str(self.flags["host"]), "--host"
-        if self.flags.get("port") and str(self.flags["port"]).isdigit():
-            port = int(str(self.flags["port"]))
+    def configured_listen(self) -> tuple[str | None, int | None, str]:
+        """(host, port, where it comes from) per its options, its environment, or the server's default.
+
+        host is None when a variable that may move it (OLLAMA_HOST, LLAMA_ARG_HOST) could not be read.
+        """
+        kind = self.kind
+        if kind is None:
+            return None, None, "not a known server"
+        host: str | None = kind.listen[0]
+        port: int | None = kind.listen[1]
+        source = "default"
+        env_names = [n for n in (kind.listen_env, kind.host_env) if n]
+        if self.env is None and env_names:
+            host, source = None, f"{' / '.join(env_names)} not readable (another user's process: run as root)"
+        env = self.env or {}
+        if kind.listen_env and env.get(kind.listen_env) is not None:
+            host, port = split_address(env[kind.listen_env], kind.listen)
+            source = kind.listen_env
+        if kind.host_env and env.get(kind.host_env) is not None:
+            host, source = env[kind.host_env], kind.host_env
+        if kind.port_env and _port(env.get(kind.port_env)) is not None:
+            port = _port(env.get(kind.port_env))
+        listen = self.option(kind.listen_options)
+        if listen is not None:
+            host, port = split_address(listen, kind.listen)
+            source = next(n for n in kind.listen_options if n in self.options)
+        flag_host = self.option(kind.host_options)
+        if flag_host is not None:
+            host, source = flag_host, next(n for n in kind.host_options if n in self.options)
+        if _port(self.option(kind.port_options)) is not None:
+            port = _port(self.option(kind.port_options))
+        if host == "" or host == "*":
+            host = "0.0.0.0"  # an empty host (koboldcpp's default, llama-swap ":8080") binds every interface
         return host, port, source
 
 
-def _split_ollama_host(value: str, default_port: int | None) -> tuple[str, int | None]:
-    # OLLAMA_HOST: "0.0.0.0", "0.0.0.0:11434", "http://0.0.0.0:11434", "[::]:11434"
-    text = value.split("://", 1)[-1].rstrip("/")
+def _port(value: Any) -> int | None:
+    text = str(value) if value is not None else ""
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
+
+
+def classify(proc: ProcessInfo) -> str | None:
+    """Which server kind a process is, from its raw facts; None for clients (`ollama run`) and everything else."""
+    if proc.argv0 is None and proc.exe is None and proc.recorded_kind:
+        return proc.recorded_kind if proc.recorded_kind in SERVER_KINDS else None
+    names = [n.lower() for n in proc.names]
+    script = _basename(proc.script).lower()
+    command = proc.command
+    argv_known = proc.argv0 is not None
+
+    def named(*wanted: str) -> bool:
+        return any(n in wanted for n in names)
+
+    if named("llama-server", "llama-server.exe"):
+        return "llama-server"
+    if named("server") and "llama" in f"{proc.exe or ''} {proc.argv0 or ''}".lower():
+        return "llama-server"  # llama.cpp's server before mid-2024 was build/bin/server
+    if named("rpc-server", "rpc-server.exe"):
+        return "rpc-server"
+    if any(n.startswith("llama-swap") for n in names):
+        return "llama-swap"
+    if any(n == "llamafile" or n.endswith(".llamafile") for n in names):
+        return "llamafile"
+    if named("ollama"):
+        # `ollama serve` listens; `ollama run/pull/list` are clients of it; an unreadable command line counts
+        # as the server when the process has sockets or nothing else is known
+        if command == "serve" or (not argv_known and proc.sockets != ()):
+            return "ollama"
+        return None
+    if any(n.startswith("koboldcpp") for n in names) or script.startswith("koboldcpp"):
+        return "koboldcpp"
+    if script == "llama_cpp.server" or script.startswith("llama_cpp.server."):
+        return "llama-cpp-python"
+    if (script == "vllm" or named("vllm")) and command == "serve" or script.startswith("vllm.entrypoints"):
+        return "vllm"
+    if named("lms", "lm-studio", "lm studio") or any(n.startswith("lm studio") for n in names):
+        return "lmstudio"
+    return None
+
+
+def split_address(value: str, default: tuple[str, int] | None = None) -> tuple[str, int | None]:
+    """"0.0.0.0", "0.0.0.0:11434", "http://0.0.0.0:11434", "[::]:11434", ":8080" -> (host, port)."""
+    default_host, default_port = default or ("127.0.0.1", None)
+    text = value.strip().split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         port = rest.lstrip(":")
@@ -103,7 +238,9 @@ def _split_ollama_host(value: str, default_port: int | None) -> tuple[str, int |
         host, _, port = text.partition(":")
     else:
         host, port = text, ""
-    return host or "127.0.0.1", int(port) if port.isdigit() else default_port
+    if not text:
+        return default_host, default_port
+    return host, _port(port) if port else default_port
 
 
 @dataclass(frozen=True)
@@ -162,7 +299,13 @@ class ProcessFacts:
 
     @property
     def servers(self) -> tuple[ProcessInfo, ...]:
-        return tuple(p for p in self.processes or () if p.server and not p.is_self)
+        """Inference servers (they hold models in memory); proxies such as llama-swap are not among them."""
+        return tuple(p for p in self.listening_servers if not SERVER_KINDS[p.server or ""].proxy)
+
+    @property
+    def listening_servers(self) -> tuple[ProcessInfo, ...]:
+        """Every server clients can reach: inference servers, rpc-servers and proxies in front of them."""
+        return tuple(p for p in self.processes or () if p.server in SERVER_KINDS and not p.is_self)
 
     @property
     def display_processes(self) -> tuple[ProcessInfo, ...]:
@@ -174,13 +317,7 @@ class ProcessFacts:
     @classmethod
     def gather(cls, host: "Host") -> "ProcessFacts":
         evidence: dict[str, str] = {}
-        rows = host.sample("processes")
-        processes = None
-        processes_reason = None
-        if isinstance(rows, list):
-            processes = tuple(p for p in (_process(r) for r in rows) if p is not None)
-        else:
-            processes_reason = _reason(host, "processes", rows)
+        processes, processes_reason = process_list(host)
 
         activity = host.sample("activity")
         busy = interval = cpu_count = total = None
@@ -222,6 +359,14 @@ class ProcessFacts:
                    uid if isinstance(uid, int) else None, evidence)
 
 
+def process_list(host: "Host") -> tuple[tuple[ProcessInfo, ...] | None, str | None]:
+    """Every process of the `processes` sample, or (None, why there is none)."""
+    rows = host.sample("processes")
+    if isinstance(rows, list):
+        return tuple(p for p in (_process(r) for r in rows) if p is not None), None
+    return None, _reason(host, "processes", rows)
+
+
 def _reason(host: "Host", name: str, value: Any) -> str:
     if name in host.sample_errors:
         return host.sample_errors[name]
@@ -239,19 +384,69 @@ def _int(value: Any) -> int | None:
 def _process(row: Any) -> ProcessInfo | None:
     if not isinstance(row, dict) or _int(row.get("pid")) is None:
         return None
-    flags = row.get("flags") if isinstance(row.get("flags"), dict) else {}
-    host_env = row.get("host_env") or row.get("ollama_host_env")
-    api_env = row.get("api_key_env")
-    return ProcessInfo(
-        pid=row["pid"], name=str(row.get("name") or ""), ppid=_int(row.get("ppid")),
-        username=row.get("username") if isinstance(row.get("username"), str) else None,
-        rss_bytes=_int(row.get("rss_bytes")), is_self=bool(row.get("self")),
-        server=row.get("server") if isinstance(row.get("server"), str) else None,
-        flags={k: flags.get(k) for k in ("host", "port", "api_key") if k in flags},
-        api_key_env=api_env if isinstance(api_env, bool) else None,
-        host_env=str(host_env) if host_env else None,
-        port_env=str(row["port_env"]) if row.get("port_env") else None,
+    common = dict(pid=row["pid"], name=_text(row.get("name")) or "", ppid=_int(row.get("ppid")),
+                  username=_text(row.get("username")), rss_bytes=_int(row.get("rss_bytes")),
+                  is_self=row.get("self") is True)
+    if "argv0" in row or "exe" in row:
+        return ProcessInfo(**common, **_raw_facts(row))
+    if isinstance(row.get("server"), str):
+        return ProcessInfo(**common, **_old_server_facts(row))
+    return ProcessInfo(**common)
+
+
+def _text(value: Any, limit: int = 4096) -> str | None:
+    # a process picks its own argv and name: control characters (newlines, ANSI escapes) never reach a report
+    return _CONTROL.sub("?", value[:limit]) if isinstance(value, str) else None
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _raw_facts(row: Mapping[str, Any]) -> dict[str, Any]:
+    options = row.get("options") if isinstance(row.get("options"), dict) else {}
+    env = row.get("env")
+    sockets = row.get("listeners")
+    exe_file = row.get("exe_file") if isinstance(row.get("exe_file"), dict) else {}
+    return dict(
+        exe=_text(row.get("exe")), exe_deleted=row.get("exe_deleted") is True, exe_file=exe_file,
+        argv0=_text(row.get("argv0")), command=_text(row.get("command"), 64), script=_text(row.get("script"), 256),
+        other_netns=row.get("other_netns") is True,
+        options={str(_text(k, 64)): str(_text(str(v), 2000)) for k, v in options.items()
+                 if isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)},
+        env={str(_text(k, 64)): str(_text(v, 300)) for k, v in env.items() if isinstance(v, str)}
+        if isinstance(env, dict) else None,
+        sockets=tuple(x for x in (_listener(r, pid=row["pid"]) for r in sockets) if x is not None)
+        if isinstance(sockets, list) else None,
     )
+
+
+def _old_server_facts(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An old snapshot's row (server kind, {"host","port","api_key"} flags, *_env values) as raw facts."""
+    kind = SERVER_KINDS.get(row["server"])
+    flags = row.get("flags") if isinstance(row.get("flags"), dict) else {}
+    options: dict[str, str] = {}
+    if kind is not None:
+        if flags.get("host") is not None:
+            options[(kind.host_options or kind.listen_options or ("--host",))[-1]] = str(flags["host"])
+        if flags.get("port") is not None:
+            options[(kind.port_options or ("--port",))[-1]] = str(flags["port"])
+        if flags.get("api_key") is True:
+            options[(kind.key_options or ("--api-key",))[0]] = REDACTED
+    env: dict[str, str] | None = {}
+    api_env = row.get("api_key_env")
+    host_env = row.get("host_env") or row.get("ollama_host_env")
+    if kind is not None and kind.key_env and api_env is None and "api_key_env" in row:
+        env = None  # the old sampler could not read this process's environment
+    elif kind is not None and kind.kind == "ollama" and not host_env:
+        env = None  # the old sampler recorded nothing when OLLAMA_HOST was unset or unreadable: unknown
+    if env is not None and kind is not None:
+        if api_env is True and kind.key_env:
+            env[kind.key_env] = REDACTED
+        if isinstance(host_env, str) and host_env and (kind.listen_env or kind.host_env):
+            env[kind.listen_env or kind.host_env or ""] = host_env
+        if isinstance(row.get("port_env"), str) and kind.port_env:
+            env[kind.port_env] = row["port_env"]
+    return dict(options=options, env=env, recorded_kind=row["server"])
 
 
 def _busy(row: Any) -> BusyProcess | None:
@@ -260,10 +455,10 @@ def _busy(row: Any) -> BusyProcess | None:
     return BusyProcess(row["pid"], str(row.get("name") or ""), float(row["cpu_percent"]), bool(row.get("self")))
 
 
-def _listener(row: Any) -> Listener | None:
+def _listener(row: Any, pid: int | None = None) -> Listener | None:
     if not isinstance(row, dict) or _int(row.get("port")) is None or not isinstance(row.get("address"), str):
         return None
-    return Listener(row["address"], row["port"], _int(row.get("pid")))
+    return Listener(row["address"][:64], row["port"], _int(row.get("pid")) if pid is None else pid)
 
 
 def busy_reason(procs: ProcessFacts) -> str | None:

@@ -1,15 +1,18 @@
 """Live samplers: observations that need time or live APIs (process CPU, swap activity, sockets, NVML).
 
 Each sampler returns JSON-able data. `tunehost snapshot` stores it as samples/<name>.json and a snapshot replays it,
-so the same facts come out live and from the snapshot. Samplers record no secrets: for other processes only the
-executable name, and for inference servers only the flags tunehost judges (host, port, whether an API key is set).
+so the same facts come out live and from the snapshot. Samplers record no secrets: for most processes only the
+executable name; for candidate inference servers the raw facts tunehost judges (executable, argv[0], the options it
+reads, a few variables, its sockets), every word through tunehost.host.redact first: never a key or a password.
 See docs/snapshot.md for each sample's format.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
@@ -20,16 +23,31 @@ SAMPLERS: dict[str, Callable[["Host"], Any]] = {}
 ACTIVITY_WINDOW_S = 0.5
 VMSTAT_COUNTERS = ("pswpin", "pswpout", "pgmajfault")
 
-# executable name -> kind of inference server whose flags tunehost reads
-SERVER_EXECUTABLES = {
-    "llama-server": "llama-server",
-    "llama-server.exe": "llama-server",
-    "ollama": "ollama",
-    "lms": "lmstudio",
-    "lm-studio": "lmstudio",
-    "koboldcpp": "koboldcpp",
-    "llamafile": "llamafile",
+# words in a process's names (kernel name, executable, argv[0], the script an interpreter runs) that make it worth
+# recording raw facts for: every inference server and proxy tunehost knows, and their likely successors
+CANDIDATE_WORDS = ("llama", "ollama", "kobold", "vllm", "lms", "lm studio", "lm-studio", "rpc-server")
+PYTHON_INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*)$")
+# python options that take a value (the script or module comes after them)
+_PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
+# options recorded from a candidate's command line (after redaction), each with the shape its value must have;
+# options with a secret name (tunehost.host.redact.is_secret_name) are recorded too, their value as REDACTED
+_ADDRESS = re.compile(r"^[A-Za-z0-9._:\[\]%*-]{0,255}$")
+_PORT = re.compile(r"^[0-9]{1,5}$")
+_LISTEN = re.compile(r"^(https?://)?[A-Za-z0-9._:\[\]%*-]{0,255}$")
+_ADDRESS_LIST = re.compile(r"^[A-Za-z0-9._:\[\],%-]{1,2000}$")
+_GPU_LAYERS = re.compile(r"^(-?[0-9]{1,6}|auto|all)$")
+_DEVICES = re.compile(r"^[A-Za-z0-9_,/-]{1,200}$")
+RECORDED_OPTIONS: dict[str, re.Pattern[str]] = {
+    "--host": _ADDRESS, "-H": _ADDRESS, "--bind": _ADDRESS, "--port": _PORT, "-p": _PORT,
+    "--listen": _LISTEN, "-listen": _LISTEN, "--rpc": _ADDRESS_LIST,
+    "-ngl": _GPU_LAYERS, "--n-gpu-layers": _GPU_LAYERS, "--gpu-layers": _GPU_LAYERS, "--gpulayers": _GPU_LAYERS,
+    "-dev": _DEVICES, "--device": _DEVICES,
 }
+# environment variables recorded for candidates: addresses (the value, credentials removed) and keys (only "set")
+ADDRESS_VARIABLES = ("OLLAMA_HOST", "LLAMA_ARG_HOST", "LLAMA_ARG_PORT")
+KEY_VARIABLES = ("LLAMA_API_KEY", "VLLM_API_KEY")
+_PLAIN_WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_TITLE = re.compile(r"^([^/\s:]+): .*$", re.DOTALL)
 
 
 def sampler(name: str) -> Callable[[Callable[["Host"], Any]], Callable[["Host"], Any]]:
@@ -51,78 +69,193 @@ def parse_vmstat(text: str | None) -> dict[str, int]:
     return counters
 
 
-def server_kind(name: str, cmdline: list[str]) -> str | None:
-    """Which inference server a process is, from its executable name and command line; None if it is none."""
-    if name in SERVER_EXECUTABLES:
-        return SERVER_EXECUTABLES[name]
-    joined = " ".join(cmdline[:4])
-    if "vllm" in joined and ("serve" in joined or "api_server" in joined):
-        return "vllm"
-    if "llama_cpp.server" in joined:
-        return "llama-cpp-python"
-    if name.startswith("LM Studio") or name == "LM-Studio":
-        return "lmstudio"
-    return None
+@dataclass(frozen=True)
+class RawProcess:
+    """What the sampler read of one process, before anything is kept (argv and environment still unredacted)."""
+
+    pid: int
+    name: str = ""
+    argv: tuple[str, ...] | None = None  # None: not readable
+    exe_link: str | None = None  # readlink /proc/PID/exe; None: not readable
+    environ: Mapping[str, str] | None = None  # None: not readable (another user's process)
+    listeners: tuple[tuple[str, int], ...] | None = None  # None: its sockets are not visible
+    exe_file: Mapping[str, Any] | None = None  # owner uid, mode, mtime, same_file, libs of the executable
+    other_netns: bool = False  # in another network namespace (a container): its sockets are not visible from here
 
 
-def server_flags(cmdline: list[str]) -> dict[str, Any]:
-    """The flags tunehost judges, never their secret values: host, port, and whether an API key is given."""
-    flags: dict[str, Any] = {"host": None, "port": None, "api_key": False}
-    for i, arg in enumerate(cmdline):
-        key, _, inline = arg.partition("=")
-        value = inline if _ else (cmdline[i + 1] if i + 1 < len(cmdline) else None)
-        if key in ("--host", "--bind"):
-            flags["host"] = value
-        elif key == "--port":
-            flags["port"] = value
-        elif key in ("--api-key", "--api-key-file", "--api_key", "--password"):  # --password: koboldcpp
-            flags["api_key"] = True
-    return flags
+def script_and_command(argv: list[str]) -> tuple[str | None, str | None]:
+    """(what an interpreter runs, the first plain word after the program) of a redacted argv."""
+    rest = argv[1:]
+    script = None
+    if PYTHON_INTERPRETERS.match(os.path.basename(argv[0]) if argv else ""):
+        i = 0
+        while i < len(rest):
+            word = rest[i]
+            if word == "-m" and i + 1 < len(rest):
+                script, rest = rest[i + 1], rest[i + 2:]
+                break
+            if word == "-c":
+                return None, None  # inline code: nothing to name, nothing kept
+            if word in _PYTHON_VALUE_OPTIONS:
+                i += 2
+                continue
+            if not word.startswith("-"):
+                script, rest = os.path.basename(word), rest[i + 1:]
+                break
+            i += 1
+        else:
+            rest = []
+    command = rest[0] if rest and _PLAIN_WORD.match(rest[0]) else None
+    return script, command
+
+
+def recorded_options(argv: list[str]) -> dict[str, str]:
+    """The options tunehost reads, from a redacted argv: {option as written: value}; the last one given wins."""
+    from tunehost.host.redact import REDACTED, is_secret_name
+
+    options: dict[str, str] = {}
+    for i, word in enumerate(argv[1:], start=1):
+        if not word.startswith("-"):
+            continue
+        name, eq, inline = word.partition("=")
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        value = inline if eq else (following if following is not None and not following.startswith("--") else "")
+        if is_secret_name(name):
+            options[name] = REDACTED
+        elif name in RECORDED_OPTIONS and value is not None and RECORDED_OPTIONS[name].match(value):
+            options[name] = value
+    return options
+
+
+def address_value(value: str) -> str:
+    """An address variable as kept: redacted, then only scheme://host:port (no credentials, path or query)."""
+    from tunehost.host.redact import redact
+
+    text = redact([value])[0].strip()
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://)?([^/?#]*)", text)
+    scheme, authority = (m.group(1) or "", m.group(2)) if m else ("", "")
+    return (scheme + authority.rsplit("@", 1)[-1])[:300]
+
+
+def is_candidate(raw: RawProcess) -> bool:
+    """Whether raw facts are kept for a process: its names look like an inference server, or it listens on TCP."""
+    argv = list(raw.argv or ())
+    script, _ = script_and_command(argv) if argv else (None, None)
+    names = " ".join(x for x in (raw.name, os.path.basename(raw.exe_link or ""),
+                                 os.path.basename(argv[0]) if argv else "", script or "") if x).lower()
+    return bool(raw.listeners) or any(word in names for word in CANDIDATE_WORDS) or names.endswith(".llamafile")
+
+
+def candidate_row(raw: RawProcess) -> dict[str, Any]:
+    """The raw facts kept for a candidate process (docs/snapshot.md, `processes`), every word redacted first."""
+    from tunehost.host.redact import REDACTED, redact
+
+    row: dict[str, Any] = {}
+    argv = redact(raw.argv) if raw.argv else None
+    # a rewritten process title ("sshd: alice@pts/0", "postgres: checkpointer") keeps only the program's name
+    row["argv0"] = (_TITLE.sub(r"\1", argv[0]) if argv else "")[:4096] or None
+    script, command = script_and_command(argv) if argv else (None, None)
+    row["script"] = script[:256] if script else None
+    row["command"] = command
+    row["options"] = recorded_options(argv) if argv else {}
+    exe = raw.exe_link
+    if exe is not None and exe.endswith(" (deleted)"):
+        exe = exe[: -len(" (deleted)")]
+        row["exe_deleted"] = True
+    row["exe"] = redact([exe])[0][:4096] if exe else None
+    if raw.exe_file:
+        row["exe_file"] = dict(raw.exe_file)
+    if raw.environ is None:
+        row["env"] = None
+    else:
+        env = {k: address_value(raw.environ[k]) for k in ADDRESS_VARIABLES if k in raw.environ}
+        env.update({k: REDACTED for k in KEY_VARIABLES if k in raw.environ})
+        row["env"] = env
+    row["listeners"] = (None if raw.listeners is None or raw.other_netns else
+                        [{"address": a, "port": p} for a, p in sorted(set(raw.listeners), key=lambda x: (x[1], x[0]))])
+    if raw.other_netns:
+        row["other_netns"] = True
+    return row
+
+
+def _exe_file(exe_link: str | None, pid: int) -> dict[str, Any] | None:
+    """Owner, mode and mtime of a running executable (and of its folder), whether the path is the same file the process runs
+    (not inside a container's mount namespace, not replaced), and the ggml libraries beside it."""
+    if not exe_link or exe_link.endswith(" (deleted)"):
+        return None
+    try:
+        st = os.stat(exe_link)
+    except OSError:
+        return None
+    try:
+        running = os.stat(f"/proc/{pid}/exe")
+        same = (running.st_dev, running.st_ino) == (st.st_dev, st.st_ino)
+    except OSError:
+        same = None
+    try:
+        folder = os.stat(os.path.dirname(exe_link) or "/")
+        dir_uid, dir_mode = folder.st_uid, folder.st_mode & 0o7777
+    except OSError:
+        dir_uid = dir_mode = None
+    return {"uid": st.st_uid, "mode": st.st_mode & 0o7777, "dir_uid": dir_uid, "dir_mode": dir_mode, "same_file": same,
+            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)), "libs": _ggml_libs(exe_link)}
+
+
+def _own_listeners(psutil: Any) -> dict[int, list[tuple[str, int]]]:
+    found: dict[int, list[tuple[str, int]]] = {}
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except Exception:
+        return found
+    for conn in conns:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.pid is not None:
+            found.setdefault(conn.pid, []).append((conn.laddr.ip, conn.laddr.port))
+    return found
+
+
+def _read_raw(proc: Any, info: Mapping[str, Any], listeners: Mapping[int, list[tuple[str, int]]]) -> RawProcess:
+    pid = info["pid"]
+    cmdline = info.get("cmdline")
+    try:
+        exe_link: str | None = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe_link = None
+    try:
+        environ: Mapping[str, str] | None = proc.environ()
+    except Exception:  # other users' processes: not readable without root
+        environ = None
+    try:
+        os.listdir(f"/proc/{pid}/fd")  # its sockets are visible only when its fds are
+        sockets: tuple[tuple[str, int], ...] | None = tuple(listeners.get(pid, ()))
+    except OSError:
+        sockets = None
+    try:
+        other_netns = os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    except OSError:
+        other_netns = False  # unknown: its sockets count as visible only when they were seen
+    return RawProcess(pid, info.get("name") or "", tuple(cmdline) if cmdline else None, exe_link, environ,
+                      sockets, _exe_file(exe_link, pid), other_netns)
 
 
 def _process_rows(psutil: Any) -> dict[int, dict[str, Any]]:
     rows: dict[int, dict[str, Any]] = {}
+    listeners = _own_listeners(psutil)
     for proc in psutil.process_iter(["pid", "ppid", "name", "username", "memory_info", "cmdline"]):
         info = proc.info
-        name = info.get("name") or ""
-        cmdline = info.get("cmdline") or []
+        pid = info["pid"]
         row: dict[str, Any] = {
-            "pid": info["pid"],
+            "pid": pid,
             "ppid": info.get("ppid"),
-            "name": name,
+            "name": info.get("name") or "",
             "username": info.get("username"),
             "rss_bytes": getattr(info.get("memory_info"), "rss", None),
         }
-        kind = server_kind(name, cmdline)
-        if kind:
-            row["server"] = kind
-            row["flags"] = server_flags(cmdline)
-            if kind == "llama-server" or kind == "llamafile":
-                row["api_key_env"] = _has_env(proc, "LLAMA_API_KEY")
-                # llama-server also reads --host/--port from LLAMA_ARG_HOST/LLAMA_ARG_PORT (addresses, not secrets)
-                row["host_env"] = _env_value(proc, "LLAMA_ARG_HOST")
-                row["port_env"] = _env_value(proc, "LLAMA_ARG_PORT")
-            if kind == "ollama":
-                row["ollama_host_env"] = _env_value(proc, "OLLAMA_HOST")
-        rows[info["pid"]] = row
+        light = RawProcess(pid, row["name"], tuple(info.get("cmdline") or ()) or None,
+                           listeners=tuple(listeners.get(pid, ())))
+        if is_candidate(light):
+            row.update(candidate_row(_read_raw(proc, info, listeners)))
+        rows[pid] = row
     return rows
-
-
-def _environ(proc: Any) -> dict[str, str]:
-    try:
-        return proc.environ()
-    except Exception:  # other users' processes: not readable without root
-        return {}
-
-
-def _has_env(proc: Any, name: str) -> bool | None:
-    env = _environ(proc)
-    return (name in env) if env else None
-
-
-def _env_value(proc: Any, name: str) -> str | None:
-    # OLLAMA_HOST / LLAMA_ARG_HOST / LLAMA_ARG_PORT are addresses, not secrets; nothing else of the environment is kept
-    return _environ(proc).get(name)
 
 
 @sampler("processes")
