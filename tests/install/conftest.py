@@ -3,6 +3,7 @@ the example check package. Skipped, with the reason, when pip cannot reach a pac
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -55,3 +56,12 @@ def venv_bin(tmp_path_factory) -> Path:
 def example_src(venv_bin) -> Path:
     """The example's source as it was installed (its tests run from here)."""
     return venv_bin.parent.parent / "src" / EXAMPLE
+
+
+def run_installed(venv_bin: Path, *args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """The venv's `tunehost ARGS`, run outside the repo with a bare environment: only what pip installed imports."""
+    env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run([str(venv_bin / "tunehost"), *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=300)

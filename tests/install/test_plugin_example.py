@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SNAPSHOTS
+from tests.install.conftest import run_installed
 from tunehost.registry import BUILTIN_ORDER
 
 EXAMPLE_DATA = Path(__file__).resolve().parents[2] / "examples/tunehost-check-example/tests/data"
@@ -19,16 +20,9 @@ XEON_POOL = EXAMPLE_DATA / "proc-meminfo-huge-xeon6980p-hugetlb-400000x2mb-reser
 pytestmark = pytest.mark.install
 
 
-def run(venv_bin, *args, cwd, pythonpath=None):
-    env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
-    if pythonpath:
-        env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run([str(venv_bin / "tunehost"), *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=300)
-
 
 def doctor_json(venv_bin, snapshot, cwd, pythonpath=None):
-    result = run(venv_bin, "doctor", "--json", "--snapshot", str(snapshot), cwd=cwd, pythonpath=pythonpath)
+    result = run_installed(venv_bin, "doctor", "--json", "--snapshot", str(snapshot), cwd=cwd, pythonpath=pythonpath)
     assert result.returncode in (0, 2), result.stderr
     return json.loads(result.stdout), result.stderr
 

@@ -159,7 +159,7 @@ def run_gate(args: GateRun) -> int:
 
         rc = run_command(args.command)
     except OSError as exc:
-        say(f"cannot run {args.command[0]}: {exc.strerror or exc}")
+        say(f"cannot run {args.command[0]!r}: {exc.strerror or exc}")
         rc = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_CANNOT_EXECUTE
     else:
         if rc != 0:

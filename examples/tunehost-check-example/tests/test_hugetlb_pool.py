@@ -15,7 +15,8 @@ from tunehost_check_example.hugetlb_pool import HugetlbPoolCheck
 
 DATA = Path(__file__).parent / "data"
 XEON_POOL = DATA / "proc-meminfo-huge-xeon6980p-hugetlb-400000x2mb-reserved.txt"  # see data/README.md
-NO_POOL = "MemTotal:       32581876 kB\nHugePages_Total:       0\nHugePages_Free:        0\nHugepagesize:       2048 kB\n"
+NO_POOL = ("MemTotal:       32581876 kB\nHugePages_Total:       0\nHugePages_Free:        0\n"  # a 32 GB desktop
+           "Hugepagesize:       2048 kB\n")
 
 
 def snapshot(root: Path, meminfo: str | None) -> Path:
