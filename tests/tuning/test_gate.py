@@ -16,8 +16,8 @@ import pytest
 from tests.conftest import SNAPSHOTS
 from tunehost.host import open_host
 from tunehost.tuning.gate import (EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_NOT_FOUND, EXIT_SOFTWARE, EXIT_USAGE,
-                                  GATE_EXIT_STATUSES, QuietReading, host_summary, max_temperature, wait_quiet,
-                                  why_not_quiet)
+                                  GATE_EXIT_STATUSES, SI_KERNEL, QuietReading, host_summary, max_temperature, wait_quiet,
+                                  should_forward, why_not_quiet)
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = SNAPSHOTS / "ci-vm"  # the real CI machine: ready
@@ -247,3 +247,41 @@ def test_scripts_gate_is_a_thin_wrapper_of_the_installed_command():
     result = subprocess.run([str(script), "-s", str(READY), "--", "sh", "-c", "exit 5"], capture_output=True,
                             text=True, env=env, timeout=120)
     assert result.returncode == 5, result.stderr
+
+
+def test_signals_from_the_terminal_are_not_sent_twice():
+    """The terminal sends SIGINT to the whole foreground process group, the command included: the gate must not send
+    it a second one (llama-server takes a second Ctrl-C as "quit now"); kill(2) from elsewhere is passed on."""
+    assert not should_forward(signal.SIGINT, SI_KERNEL) and not should_forward(signal.SIGHUP, SI_KERNEL)
+    assert should_forward(signal.SIGINT, 0) and should_forward(signal.SIGTERM, 0)  # SI_USER: kill(2)
+    assert not should_forward(signal.SIGCHLD, 0)
+
+
+def test_ctrl_c_in_the_terminal_reaches_the_command_and_the_gate_waits_for_it():
+    """Typed in a real terminal (a pty): the command handles Ctrl-C, and its status, not the gate's, comes back."""
+    import pty
+
+    script = ("trap 'n=$((n+1))' INT; echo started; while [ \"${n:-0}\" = 0 ]; do sleep 0.05; done; "
+              "echo \"interrupted\"; exit 3")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session leader whose controlling terminal is the pty
+        os.execv(sys.executable, [sys.executable, "-m", "tunehost", "gate", "-s", str(READY), "--",
+                                  "sh", "-c", script])
+    output = b""
+    try:
+        while b"started" not in output:
+            output += os.read(fd, 4096)
+        os.write(fd, b"\x03")  # Ctrl-C, as typed
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"interrupted" in output, output
+    assert os.waitstatus_to_exitcode(status) == 3

@@ -150,6 +150,12 @@ def host_summary(host: "Host") -> dict[str, Any]:
     }
 
 
+def should_forward(signo: int, si_code: int) -> bool:
+    """Pass a signal on unless the kernel sent it to the whole process group (the terminal's Ctrl-C, a hangup):
+    the command, in the same group, already has that one."""
+    return signo in FORWARDED_SIGNALS and si_code != SI_KERNEL
+
+
 def run_command(argv: list[str]) -> int:
     """Run argv (no shell; PATH lookup like execvp) and return its exit status unchanged, or 128+N when signal N
     killed it, as shells report it. SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to the gate are passed on to the command;
@@ -166,7 +172,7 @@ def run_command(argv: list[str]) -> int:
             if done:
                 break
             info = signal.sigwaitinfo(watched)
-            if info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
+            if should_forward(info.si_signo, info.si_code):
                 os.kill(pid, info.si_signo)
         while signal.sigtimedwait(watched, 0) is not None:  # drop what arrived as the child ended
             pass
