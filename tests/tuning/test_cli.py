@@ -253,5 +253,5 @@ def test_benchmark_profile_says_which_findings_it_accepts_and_how_to_gate(cli, r
     assert "already  boost" in out
     assert "doctor findings profile benchmark accepts on purpose" in out
     assert "FAIL cpu-frequency: turbo is disabled (intel_pstate/no_turbo = 1)  <- boost held on purpose" in out
-    assert "`scripts/gate --skip cpu-frequency -- ...`" in out
+    assert "`tunehost gate --skip cpu-frequency -- ...`" in out
     assert "MANUAL" not in out or "cpu-frequency" not in out.split("MANUAL", 1)[1].split("doctor findings")[0]

@@ -1,20 +1,27 @@
-"""The pre-benchmark gate: quiet detection (pure, injected clock), host summary, and scripts/gate's exit statuses."""
+"""The pre-benchmark gate: quiet detection (pure, injected clock), host summary, and `tunehost gate` run as a user
+runs it (a subprocess: its stdout, exit statuses and signals are the point)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
-from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import SNAPSHOTS
 from tunehost.host import open_host
-from tunehost.tuning.gate import QuietReading, host_summary, max_temperature, wait_quiet, why_not_quiet
+from tunehost.tuning.gate import (EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_NOT_FOUND, EXIT_SOFTWARE, EXIT_USAGE,
+                                  GATE_EXIT_STATUSES, SI_KERNEL, QuietReading, host_summary, max_temperature, wait_quiet,
+                                  should_forward, why_not_quiet)
 
-GATE = Path(__file__).resolve().parents[2] / "scripts" / "gate"
+ROOT = Path(__file__).resolve().parents[2]
+READY = SNAPSHOTS / "ci-vm"  # the real CI machine: ready
+NOT_READY = SNAPSHOTS / "desktop-12700f-rtx3060"  # XMP off, EPP split, power-profiles-daemon balanced: not ready
 
 
 def test_why_not_quiet():
@@ -71,86 +78,210 @@ def test_temperatures_and_summary_from_a_snapshot(make_snapshot):
     assert summary["thp"] == {"enabled": "always", "defrag": None} and summary["swappiness"] == 10
 
 
-@pytest.fixture
-def gate(monkeypatch):
-    spec = spec_from_loader("tunehost_gate_script", SourceFileLoader("tunehost_gate_script", str(GATE)))
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def gate(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """`tunehost gate ARGS` as a user runs it (the module: the installed script is tested in tests/install)."""
+    return subprocess.run([sys.executable, "-m", "tunehost", "gate", *args], capture_output=True, text=True,
+                          timeout=timeout, **kw)
 
 
-def fake_tunehost(doctor_rc, findings=(), calls=None):
-    """A `tunehost` runner whose `doctor --json` exits doctor_rc with these (check, severity, summary) findings."""
-    def run(*args, capture=True):
-        if calls is not None:
-            calls.append(args)
-        if doctor_rc not in (0, 2):
-            return subprocess.CompletedProcess(args, doctor_rc, "", "tunehost: error: boom\n")
-        doc = {"tunehost": "0", "snapshot": None, "verdict": "ready" if doctor_rc == 0 else "not-ready",
-               "findings": [{"check": c, "severity": sev, "summary": text, "evidence": {}, "fix": None}
-                            for c, sev, text in findings]}
-        return subprocess.CompletedProcess(args, doctor_rc, json.dumps(doc), "")
-    return run
+@pytest.mark.parametrize("command, status", [(["true"], 0), (["false"], 1), (["sh", "-c", "exit 7"], 7),
+                                             (["sh", "-c", "kill -KILL $$"], 128 + 9)])
+def test_the_commands_exit_status_passes_through(command, status):
+    result = gate("--snapshot", str(READY), "--", *command)
+    assert result.returncode == status, result.stderr
+    assert "gate: tunehost doctor: ready" in result.stderr
 
 
-def test_gate_is_executable():
-    assert GATE.stat().st_mode & 0o111
+def test_stdout_is_the_commands_only():
+    result = gate("-s", str(READY), "--", "sh", "-c", "echo only-this; echo to-err >&2")
+    assert result.returncode == 0
+    assert result.stdout == "only-this\n"
+    assert "to-err" in result.stderr
+    assert "gate: memory-bandwidth: measured 27.4 GB/s" in result.stderr  # the measured figures, on every run
 
 
-def test_not_ready_stops_before_the_command(gate, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(2, [("ram-speed", "fail", "DDR5 at 4800 of 6000 MT/s")]))
+def test_without_dashes_the_commands_options_stay_its_own():
+    result = gate("-s", str(READY), "sh", "-c", "echo $0", "--quick")
+    assert result.returncode == 0 and result.stdout == "--quick\n"
+
+
+def test_not_ready_refuses_with_its_own_status_and_does_not_run_the_command(tmp_path):
     marker = tmp_path / "ran"
-    rc = gate.main(["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
-    assert rc == 2 and not marker.exists()
-    err = capsys.readouterr().err
-    assert "FAIL ram-speed: DDR5 at 4800 of 6000 MT/s" in err and "not ready" in err
+    result = gate("-s", str(NOT_READY), "--", "touch", str(marker))
+    assert result.returncode == EXIT_NOT_READY == 69
+    assert not marker.exists() and result.stdout == ""
+    assert "FAIL ram-speed: XMP/EXPO is off" in result.stderr and "not ready" in result.stderr
 
 
-def test_doctor_that_cannot_run_is_exit_1(gate, monkeypatch):
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(1))
-    assert gate.main(["--", "true"]) == 1
+@pytest.mark.parametrize("args", [["--wait-quiet", "-5", "--", "true"], ["--wait-quiet", "nan", "--", "true"],
+                                  ["--bogus", "--", "true"], ["--skip", "no-such-check", "--", "true"]])
+def test_bad_arguments_are_ex_usage(args, tmp_path):
+    result = gate("-s", str(READY), *args)
+    assert result.returncode == EXIT_USAGE == 64, result.stderr
+    assert result.stderr.startswith("tunehost: error: ") and result.stdout == ""
 
 
-def test_ready_runs_the_command_and_records_the_host(gate, monkeypatch, tmp_path):
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(0))
+def test_a_command_that_is_not_there_is_127():
+    result = gate("-s", str(READY), "--", "no-such-command-tunehost-test")
+    assert result.returncode == EXIT_NOT_FOUND == 127
+    assert "cannot run 'no-such-command-tunehost-test'" in result.stderr
+
+
+def test_an_unreadable_snapshot_is_ex_software(tmp_path):
+    result = gate("-s", str(tmp_path / "missing"), "--", "true")
+    assert result.returncode == EXIT_SOFTWARE == 70 and "does not exist" in result.stderr
+
+
+BUSY = {"cpu_percent_total": 99.0,
+        "processes": [{"pid": 4242, "name": "make", "cpu_percent": 190.0, "self": False}]}
+
+
+def test_a_host_that_stays_busy_is_not_judged_and_the_command_does_not_run(tmp_path):
+    snap = shutil.copytree(READY, tmp_path / "busy")
+    (snap / "samples" / "activity.json").write_text(json.dumps(BUSY))
     marker = tmp_path / "ran"
+    result = gate("-s", str(snap), "--wait-quiet", "1", "--", "touch", str(marker))
+    assert result.returncode == EXIT_NOT_QUIET == 75
+    assert "host did not settle within 1 s: busy: make 190%" in result.stderr
+    assert "tunehost doctor" not in result.stderr and not marker.exists()
+
+
+def test_the_host_is_judged_after_the_wait(monkeypatch):
+    """The order that matters: a compile finishing during --wait-quiet must not be judged (and measured)."""
+    from tunehost.cli import doctor as doctor_cli
+    from tunehost.cli.gate import GateRun, run_gate
+    from tunehost.tuning import gate as gate_logic
+
+    calls = []
+    real_wait, real_judge = gate_logic.wait_quiet, doctor_cli.judge
+
+    def wait(*args, **kw):
+        calls.append("wait")
+        return real_wait(*args, **kw)
+
+    def judge(*args, **kw):
+        calls.append("judge")
+        return real_judge(*args, **kw)
+
+    monkeypatch.setattr(gate_logic, "wait_quiet", wait)
+    monkeypatch.setattr(doctor_cli, "judge", judge)
+    args = GateRun(command=[], wait_quiet=5, out=None, quick=True, strict=False, skip=[], snapshot=READY)
+    assert run_gate(args) == 0
+    assert calls == ["wait", "judge"]
+
+
+def test_out_records_the_report_and_the_summary_next_to_the_results(tmp_path):
     out = tmp_path / "results"
-    rc = gate.main(["--out", str(out), "--", sys.executable, "-c",
-                    f"open({str(marker)!r}, 'w'); raise SystemExit(3)"])
-    assert rc == 3 and marker.exists()
-    assert json.loads((out / "host/doctor.json").read_text())["verdict"] == "ready"
-    summary = json.loads((out / "host/summary.json").read_text())
-    assert summary["exit_status"] == 3 and summary["command"][0] == sys.executable
-    assert "thp" in summary and "kernel" in summary
+    result = gate("-s", str(READY), "--out", str(out), "--", "sh", "-c", "exit 3")
+    assert result.returncode == 3
+    doc = json.loads((out / "host" / "doctor.json").read_text())
+    assert doc["verdict"] == "ready" and doc["snapshot"] == str(READY)
+    summary = json.loads((out / "host" / "summary.json").read_text())
+    assert summary["exit_status"] == 3 and summary["command"] == ["sh", "-c", "exit 3"]
+    assert summary["snapshot"] == str(READY) and summary["online_cpus"] == 2
+    assert not (out / "host" / "snapshot").exists()  # judged from a snapshot: nothing live to record
 
 
-def test_bad_arguments_are_exit_1(gate):
-    assert gate.main(["--wait-quiet", "-5"]) == 1
-    assert gate.main(["--full-snapshot"]) == 1
+def test_a_refusal_is_recorded_too(tmp_path):
+    out = tmp_path / "results"
+    assert gate("-s", str(NOT_READY), "--out", str(out), "--", "true").returncode == EXIT_NOT_READY
+    assert json.loads((out / "host" / "summary.json").read_text())["verdict"] == "not-ready"
+    assert "exit_status" not in json.loads((out / "host" / "summary.json").read_text())
 
 
-def test_a_clamped_cpu_stops_the_benchmark_and_the_figures_are_printed(gate, monkeypatch, tmp_path, capsys):
-    calls = []
-    findings = [("memory-bandwidth", "ok", "measured 41.5 GB/s; your DIMMs as configured allow 58"),
-                ("cpu-clocks", "fail", "all-core clock 1100 MHz under load, 27 % of the 4000 MHz base")]
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(2, findings, calls))
-    marker = tmp_path / "ran"
-    rc = gate.main(["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
-    assert rc == 2 and not marker.exists()
-    err = capsys.readouterr().err
-    assert "gate: memory-bandwidth: measured 41.5 GB/s" in err
-    assert "FAIL cpu-clocks: all-core clock 1100 MHz" in err
-    assert calls == [("doctor", "--json")]  # one doctor run: one measurement, judged and recorded
+@pytest.mark.live
+def test_live_out_records_a_replayable_snapshot_with_the_measurement(tmp_path):
+    """On the live host (whatever it is: ready or not), --out keeps the facts doctor judged, measurement included,
+    and replaying them gives the verdict the gate acted on."""
+    out = tmp_path / "results"
+    result = gate("--out", str(out), "--", "true", timeout=300)
+    assert result.returncode in (0, EXIT_NOT_READY), result.stderr
+    snap = out / "host" / "snapshot"
+    assert (snap / "manifest.json").is_file() and (snap / "samples" / "measure.json").is_file()
+    recorded = json.loads((out / "host" / "doctor.json").read_text())
+    replay = subprocess.run([sys.executable, "-m", "tunehost", "doctor", "--json", "--snapshot", str(snap)],
+                            capture_output=True, text=True, timeout=120)
+    assert json.loads(replay.stdout)["verdict"] == recorded["verdict"]
+    again = gate("--out", str(out), "--", "true")
+    assert again.returncode == EXIT_SOFTWARE and "already holds a snapshot" in again.stderr
 
 
-def test_quick_and_skip_reach_doctor(gate, monkeypatch):
-    calls = []
-    monkeypatch.setattr(gate, "tunehost", fake_tunehost(0, calls=calls))
-    assert gate.main(["--quick", "--skip", "cpu-frequency", "--strict"]) == 0
-    assert calls == [("doctor", "--json", "--strict", "--quick", "--skip", "cpu-frequency")]
+def test_a_signal_sent_to_the_gate_reaches_the_command():
+    script = "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done"
+    proc = subprocess.Popen([sys.executable, "-m", "tunehost", "gate", "-s", str(READY), "--", "sh", "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "started\n"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 42 and out == "got-term\n"
 
 
-def test_doctor_output_that_is_not_json_is_exit_1(gate, monkeypatch, capsys):
-    monkeypatch.setattr(gate, "tunehost", lambda *a, capture=True: subprocess.CompletedProcess(a, 0, "garbage{", ""))
-    assert gate.main(["--", "true"]) == 1
-    assert "could not run" in capsys.readouterr().err
+def test_a_command_killed_by_a_forwarded_signal_is_128_plus_n():
+    proc = subprocess.Popen([sys.executable, "-m", "tunehost", "gate", "-s", str(READY), "--",
+                             "sh", "-c", "echo started; exec sleep 60"], stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline() == "started\n"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGINT
+
+
+def test_every_gate_status_is_documented():
+    docs = (ROOT / "docs" / "gate.md").read_text()
+    help_text = gate("--help").stdout
+    for status in GATE_EXIT_STATUSES:
+        assert f"| {status} |" in docs, status
+        assert f"{status} " in help_text, status
+
+
+def test_scripts_gate_is_a_thin_wrapper_of_the_installed_command():
+    script = ROOT / "scripts" / "gate"
+    assert script.stat().st_mode & 0o111
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    result = subprocess.run([str(script), "-s", str(READY), "--", "sh", "-c", "exit 5"], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 5, result.stderr
+
+
+def test_signals_from_the_terminal_are_not_sent_twice():
+    """The terminal sends SIGINT to the whole foreground process group, the command included: the gate must not send
+    it a second one (llama-server takes a second Ctrl-C as "quit now"); kill(2) from elsewhere is passed on."""
+    assert not should_forward(signal.SIGINT, SI_KERNEL) and not should_forward(signal.SIGHUP, SI_KERNEL)
+    assert should_forward(signal.SIGINT, 0) and should_forward(signal.SIGTERM, 0)  # SI_USER: kill(2)
+    assert not should_forward(signal.SIGCHLD, 0)
+
+
+def test_ctrl_c_in_the_terminal_reaches_the_command_and_the_gate_waits_for_it():
+    """Typed in a real terminal (a pty): the command handles Ctrl-C, and its status, not the gate's, comes back."""
+    import pty
+
+    script = ("trap 'n=$((n+1))' INT; echo started; while [ \"${n:-0}\" = 0 ]; do sleep 0.05; done; "
+              "echo \"interrupted\"; exit 3")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session leader whose controlling terminal is the pty
+        os.execv(sys.executable, [sys.executable, "-m", "tunehost", "gate", "-s", str(READY), "--",
+                                  "sh", "-c", script])
+    output = b""
+    try:
+        while b"started" not in output:
+            output += os.read(fd, 4096)
+        os.write(fd, b"\x03")  # Ctrl-C, as typed
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"interrupted" in output, output
+    assert os.waitstatus_to_exitcode(status) == 3

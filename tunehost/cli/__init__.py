@@ -30,7 +30,8 @@ EXIT_USAGE = 1  # SNAPSHOT.md: bad arguments are "the tool could not run" (1), n
 def _as_one_line(exc: UsageError) -> UsageError:
     """Bad arguments: exit status 1 and one line on stderr, like every other tunehost error, instead of click's
     usage block ("Usage: ... Try ... Error: ...")."""
-    exc.exit_code = EXIT_USAGE
+    command = exc.ctx.command if exc.ctx is not None else None
+    exc.exit_code = getattr(command, "usage_exit_code", EXIT_USAGE)  # the gate keeps 1 for its wrapped command
     where = exc.ctx.command_path if exc.ctx is not None else "tunehost"
 
     def show(file: Any = None) -> None:
@@ -114,7 +115,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Find what in this Linux host holds llama.cpp back, fix it safely, and prove the result."""
 
 
-COMMAND_MODULES = ("doctor", "advise", "bench", "tuning", "fleet")
+COMMAND_MODULES = ("doctor", "advise", "bench", "tuning", "gate", "fleet")
 
 for _name in COMMAND_MODULES:
     try:

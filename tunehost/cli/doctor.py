@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tunehost.doctor import Report
+    from tunehost.facts import HostFacts
+    from tunehost.registry import LoadedChecks
 
 SEVERITY_STYLE = {
     "fail": ("FAIL", "bold red"),
@@ -54,6 +56,34 @@ def measuring_status(host, *, show: bool):
             host.on_status = None
 
 
+def load_checks_warning() -> "LoadedChecks":
+    """Every installed check; each plugin that could not be loaded is one warning line on stderr."""
+    from tunehost.registry import load_checks
+
+    loaded = load_checks()
+    for warning in loaded.warnings:
+        typer.echo(f"tunehost: warning: {warning}", err=True)
+    return loaded
+
+
+def judge(facts: "HostFacts", checks: list, warnings: tuple[str, ...] | list[str] = (), *, strict: bool = False,
+          quick: bool = False, show_status: bool = True) -> "Report":
+    """One doctor run (doctor's, snapshot's and the gate's): measuring on the live host unless quick."""
+    from tunehost.doctor import run_doctor
+
+    enable_measuring(facts.host, quick=quick)
+    with measuring_status(facts.host, show=show_status):
+        return run_doctor(facts, checks, strict=strict, warnings=warnings)
+
+
+def record_snapshot(facts: "HostFacts", directory: Path) -> None:
+    """Write what a recording host (open_host(record=True)) has read, plus advise's inputs, as a snapshot."""
+    from tunehost.host.snapshot import write_snapshot
+
+    _record_advise_inputs(facts)
+    write_snapshot(facts.host, directory)
+
+
 def register(app: typer.Typer) -> None:
     app.command("doctor")(doctor)
     app.command("snapshot")(snapshot)
@@ -78,22 +108,17 @@ def doctor(
 
     Exit status: 0 ready, 2 not ready (a fail; with --strict a warning too), 1 tunehost could not run.
     """
-    from tunehost.doctor import run_doctor, select_checks
+    from tunehost.doctor import select_checks
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.registry import load_checks
 
-    loaded = load_checks()
-    for warning in loaded.warnings:
-        typer.echo(f"tunehost: warning: {warning}", err=True)
+    loaded = load_checks_warning()
     if list_checks:
         _print_checks(loaded.checks, json_out)
         return
     checks = select_checks(loaded.checks, check, skip)
-    host = open_host(snapshot)
-    enable_measuring(host, quick=quick)
-    with measuring_status(host, show=not quiet):
-        report = run_doctor(HostFacts(host), checks, strict=strict, warnings=loaded.warnings)
+    report = judge(HostFacts(open_host(snapshot)), checks, loaded.warnings, strict=strict, quick=quick,
+                   show_status=not quiet)
     if json_out:
         typer.echo(json.dumps(report.to_json(), indent=2))
     elif quiet:
@@ -115,18 +140,11 @@ def snapshot(
     """
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.host.snapshot import write_snapshot
     from tunehost.registry import load_checks
-    from tunehost.doctor import run_doctor
 
-    host = open_host(record=True)
-    enable_measuring(host, quick=quick)
-    loaded = load_checks()
-    facts = HostFacts(host)
-    with measuring_status(host, show=True):
-        run_doctor(facts, loaded.checks)  # records everything every check reads
-    _record_advise_inputs(facts)
-    write_snapshot(host, directory)
+    facts = HostFacts(open_host(record=True))
+    judge(facts, load_checks().checks, quick=quick)  # records everything every check reads
+    record_snapshot(facts, directory)
     files = sum(1 for p in Path(directory).rglob("*") if p.is_file())
     typer.echo(f"snapshot written to {directory} ({files} files); replay with: tunehost doctor --snapshot {directory}")
 

@@ -301,7 +301,7 @@ def render_plan(plan: "Plan", root: str) -> None:
             typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}  <- {', '.join(d.intended)} held on purpose")
         skips = " ".join(f"--skip {c}" for c in dict.fromkeys(d.check for d in intended))
         typer.echo(f"  doctor keeps reporting them while the profile is applied: gate benchmark runs with "
-                   f"`scripts/gate {skips} -- ...` (or `tunehost doctor {skips}`)")
+                   f"`tunehost gate {skips} -- ...` (or `tunehost doctor {skips}`)")
     n = len(plan.to_change) + len(plan.files_to_write)
     typer.echo(f"{n} change(s), {len(plan.already)} already set, {len(plan.skipped)} skipped, "
                f"{len(manual)} manual step(s)")

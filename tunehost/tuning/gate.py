@@ -1,4 +1,5 @@
-"""The pre-benchmark gate's logic (scripts/gate is the edge): is the host quiet, and what to record next to results.
+"""The pre-benchmark gate's logic (`tunehost gate`, tunehost/cli/gate.py, is the edge): is the host quiet, what to
+record next to results, its own exit statuses, and running the wrapped command with signals forwarded.
 
 Quiet = no other process using more than `hog_percent` of one CPU, and the hottest temperature sensor moved by no
 more than `settle_c` degrees between two readings. Readings come through the host layer (the `activity` sample,
@@ -7,12 +8,35 @@ hwmon and thermal_zone files), so the logic is tested with readings built by han
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from tunehost.host import Host
+
+# The gate's own exit statuses: sysexits.h values, which common benchmark commands (llama-bench, make, python, grep,
+# diff: 1 and 2) do not use, so a status from this list means the gate stopped and the command did not run.
+EXIT_USAGE = 64  # EX_USAGE: bad arguments
+EXIT_NOT_READY = 69  # EX_UNAVAILABLE: doctor says the host is not ready
+EXIT_SOFTWARE = 70  # EX_SOFTWARE: the gate could not judge or record (unreadable snapshot, --out not writable)
+EXIT_NOT_QUIET = 75  # EX_TEMPFAIL: the host did not become quiet within --wait-quiet; try again later
+# ...and, as env(1), nice(1) and timeout(1) do: the command could not be run
+EXIT_CANNOT_EXECUTE = 126
+EXIT_NOT_FOUND = 127
+GATE_EXIT_STATUSES = {
+    EXIT_USAGE: "bad arguments (the command did not run)",
+    EXIT_NOT_READY: "the host is not ready: doctor found a fail (--strict: a warning too); the command did not run",
+    EXIT_SOFTWARE: "the gate could not judge the host or write --out DIR; the command did not run",
+    EXIT_NOT_QUIET: "the host did not become quiet within --wait-quiet; the command did not run",
+    EXIT_CANNOT_EXECUTE: "the command was found but could not be executed",
+    EXIT_NOT_FOUND: "the command was not found",
+}
+# forwarded to the command when they are sent to the gate (kill, systemd, a CI runner cancelling the job)
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+SI_KERNEL = 0x80  # si_code of a signal the kernel sent, e.g. Ctrl-C from the terminal to the whole process group
 
 HOG_PERCENT = 50.0  # of one CPU
 SETTLE_C = 2.0
@@ -124,3 +148,35 @@ def host_summary(host: "Host") -> dict[str, Any]:
         "max_temp_c": max_temperature(host),
         "tunehost_applied": applied,
     }
+
+
+def should_forward(signo: int, si_code: int) -> bool:
+    """Pass a signal on unless the kernel sent it to the whole process group (the terminal's Ctrl-C, a hangup):
+    the command, in the same group, already has that one."""
+    return signo in FORWARDED_SIGNALS and si_code != SI_KERNEL
+
+
+def run_command(argv: list[str]) -> int:
+    """Run argv (no shell; PATH lookup like execvp) and return its exit status unchanged, or 128+N when signal N
+    killed it, as shells report it. SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to the gate are passed on to the command;
+    ones the terminal sent to the whole foreground process group already reached it and are not sent twice
+    (llama-server takes a second Ctrl-C as "quit now"). Raises OSError when argv[0] cannot be started."""
+    watched = {*FORWARDED_SIGNALS, signal.SIGCHLD}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # blocked: taken by sigwaitinfo, never lost
+    try:
+        # the child gets the mask the gate had, and SIGPIPE/SIGXFSZ at their defaults (Python ignores them)
+        pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setsigmask=previous,
+                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            info = signal.sigwaitinfo(watched)
+            if should_forward(info.si_signo, info.si_code):
+                os.kill(pid, info.si_signo)
+        while signal.sigtimedwait(watched, 0) is not None:  # drop what arrived as the child ended
+            pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code

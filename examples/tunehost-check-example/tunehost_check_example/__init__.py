@@ -1,0 +1,1 @@
+"""An example tunehost check package (see docs/plugins.md in the tunehost repository)."""
