@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from tunehost.cli import cli_errors, make_console
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -85,7 +86,7 @@ def doctor(
 
     loaded = load_checks()
     for warning in loaded.warnings:
-        typer.echo(f"tunehost: warning: {warning}", err=True)
+        typer.echo(f"tunehost: warning: {one_line(warning)}", err=True)
     if list_checks:
         _print_checks(loaded.checks, json_out)
         return
@@ -149,7 +150,7 @@ def _print_checks(checks: list, json_out: bool) -> None:
         return
     width = max((len(c.id) for c in checks), default=0)
     for c in checks:
-        typer.echo(f"{c.id:<{width}}  {c.judges or c.title}")
+        typer.echo(one_line(f"{c.id:<{width}}  {c.judges or c.title}"))  # plugins name themselves
 
 
 def quiet_lines(doc: dict, *, strict: bool) -> list[str]:
@@ -162,7 +163,7 @@ def quiet_lines(doc: dict, *, strict: bool) -> list[str]:
 
 def _print_quiet(report: "Report") -> None:
     for line in quiet_lines(report.to_json(), strict=report.strict):
-        typer.echo(line)
+        typer.echo(one_line(line))  # summaries quote snapshot text: no escape sequence reaches the terminal
 
 
 def render_report(report: "Report", console: "Console", *, verbose: bool = False) -> None:
