@@ -110,6 +110,8 @@ def advise(
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
 
+    for refused in host.refusals:  # what the plan could not use from the snapshot
+        typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
     if fmt == "json":
         data = result.to_json()
         data["snapshot"] = str(snapshot) if snapshot else None

@@ -95,6 +95,8 @@ def doctor(
     enable_measuring(host, quick=quick)
     with measuring_status(host, show=not quiet):
         report = run_doctor(HostFacts(host), checks, strict=strict, warnings=loaded.warnings)
+    for refused in host.refusals:  # the checks that needed these skipped: say why
+        typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
     if json_out:
         typer.echo(json.dumps(report.to_json(), indent=2))
     elif quiet:
