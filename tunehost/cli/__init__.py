@@ -34,7 +34,9 @@ def _as_one_line(exc: UsageError) -> UsageError:
     where = exc.ctx.command_path if exc.ctx is not None else "tunehost"
 
     def show(file: Any = None) -> None:
-        typer.echo(f"tunehost: error: {exc.format_message()} (see `{where} --help`)", err=True)
+        from tunehost.printable import one_line
+
+        typer.echo(f"tunehost: error: {one_line(exc.format_message())} (see `{where} --help`)", err=True)
 
     exc.show = show  # type: ignore[method-assign]
     return exc
