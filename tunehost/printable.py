@@ -35,7 +35,8 @@ def one_line(value: object, limit: int | None = None) -> str:
 
 def printable_lines(value: object) -> str:
     """`value` with its line breaks kept and every other control character (ESC, CR, backspace, ...) as "?"."""
-    return "\n".join(one_line(line.replace("\t", "    ")) for line in str(value).split("\n"))
+    lines = str(value).replace("\r\n", "\n").split("\n")  # a CRLF file's line ends are line ends, not "?"
+    return "\n".join(one_line(line.replace("\t", "    ")) for line in lines)
 
 
 def first_unwritable(value: str) -> str | None:

@@ -160,7 +160,7 @@ def test_printable_helpers() -> None:
     assert one_line("a\nb\tc\x1b[0m\u202ed") == "a?b?c?[0m?d"
     assert one_line("no\u00a0break") == "no break"
     assert one_line("x" * 10, 5) == "xxxx…"
-    assert printable_lines("a\nb\x1b[1m\rc") == "a\nb?[1m?c"
+    assert printable_lines("a\nb\x1b[1m\rc\r\nd") == "a\nb?[1m?c\nd"
     assert first_unwritable("ok path/é ü") is None
     assert first_unwritable("a\u2028b") == "a control character (U+2028)"
     assert require_printable("/models/Qwen3 8B.gguf", "--model") == "/models/Qwen3 8B.gguf"
