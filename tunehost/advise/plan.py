@@ -524,8 +524,8 @@ def listens_beyond_loopback(host_addr: str | None) -> bool:
 def exposed_warning(host_addr: str) -> str:
     """What advise says about a non-loopback --host without an API key (llama.cpp common/arg.cpp: --api-key,
     --api-key-file, one key per line)."""
-    return (f"--host {host_addr} exposes llama-server to every machine that can reach this address, with no "
-            "authentication: anyone who can reach it can use the model. Add "
+    return (f"--host {host_addr} exposes llama-server beyond this machine with no authentication: anyone who can "
+            "reach the port can use the model. Add "
             "--api-key-file FILE (one key per line, chmod 600; `tunehost advise --api-key-file FILE` adds it), or "
             "--api-key KEY (visible in `ps` and in the unit), or keep --host 127.0.0.1 behind a reverse proxy "
             "that authenticates")

@@ -75,16 +75,23 @@ def open_regular(real: str, limit: int = MAX_READ_BYTES) -> bytes | None:
         raise Refused(f"cannot be opened ({exc.strerror or exc.__class__.__name__}): not read") from None
     try:
         mode = os.fstat(fd).st_mode
-    except OSError:
-        os.close(fd)
-        raise Refused("cannot be examined: not read") from None
-    if not stat.S_ISREG(mode):
-        os.close(fd)
         if stat.S_ISDIR(mode):
             return None  # a directory where a file was expected: absent, as on a live host
-        raise Refused("is not a regular file (a FIFO, socket or device): not read")
-    with os.fdopen(fd, "rb") as fh:
-        return _read_capped(fh, limit)
+        if not stat.S_ISREG(mode):
+            raise Refused("is not a regular file (a FIFO, socket or device): not read")
+        chunks: list[bytes] = []
+        total = 0
+        while total < limit:
+            chunk = os.read(fd, min(READ_CHUNK, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise Refused(f"cannot be read ({exc.strerror or exc.__class__.__name__}): not read") from None
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -125,15 +132,21 @@ class HostFiles:
         if str(self.root) == "/":
             return path
         local = os.path.join(self.root, path.lstrip("/"))
-        if self.confined:
-            if self.refused_root is not None:
-                self.refused.setdefault(path, self.refused_root)
-                return None
-            real = self._resolve(local)
-            if not _inside(real, self._real_root):
-                self.refused.setdefault(path, f"links out of the snapshot (to {real}): not read")
-                return None
+        if self.confined and self._confined_real(path, local) is None:
+            return None
         return local
+
+    def _confined_real(self, path: str, local: str) -> str | None:
+        """The resolved local path of host `path` under a confined root; None (and why, in `refused`) when it
+        links out of the snapshot."""
+        if self.refused_root is not None:
+            self.refused.setdefault(path, self.refused_root)
+            return None
+        real = self._resolve(local)
+        if not _inside(real, self._real_root):
+            self.refused.setdefault(path, f"links out of the snapshot (to {real}): not read")
+            return None
+        return real
 
     def _resolve(self, local: str, *, is_dir: bool = False) -> str:
         """realpath(local), caching each directory's realpath: a snapshot of a 384-CPU host reads thousands of files."""
@@ -149,15 +162,20 @@ class HostFiles:
         return real
 
     def read_bytes(self, path: str) -> bytes | None:
-        local = self.local(path)
-        if local is None:
-            return None
         if self.confined:
+            if not path.startswith("/"):
+                raise ValueError(f"host paths are absolute: {path!r}")
+            real = self._confined_real(path, os.path.join(self.root, path.lstrip("/")))
+            if real is None:
+                return None
             try:
-                return open_regular(self._resolve(local))  # local() checked that it stays inside
+                return open_regular(real)
             except Refused as exc:
                 self.refused.setdefault(path, exc.reason)
                 return None
+        local = self.local(path)
+        if local is None:
+            return None
         try:
             with open(local, "rb") as fh:
                 data = _read_capped(fh)
