@@ -11,6 +11,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 # sysfs/procfs files are small; a cap keeps a mistaken read of a huge file from hurting
 MAX_READ_BYTES = 4 * 1024 * 1024
@@ -19,13 +20,13 @@ MAX_READ_BYTES = 4 * 1024 * 1024
 READ_CHUNK = 64 * 1024
 
 
-def _read_capped(fh, limit: int = MAX_READ_BYTES) -> bytes:
+def _read_capped(read: Callable[[int], bytes], limit: int = MAX_READ_BYTES) -> bytes:
     # one read() of MAX_READ_BYTES fails with ENOMEM on /proc/sys files (the kernel allocates a buffer of the
     # requested size), so read in small chunks up to the cap
     chunks: list[bytes] = []
     total = 0
     while total < limit:
-        chunk = fh.read(min(READ_CHUNK, limit - total))
+        chunk = read(min(READ_CHUNK, limit - total))
         if not chunk:
             break
         chunks.append(chunk)
@@ -79,15 +80,7 @@ def open_regular(real: str, limit: int = MAX_READ_BYTES) -> bytes | None:
             return None  # a directory where a file was expected: absent, as on a live host
         if not stat.S_ISREG(mode):
             raise Refused("is not a regular file (a FIFO, socket or device): not read")
-        chunks: list[bytes] = []
-        total = 0
-        while total < limit:
-            chunk = os.read(fd, min(READ_CHUNK, limit - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        return b"".join(chunks)
+        return _read_capped(lambda n: os.read(fd, n), limit)
     except OSError as exc:
         raise Refused(f"cannot be read ({exc.strerror or exc.__class__.__name__}): not read") from None
     finally:
@@ -178,7 +171,7 @@ class HostFiles:
             return None
         try:
             with open(local, "rb") as fh:
-                data = _read_capped(fh)
+                data = _read_capped(fh.read)
         except (OSError, ValueError):
             if self.log is not None:
                 self.log.absent.add(path)
