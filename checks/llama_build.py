@@ -4,6 +4,7 @@ build number/commit, backend, and whether a rebuild would help."""
 from __future__ import annotations
 
 import os
+import shlex
 
 from tunehost.check import Check, Fix
 from tunehost.facts.llama import GpuView, LlamaBinary, LlamaBuildFacts, gpu_views
@@ -126,14 +127,14 @@ def _rebuild(binary: LlamaBinary, archs: list[str], gfx: list[str], want: str) -
     if "tunehost cache" in binary.found_in:
         return Fix("Rebuild tunehost's cached llama.cpp.", ("python scripts/build_llama_cpp.py --force",))
     src = _source_dir(binary)
-    fetch = (f"cd {src} && git pull",) if src else (
+    fetch = (f"cd {shlex.quote(src)} && git pull",) if src else (
         "git clone https://github.com/ggml-org/llama.cpp && cd llama.cpp",)
     if want == CUDA:
-        arch = f" -DCMAKE_CUDA_ARCHITECTURES={';'.join(archs)}" if archs else ""
+        arch = f" -DCMAKE_CUDA_ARCHITECTURES={shlex.quote(';'.join(archs))}" if archs else ""  # ; ends a command
         configure = f"cmake -B build -DGGML_CUDA=ON{arch} -DCMAKE_BUILD_TYPE=Release"
         text = "Rebuild llama.cpp with CUDA for this GPU's architecture."
     elif want == ROCM:
-        targets = f" -DGPU_TARGETS={';'.join(gfx)}" if gfx else ""
+        targets = f" -DGPU_TARGETS={shlex.quote(';'.join(gfx))}" if gfx else ""
         configure = (f"HIPCXX=\"$(hipconfig -l)/clang\" HIP_PATH=\"$(hipconfig -R)\" cmake -B build -DGGML_HIP=ON{targets} "
                      "-DCMAKE_BUILD_TYPE=Release")
         text = "Rebuild llama.cpp with ROCm (HIP) for this GPU."

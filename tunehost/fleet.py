@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from tunehost import __version__
+from tunehost import __version__, printable
 from tunehost.check import Severity
 from tunehost.doctor import EXIT_ERROR, EXIT_NOT_READY, EXIT_READY
 from tunehost.errors import TunehostError
@@ -44,9 +43,8 @@ class ReportProblem(Exception):
 
 
 def one_line(value: str, limit: int = MAX_TEXT) -> str:
-    """Untrusted text as one printable line: control characters (newline, ESC, bidi overrides) become "?"."""
-    text = "".join(ch if ch.isprintable() else "?" for ch in value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """Untrusted report text as one printable line of at most `limit` characters (tunehost.printable's rule)."""
+    return printable.one_line(value, limit)
 
 
 @dataclass(frozen=True)
@@ -217,16 +215,14 @@ def _read_entry(root: Path, entry: os.DirEntry) -> HostReport | None:
 
 def read_report_bytes(path: Path) -> bytes:
     """The file's bytes: a regular file reached without following a link, at most MAX_REPORT_BYTES."""
+    from tunehost.host.files import Refused, open_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ReportProblem(f"no {REPORT_NAME} (doctor did not run there, or its report was not fetched)") from None
-    except OSError as exc:
-        raise ReportProblem(f"cannot open: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise ReportProblem("not a regular file")
-        data = fh.read(MAX_REPORT_BYTES + 1)
+        data = open_regular(str(path), MAX_REPORT_BYTES + 1)
+    except Refused as exc:
+        raise ReportProblem(exc.reason) from None
+    if data is None:
+        raise ReportProblem(f"no {REPORT_NAME} (doctor did not run there, or its report was not fetched)")
     if len(data) > MAX_REPORT_BYTES:
         raise ReportProblem(f"larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB: not a doctor report")
     return data

@@ -24,6 +24,7 @@ from tunehost.errors import TunehostError
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_GGUF_VERSIONS = (2, 3)
+MAX_NAME_CHARS = 200  # general.name is shown in one line and in a unit's Description=
 
 # llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h): exactly the tensors --cpu-moe / --n-cpu-moe move to the CPU.
 ROUTED_EXPERT_RE = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
@@ -361,7 +362,7 @@ def _facts_from(
     file_type = meta.get_int("general.file_type")
     return ModelFacts(
         architecture=arch,
-        name=meta.get_str("general.name"),
+        name=_display_name(meta.get_str("general.name")),
         block_count=block_count,
         embedding_length=n_embd,
         head_count=head_count,
@@ -388,6 +389,15 @@ def _facts_from(
         tensors=tuple(tensors),
         weights=WeightBytes.of(tensors, block_count),
     )
+
+
+def _display_name(name: str | None) -> str | None:
+    """general.name is free text from whoever made the file: shown and written into units, so one printable line."""
+    if name is None:
+        return None
+    from tunehost.printable import one_line
+
+    return one_line(name.strip(), MAX_NAME_CHARS) or None
 
 
 def _per_layer(value: Any, block_count: int) -> tuple[int, ...]:

@@ -96,9 +96,10 @@ def write_gguf(
     split_max_tensors: int = 0,
     vocab_tokens: int = 0,
     extra: Callable[[gguf.GGUFWriter], None] | None = None,
+    name: str | None = None,
 ) -> Path:
     writer = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
-    writer.add_name(f"tiny-{arch}")
+    writer.add_name(f"tiny-{arch}" if name is None else name)
     writer.add_block_count(n_layer)
     writer.add_context_length(4096)
     writer.add_embedding_length(N_EMBD)

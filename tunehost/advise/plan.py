@@ -75,6 +75,7 @@ class AdviseOptions:
     draft_model: ModelFacts | None = None
     spec: str | None = None  # "mtp" | "draft"
     host_addr: str | None = None
+    api_key_file: str | None = None  # llama-server --api-key-file: clients must send one of its keys
     server: str = "llama-server"
     ram_bandwidth_gbps: float | None = None  # measured now, or by the snapshot's doctor run
     ram_peak: Any = None  # tunehost.facts.memory_layout.DimmPeak: what the configured DIMMs allow
@@ -248,7 +249,12 @@ def apply_caps(p: Plan, caps: Any) -> Plan:
     from tunehost.advise.flags import adapt
 
     flags, changes = adapt(p.flags, caps)
-    return replace(p, flags=flags, notes=p.notes + changes)
+    warnings = p.warnings
+    host_addr = next((f.value for f in flags if f.name == "--host"), None)
+    if p.flag("--api-key-file") and not any(f.name == "--api-key-file" for f in flags) \
+            and listens_beyond_loopback(host_addr):  # an old build without the option: exposed after all
+        warnings += (exposed_warning(host_addr or ""),)
+    return replace(p, flags=flags, notes=p.notes + changes, warnings=warnings)
 
 
 def _validate(model: ModelFacts, options: AdviseOptions) -> None:
@@ -488,6 +494,11 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
     flags.append(Flag("--host", o.host_addr or "127.0.0.1",
                       "listen where you asked" if o.host_addr else "loopback only: llama-server has no API key "
                                                                     "by default; pass --host to expose it"))
+    if o.api_key_file:
+        flags.append(Flag("--api-key-file", o.api_key_file, "clients must send one of the keys in this file "
+                                                            "(one per line): the server answers no one else"))
+    elif listens_beyond_loopback(o.host_addr):
+        warnings.append(exposed_warning(o.host_addr or ""))
     env: list[Flag] = []
     nvidia = [g for g in host.discrete_gpus if g.vendor == "nvidia"]
     if path == "gpu" and gpu is not None and gpu.vendor == "nvidia" and len(nvidia) == 1 \
@@ -501,6 +512,23 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
             notes.append(f"no GGML_CUDA_GRAPH_OPT=1: only {gib(max(spare_vram, 0))} of VRAM spare beyond the plan "
                          f"(wants {GRAPH_OPT_SPARE // MiB} MiB)")
     return flags, env, pin, pin_reason, mlock_wanted, mlock_fix, prio
+
+
+def listens_beyond_loopback(host_addr: str | None) -> bool:
+    """Whether llama-server --host ADDR answers other machines (a name ending in .sock is a UNIX socket)."""
+    from tunehost.facts.processes import is_loopback
+
+    return bool(host_addr) and not host_addr.endswith(".sock") and not is_loopback(host_addr)
+
+
+def exposed_warning(host_addr: str) -> str:
+    """What advise says about a non-loopback --host without an API key (llama.cpp common/arg.cpp: --api-key,
+    --api-key-file, one key per line)."""
+    return (f"--host {host_addr} exposes llama-server beyond this machine with no authentication: anyone who can "
+            "reach the port can use the model. Add "
+            "--api-key-file FILE (one key per line, chmod 600; `tunehost advise --api-key-file FILE` adds it), or "
+            "--api-key KEY (visible in `ps` and in the unit), or keep --host 127.0.0.1 behind a reverse proxy "
+            "that authenticates")
 
 
 def _threads_reason(host: HostView) -> str:

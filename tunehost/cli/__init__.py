@@ -35,7 +35,9 @@ def _as_one_line(exc: UsageError) -> UsageError:
     where = exc.ctx.command_path if exc.ctx is not None else "tunehost"
 
     def show(file: Any = None) -> None:
-        typer.echo(f"tunehost: error: {exc.format_message()} (see `{where} --help`)", err=True)
+        from tunehost.printable import one_line
+
+        typer.echo(f"tunehost: error: {one_line(exc.format_message())} (see `{where} --help`)", err=True)
 
     exc.show = show  # type: ignore[method-assign]
     return exc
@@ -74,7 +76,10 @@ app = typer.Typer(
 
 def fail(message: str) -> typer.Exit:
     """Print one error line to stderr and return the Exit(1) to raise."""
-    typer.echo(f"tunehost: error: {message}", err=True)
+    from tunehost.printable import one_line
+
+    # messages quote paths and file contents: one printable line, never a raw escape sequence
+    typer.echo(f"tunehost: error: {one_line(message)}", err=True)
     return typer.Exit(1)
 
 
@@ -96,11 +101,18 @@ def cli_errors(fn: F) -> F:
 
 def make_console(*, stderr: bool = False) -> Any:
     """The rich Console every command prints through. Piped to a file or a pager it does not hard-wrap at
-    80 columns, so long evidence and command lines stay whole."""
+    80 columns, so long evidence and command lines stay whole. Every string it prints passes through
+    `tunehost.printable.printable_lines`: an ANSI escape read from a GGUF or a snapshot never reaches the terminal."""
     from rich.console import Console
 
+    from tunehost.printable import printable_lines
+
+    class PrintableConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:  # every str printed, table cells included
+            return super().render_str(printable_lines(text), **kwargs)
+
     stream = sys.stderr if stderr else sys.stdout
-    return Console(highlight=False, soft_wrap=not stream.isatty(), stderr=stderr)
+    return PrintableConsole(highlight=False, soft_wrap=not stream.isatty(), stderr=stderr)
 
 
 def _version(value: bool) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from tunehost.cli import cli_errors, make_console
+from tunehost.printable import one_line, require_printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,6 +38,8 @@ def advise(
     llama_server: Optional[str] = typer.Option(None, "--llama-server", metavar="PATH", help="The llama-server binary to advise for."),
     cpus: Optional[str] = typer.Option(None, "--cpus", metavar="LIST", help="Pin to these CPUs (e.g. 0-7) instead of the performance cores."),
     host_addr: Optional[str] = typer.Option(None, "--host", metavar="ADDR", help="Address llama-server listens on (default 127.0.0.1)."),
+    api_key_file: Optional[Path] = typer.Option(None, "--api-key-file", metavar="FILE", help="llama-server --api-key-file: clients must send one of its keys (one per line)."),
+    user_unit: bool = typer.Option(False, "--user/--system", help="--format systemd: a unit for your user manager (~/.config/systemd/user) or the system one (default)."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Run no measurement (bandwidth probe, llama-fit-params)."),
 ) -> None:
     """The llama-server command for MODEL on this host: placement, threads, pinning, KV cache — each flag explained.
@@ -59,6 +62,13 @@ def advise(
         raise TunehostError(f"--parallel must be at least 1, not {parallel}")
     if spec not in (None, "mtp", "draft"):
         raise TunehostError(f"--spec must be mtp or draft, not {spec!r}")
+    if user_unit and fmt != "systemd":
+        raise TunehostError("--user chooses the kind of systemd unit: use it with --format systemd")
+    # these reach the command line and the unit verbatim: a newline there would start a new unit line
+    for what, value in (("--model", model), ("--mmproj", mmproj), ("--draft", draft), ("--llama-server", llama_server),
+                        ("--host", host_addr), ("--api-key-file", api_key_file)):
+        if value is not None:
+            require_printable(str(value), what)
     facts_model = read_model(model)
     draft_model = read_model(draft) if draft else None
     mmproj_bytes = 0
@@ -78,6 +88,7 @@ def advise(
                             mmproj=str(mmproj.expanduser().resolve()) if mmproj else None, mmproj_bytes=mmproj_bytes,
                             draft=str(draft.expanduser().resolve()) if draft else None, draft_model=draft_model,
                             spec=spec, host_addr=host_addr, server=server, fit_option=fit_supported(caps),
+                            api_key_file=str(api_key_file.expanduser().resolve()) if api_key_file else None,
                             ram_peak=_dimm_peak(facts))
     first = plan(facts_model, view, options)  # validates, and says whether a GPU placement is needed
     live_probe = host.live and not no_probe
@@ -99,6 +110,8 @@ def advise(
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
 
+    for refused in host.refusals:  # what the plan could not use from the snapshot
+        typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
     if fmt == "json":
         data = result.to_json()
         data["snapshot"] = str(snapshot) if snapshot else None
@@ -106,7 +119,7 @@ def advise(
     elif fmt == "shell":
         typer.echo(render_shell(result))
     elif fmt == "systemd":
-        typer.echo(render_systemd(result), nl=False)
+        typer.echo(render_systemd(result, user=user_unit), nl=False)
     else:
         render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
     if not result.fits:
@@ -137,7 +150,10 @@ def _fit_args(model_path: str, p: "Plan") -> list[str]:
 
 
 def render_shell(p: "Plan") -> str:
-    """A ready command line: taskset -c CPUS env VARS llama-server FLAGS (one flag per line)."""
+    """A ready command line: taskset -c CPUS env VARS llama-server FLAGS (one flag per line).
+
+    Every word is shell-quoted; a word holding a control character is refused (TunehostError): in a command to
+    paste it is invisible, or rewrites the terminal, and the same plan also becomes a unit where it cannot be quoted."""
     from tunehost.cpulist import format_cpu_list
 
     lines = []
@@ -146,45 +162,93 @@ def render_shell(p: "Plan") -> str:
         prefix += ["taskset", "-c", format_cpu_list(p.pin_cpus)]
     if p.env:
         prefix += ["env"] + [f"{e.name}={e.value}" for e in p.env]
-    head = " ".join(shlex.quote(a) for a in prefix + [p.server])
+    head = " ".join(_shell_word(a) for a in prefix + [p.server])
     lines.append(head)
     for f in p.flags:
-        lines.append("  " + " ".join(shlex.quote(a) for a in f.argv()))
+        lines.append("  " + " ".join(_shell_word(a) for a in f.argv()))
     return " \\\n".join(lines)
 
 
+def _shell_word(arg: str) -> str:
+    return shlex.quote(require_printable(arg, "a llama-server argument"))
+
+
 def _systemd_quote(arg: str) -> str:
-    """One ExecStart/Environment word: C-style escapes doubled, specifiers (%) and $ escaped, quoted if needed."""
+    """One ExecStart/Environment word: C-style escapes doubled, specifiers (%) and $ escaped, quoted if needed.
+    A word with a control character is refused: a newline would end the ExecStart= line (systemd.syntax(7))."""
+    require_printable(arg, "a llama-server argument")
     escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
     if escaped and not any(c in escaped for c in " \t'\"\\;") and escaped == arg:
         return escaped
     return f'"{escaped}"'
 
 
-def render_systemd(p: "Plan") -> str:
-    """A systemd service unit (ExecStart, CPUAffinity, LimitMEMLOCK, Nice, Environment)."""
+def _unit_text(value: str) -> str:
+    """Free text (a model's name) for a unit setting such as Description=: one printable line, specifiers (%)
+    escaped, no trailing backslash (it would continue the line into the next one)."""
+    return one_line(value, 200).replace("%", "%%").rstrip("\\ ")
+
+
+SYSTEM_UNIT_DIR = "/etc/systemd/system"
+USER_UNIT_DIR = "~/.config/systemd/user"
+UNIT_FILE = "llama-server.service"
+
+
+def render_systemd(p: "Plan", *, user: bool = False) -> str:
+    """A systemd service unit (ExecStart, CPUAffinity, LimitMEMLOCK, Nice, Environment) for the system manager, or
+    with `user` for a user manager: no Nice below 0, no --prio, no LimitMEMLOCK above the user's hard limit, no
+    system targets (a user manager cannot raise priority or limits, nor order itself after system units)."""
     from tunehost.cpulist import format_cpu_list
 
     argv = p.argv()
     server = argv[0] if argv[0].startswith("/") else "/usr/local/bin/llama-server"
     argv[0] = server
-    if p.mlock_wanted and "--mlock" not in argv:
+    notes: list[str] = []
+    lock = bool(p.flag("--mlock") or p.mlock_wanted or p.value("--load-mode") in ("mlock", "mmap+mlock"))
+    if user:
+        if "--prio" in argv:
+            i = argv.index("--prio")
+            del argv[i:i + 2]
+            notes.append("# no --prio and no Nice=: a user manager cannot raise priority (that needs CAP_SYS_NICE); "
+                         "use --system for both")
+        elif p.nice is not None and p.nice < 0:
+            notes.append("# no Nice=: a user manager cannot raise priority; use --system for it")
+        if p.mlock_wanted:
+            notes.append("# no --mlock: the memlock limit is below what it locks, and a user manager cannot raise "
+                         "its own hard limit (LimitMEMLOCK= is capped at it); raise memlock for your user in "
+                         "/etc/security/limits.conf and log in again, or use --system")
+        elif lock:
+            notes.append("# --mlock within your user's memlock limit (a user unit cannot raise it: no LimitMEMLOCK=)")
+    elif p.mlock_wanted and "--mlock" not in argv:
         argv.append("--mlock")  # LimitMEMLOCK=infinity below lifts the limit that kept it out of the shell form
     exec_start = " ".join(_systemd_quote(a) for a in argv)
-    lines = ["# written by tunehost advise; check the paths, then:",
-             "#   install -m 644 llama-server.service /etc/systemd/system/ && systemctl daemon-reload",
-             "[Unit]", f"Description=llama-server: {p.model_name or Path(p.model).name}",
-             "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple",
-             f"ExecStart={exec_start}"]
+    name = _unit_text(p.model_name or Path(p.model).name)
+    if user:
+        lines = [f"# written by tunehost advise --format systemd --user: save it as {UNIT_FILE}, check the paths,",
+                 "# then, as yourself (not root):",
+                 f"#   mkdir -p {USER_UNIT_DIR} && install -m 644 {UNIT_FILE} {USER_UNIT_DIR}/",
+                 f"#   systemctl --user daemon-reload && systemctl --user enable --now {UNIT_FILE}",
+                 "#   loginctl enable-linger \"$USER\"   # optional: start at boot, keep running after you log out",
+                 "[Unit]", f"Description=llama-server: {name}", "", "[Service]", "Type=simple"]
+    else:
+        lines = [f"# written by tunehost advise --format systemd: save it as {UNIT_FILE}, check the paths,",
+                 "# then, as root:",
+                 f"#   install -m 644 {UNIT_FILE} {SYSTEM_UNIT_DIR}/ && systemctl daemon-reload",
+                 f"#   systemctl enable --now {UNIT_FILE}",
+                 "[Unit]", f"Description=llama-server: {name}",
+                 "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple"]
+    lines += notes
+    lines.append(f"ExecStart={exec_start}")
     if p.pin_cpus:
-        lines.append(f"CPUAffinity={format_cpu_list(p.pin_cpus)}")
+        lines.append(f"CPUAffinity={format_cpu_list(p.pin_cpus)}")  # a user manager may narrow affinity too
     for e in p.env:
         lines.append(f"Environment={_systemd_quote(f'{e.name}={e.value}')}")
-    if p.flag("--mlock") or p.mlock_wanted or p.value("--load-mode") in ("mlock", "mmap+mlock"):
+    if lock and not user:
         lines.append("LimitMEMLOCK=infinity")
-    if p.nice is not None:
+    if p.nice is not None and (not user or p.nice >= 0):
         lines.append(f"Nice={p.nice}")
-    lines += ["Restart=on-failure", "RestartSec=5", "", "[Install]", "WantedBy=multi-user.target", ""]
+    lines += ["Restart=on-failure", "RestartSec=5", "", "[Install]",
+              "WantedBy=default.target" if user else "WantedBy=multi-user.target", ""]
     return "\n".join(lines)
 
 
@@ -200,7 +264,8 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) 
     from rich.table import Table
 
     where = f"snapshot {snapshot}" if snapshot else "this host (live)"
-    console.print(f"[bold]tunehost advise[/] — {escape(p.model_name or Path(p.model).name)} on {escape(where)}")
+    console.print(f"[bold]tunehost advise[/] — {escape(one_line(p.model_name or Path(p.model).name))} on "
+                  f"{escape(one_line(where))}")
     console.print(f"placement: [bold]{p.path}[/] ({'llama-fit-params' if p.source == 'probe' else 'tunehost estimate'})"
                   f", context {p.ctx} x {p.parallel} slot{'s' if p.parallel > 1 else ''}, KV {p.kv_type}")
     b = p.budget

@@ -6,6 +6,7 @@ See docs/bench.md for how to read the table and the statistics behind it.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -89,8 +90,8 @@ def bench(
             binary = runner.resolve_binary(llama_bench)
             cand_flags = runner.advised_flags(model, runner._supported(binary))
             if not json_out:
-                err.print(f"advised llama-bench flags: {' '.join(cand_flags) or '(llama-bench defaults)'}",
-                          highlight=False)
+                err.print("advised llama-bench flags: " + (shlex.join(cand_flags) or "(llama-bench defaults)"),
+                          markup=False, highlight=False)
         with _progress(err, enabled=sys.stderr.isatty()) as progress:
             result = runner.measure(
                 model, baseline=base_flags, candidate=cand_flags,
@@ -112,15 +113,18 @@ def bench(
             document = result.to_json()
         typer.echo(json.dumps(document, indent=2))
         return
+    from rich.markup import escape
+
     console = make_console()
     render_result(result, console)
     if comparison is not None and before is not None:
         console.print()
-        console.print(f"[bold]before/after[/] — {compare} ({before.created}) → this run")
+        console.print(f"[bold]before/after[/] — {escape(str(compare))} ({escape(str(before.created))}) → this run")
         render_comparison(comparison, console)
     if save is not None:
-        console.print(f"\nsaved to {save}; compare later with: tunehost bench --model {result.model.get('path') or '...'} "
-                      f"--compare {save}", highlight=False)
+        again = shlex.join(["tunehost", "bench", "--model", str(result.model.get("path") or "MODEL.gguf"),
+                            "--compare", str(save)])  # a command to paste: quoted, never raw paths
+        console.print(f"\nsaved to {escape(str(save))}; compare later with: {escape(again)}", highlight=False)
 
 
 def _pick(given: int | None, saved: Any, default: int) -> int:

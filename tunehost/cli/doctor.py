@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from tunehost.cli import cli_errors, make_console
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,7 +63,7 @@ def load_checks_warning() -> "LoadedChecks":
 
     loaded = load_checks()
     for warning in loaded.warnings:
-        typer.echo(f"tunehost: warning: {warning}", err=True)
+        typer.echo(f"tunehost: warning: {one_line(warning)}", err=True)
     return loaded
 
 
@@ -73,7 +74,10 @@ def judge(facts: "HostFacts", checks: list, warnings: tuple[str, ...] | list[str
 
     enable_measuring(facts.host, quick=quick)
     with measuring_status(facts.host, show=show_status):
-        return run_doctor(facts, checks, strict=strict, warnings=warnings)
+        report = run_doctor(facts, checks, strict=strict, warnings=warnings)
+    for refused in facts.host.refusals:  # the checks that needed these skipped: say why
+        typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
+    return report
 
 
 def record_snapshot(facts: "HostFacts", directory: Path) -> None:
@@ -167,7 +171,7 @@ def _print_checks(checks: list, json_out: bool) -> None:
         return
     width = max((len(c.id) for c in checks), default=0)
     for c in checks:
-        typer.echo(f"{c.id:<{width}}  {c.judges or c.title}")
+        typer.echo(one_line(f"{c.id:<{width}}  {c.judges or c.title}"))  # plugins name themselves
 
 
 def quiet_lines(doc: dict, *, strict: bool) -> list[str]:
@@ -180,7 +184,7 @@ def quiet_lines(doc: dict, *, strict: bool) -> list[str]:
 
 def _print_quiet(report: "Report") -> None:
     for line in quiet_lines(report.to_json(), strict=report.strict):
-        typer.echo(line)
+        typer.echo(one_line(line))  # summaries quote snapshot text: no escape sequence reaches the terminal
 
 
 def render_report(report: "Report", console: "Console", *, verbose: bool = False) -> None:

@@ -227,10 +227,12 @@ def recommend(
 
     rec = run_recommend(open_host(snapshot))
     typer.echo(f"recommended profile: {rec.profile}")
+    from tunehost.printable import one_line
+
     for reason in rec.reasons:
-        typer.echo(f"  - {reason}")
+        typer.echo(f"  - {one_line(reason)}")
     for src, value in rec.evidence.items():
-        typer.echo(f"    {src}: {value}")
+        typer.echo(one_line(f"    {src}: {value}"))  # read from the host or a snapshot: no raw escapes
     typer.echo(f"apply it with: sudo tunehost apply --profile {rec.profile} --dry-run   (then without --dry-run)")
 
 

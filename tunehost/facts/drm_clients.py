@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
 from tunehost.parsers.nvidia_smi import normalise_bus_id
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -170,8 +171,7 @@ def _euid() -> int | None:
 def _clean(name: str | None) -> str | None:
     if not name:
         return None
-    name = "".join(ch for ch in name if ch.isprintable())[:64]
-    return name or None
+    return one_line(name, 64).strip() or None  # a process name reaches the terminal
 
 
 def _connectors(host: "Host") -> dict[str, tuple[str, ...]]:

@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tunehost.printable import one_line
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
@@ -55,9 +57,7 @@ def _mhz_map(value: Any) -> dict[int, float] | None:
 def _text(value: Any, limit: int = 200) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
-    # one printable line: a snapshot's strings reach the terminal
-    clean = "".join(ch if ch.isprintable() else "?" for ch in value.strip())
-    return clean[:limit]
+    return one_line(value.strip(), limit)  # a snapshot's strings reach the terminal
 
 
 @dataclass(frozen=True)

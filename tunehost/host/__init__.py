@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
 from tunehost.errors import TunehostError
 from tunehost.host.commands import DEFAULT_TIMEOUT_S, CommandLog, CommandResult, LiveCommands, SnapshotCommands
-from tunehost.host.files import AccessLog, HostFiles
+from tunehost.host.files import AccessLog, HostFiles, Refused, read_confined
 
 SNAPSHOT_FORMAT = 1
 
@@ -23,13 +24,15 @@ class Host:
     """One machine, live or captured. Facts are gathered from it; nothing else reads the machine."""
 
     def __init__(self, files: HostFiles, commands: LiveCommands | SnapshotCommands, *, snapshot_dir: Path | None = None,
-                 manifest: dict[str, Any] | None = None):
+                 manifest: dict[str, Any] | None = None, refused: dict[str, str] | None = None):
         self.files = files
         self.commands = commands
         self.snapshot_dir = snapshot_dir
         self.manifest = manifest or {}
         self._samples: dict[str, Any] = {}
         self.sample_errors: dict[str, str] = {}
+        self._root_real = os.path.realpath(snapshot_dir) if snapshot_dir is not None else ""
+        self._refused: dict[str, str] = dict(refused or {})  # snapshot files refused beyond files/commands/samples
         # live only: whether this run may take the `measure` sample (load probes); doctor --quick turns it off
         self.measure = False
         self.measure_off_reason: str | None = None
@@ -56,16 +59,19 @@ class Host:
             return self._samples[name]
         value: Any = None
         if self.snapshot_dir is not None:
-            path = self.snapshot_dir / "samples" / f"{name}.json"
-            if not _inside(path, self.snapshot_dir):
-                self.sample_errors[name] = f"samples/{name}.json links out of the snapshot (not read)"
-            elif path.is_file():
-                try:
-                    value = json.loads(path.read_text())
-                except (OSError, ValueError) as exc:
-                    self.sample_errors[name] = f"samples/{name}.json is not valid JSON ({exc.__class__.__name__})"
+            try:
+                data = read_confined(self.snapshot_dir / "samples" / f"{name}.json", self._root_real)
+            except Refused as exc:
+                data = None
+                self.sample_errors[name] = f"samples/{name}.json {exc.reason}"
             else:
-                self.sample_errors[name] = f"the snapshot has no samples/{name}.json"
+                if data is None:
+                    self.sample_errors[name] = f"the snapshot has no samples/{name}.json"
+            if data is not None:
+                try:
+                    value = json.loads(data.decode("utf-8"))
+                except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+                    self.sample_errors[name] = f"samples/{name}.json is not valid JSON ({exc.__class__.__name__})"
         else:
             from tunehost.host.samples import SAMPLERS
 
@@ -85,16 +91,21 @@ class Host:
         self._samples[name] = value
 
     @property
+    def refusals(self) -> list[str]:
+        """Why snapshot files were not read (links out of DIR, FIFOs, devices), one line each, in reading order:
+        what a check skipped for, so the CLI can say it."""
+        reasons = dict(self._refused)
+        if self.files.refused_root is not None:
+            reasons["fs"] = self.files.refused_root
+        reasons.update({f"fs{p}": f"fs{p} {why}" for p, why in self.files.refused.items()
+                        if why != self.files.refused_root})
+        reasons.update(getattr(self.commands, "refused", {}))
+        reasons.update({f"samples/{n}": why for n, why in self.sample_errors.items() if " not read" in why})
+        return list(reasons.values())
+
+    @property
     def recorded_samples(self) -> dict[str, Any]:
         return {k: v for k, v in self._samples.items() if v is not None}
-
-
-def _inside(path: Path, root: Path) -> bool:
-    """Whether `path`, links resolved, stays inside the snapshot `root` (a read never leaves the snapshot)."""
-    try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):  # a link loop
-        return False
 
 
 def open_host(snapshot: str | Path | None = None, *, record: bool = False) -> Host:
@@ -111,24 +122,34 @@ def _open_snapshot(path: Path) -> Host:
     if not path.is_dir():
         raise TunehostError(f"snapshot {path} is not a directory")
     manifest_path = path / "manifest.json"
-    if not manifest_path.is_file():
+    root_real = os.path.realpath(path)
+    try:
+        manifest_bytes = read_confined(manifest_path, root_real)
+    except Refused as exc:
+        raise TunehostError(f"{manifest_path} {exc.reason}") from None
+    if manifest_bytes is None:
         raise TunehostError(f"{path} is not a tunehost snapshot: no manifest.json")
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        manifest = json.loads(manifest_bytes.decode("utf-8"))
+    except (RecursionError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise TunehostError(f"{manifest_path} is not valid JSON: {exc}") from None
     if not isinstance(manifest, dict) or "format" not in manifest:
         raise TunehostError(f"{manifest_path} has no \"format\" field")
     if manifest["format"] != SNAPSHOT_FORMAT:
         raise TunehostError(f"{manifest_path}: snapshot format {manifest['format']!r} is not supported (this tunehost reads {SNAPSHOT_FORMAT})")
     which: dict[str, str | None] = {}
-    which_file = path / "samples" / "which.json"
-    if which_file.is_file() and _inside(which_file, path):
+    refused: dict[str, str] = {}
+    try:
+        which_bytes = read_confined(path / "samples" / "which.json", root_real)
+    except Refused as exc:
+        which_bytes, refused["samples/which.json"] = None, f"samples/which.json {exc.reason}"
+    if which_bytes is not None:
         try:
-            loaded = json.loads(which_file.read_text())
+            loaded = json.loads(which_bytes.decode("utf-8"))
             if isinstance(loaded, dict):
                 which = {str(k): (str(v) if v else None) for k, v in loaded.items()}
-        except (OSError, ValueError):
+        except (RecursionError, ValueError):
             pass
-    files = HostFiles(path / "fs", confined=True)
-    return Host(files, SnapshotCommands(path / "cmd", which), snapshot_dir=path, manifest=manifest)
+    files = HostFiles(path / "fs", confined=True, within=path)
+    return Host(files, SnapshotCommands(path / "cmd", which, root=path), snapshot_dir=path, manifest=manifest,
+                refused=refused)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_TIMEOUT_S = 10.0
+REFUSED_RC = 126  # a snapshot's command file that links out of it: "could not be run", with the reason as stderr
 
 
 @dataclass(frozen=True)
@@ -91,28 +92,43 @@ def _run_sh(exe: str, argv: tuple[str, ...], timeout: float) -> CommandResult:
 
 
 class SnapshotCommands:
-    """Replays cmd/<name> (+ .rc, .stderr) from a snapshot. A command without a file is "not available"."""
+    """Replays cmd/<name> (+ .rc, .stderr) from a snapshot. A command without a file is "not available"; one
+    whose file links out of the snapshot (or is a FIFO, a device) is a failed command saying so, never a live read."""
 
-    def __init__(self, cmd_dir: Path, which_answers: dict[str, str | None] | None = None):
+    def __init__(self, cmd_dir: Path, which_answers: dict[str, str | None] | None = None,
+                 root: Path | None = None):
         self.cmd_dir = cmd_dir
         self.which_answers = which_answers or {}
+        self._root_real = os.path.realpath(root if root is not None else cmd_dir.parent)
+        self.refused: dict[str, str] = {}  # cmd/<name> -> why it was not read
 
     def which(self, name: str) -> str | None:
         return self.which_answers.get(name)
 
+    def _text(self, name: str) -> str | None:
+        from tunehost.host.files import read_confined
+
+        data = read_confined(self.cmd_dir / name, self._root_real)
+        return None if data is None else data.decode("utf-8", "replace")
+
     def run(self, argv: list[str] | tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult | None:
+        from tunehost.host.files import Refused
+
         name = command_file_name(argv)
-        out = self.cmd_dir / name
-        if not out.is_file():
-            return None
-        stdout = out.read_bytes().decode("utf-8", "replace")
-        err = self.cmd_dir / f"{name}.stderr"
-        stderr = err.read_bytes().decode("utf-8", "replace") if err.is_file() else ""
-        rc_file = self.cmd_dir / f"{name}.rc"
+        try:
+            stdout = self._text(name)
+            if stdout is None:
+                return None
+            stderr = self._text(f"{name}.stderr") or ""
+            rc_text = self._text(f"{name}.rc")
+        except Refused as exc:
+            reason = f"cmd/{name}: {exc.reason}"
+            self.refused[f"cmd/{name}"] = reason
+            return CommandResult(tuple(argv), "", reason, REFUSED_RC)
         rc = 0
-        if rc_file.is_file():
+        if rc_text is not None:
             try:
-                rc = int(rc_file.read_text().strip() or "0")
+                rc = int(rc_text.strip() or "0")
             except ValueError:
                 rc = 1  # a garbled .rc file: treat the output as untrustworthy
         return CommandResult(tuple(argv), stdout, stderr, rc)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 # sysfs/procfs files are small; a cap keeps a mistaken read of a huge file from hurting
 MAX_READ_BYTES = 4 * 1024 * 1024
@@ -18,18 +20,71 @@ MAX_READ_BYTES = 4 * 1024 * 1024
 READ_CHUNK = 64 * 1024
 
 
-def _read_capped(fh) -> bytes:
+def _read_capped(read: Callable[[int], bytes], limit: int = MAX_READ_BYTES) -> bytes:
     # one read() of MAX_READ_BYTES fails with ENOMEM on /proc/sys files (the kernel allocates a buffer of the
     # requested size), so read in small chunks up to the cap
     chunks: list[bytes] = []
     total = 0
-    while total < MAX_READ_BYTES:
-        chunk = fh.read(min(READ_CHUNK, MAX_READ_BYTES - total))
+    while total < limit:
+        chunk = read(min(READ_CHUNK, limit - total))
         if not chunk:
             break
         chunks.append(chunk)
         total += len(chunk)
     return b"".join(chunks)
+
+
+class Refused(Exception):
+    """A snapshot file that must not be read: it links out of the snapshot, or is not a regular file."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _inside(real: str, root_real: str) -> bool:
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def confined_real(local: str | os.PathLike, root_real: str) -> str:
+    """realpath(local) when it stays under the snapshot root `root_real` (itself a realpath); else Refused.
+    SNAPSHOT.md: a reader never follows a link out of DIR (`cmd/x -> /etc/shadow`, `fs -> /`, `../../..`)."""
+    try:
+        real = os.path.realpath(local)
+    except (OSError, ValueError, RuntimeError):  # a link loop on old Pythons, a NUL byte
+        raise Refused("cannot be resolved (a link loop?): not read") from None
+    if not _inside(real, root_real):
+        raise Refused(f"links out of the snapshot (to {real}): not read")
+    return real
+
+
+def read_confined(local: str | os.PathLike, root_real: str, limit: int = MAX_READ_BYTES) -> bytes | None:
+    """The bytes of a snapshot file (at most `limit`), None when it is absent; Refused when it links out of the
+    snapshot or is not a regular file (a FIFO or a device would block the reader or read live data)."""
+    return open_regular(confined_real(local, root_real), limit)
+
+
+def open_regular(real: str, limit: int = MAX_READ_BYTES) -> bytes | None:
+    """The bytes of the regular file at the resolved path `real`, None when absent; Refused when it is not a
+    regular file or cannot be opened."""
+    try:
+        # the resolved path, without following a link swapped in since, and without blocking on a FIFO
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise Refused(f"cannot be opened ({exc.strerror or exc.__class__.__name__}): not read") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            return None  # a directory where a file was expected: absent, as on a live host
+        if not stat.S_ISREG(mode):
+            raise Refused("is not a regular file (a FIFO, socket or device): not read")
+        return _read_capped(lambda n: os.read(fd, n), limit)
+    except OSError as exc:
+        raise Refused(f"cannot be read ({exc.strerror or exc.__class__.__name__}): not read") from None
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -45,12 +100,20 @@ class AccessLog:
 class HostFiles:
     """Files of one host. `root` is "/" for the live host; `confined` refuses reads that escape the root."""
 
-    def __init__(self, root: str | os.PathLike = "/", *, confined: bool = False, log: AccessLog | None = None):
+    def __init__(self, root: str | os.PathLike = "/", *, confined: bool = False, log: AccessLog | None = None,
+                 within: str | os.PathLike | None = None):
+        """`within`: the snapshot directory that holds `root` (DIR for DIR/fs); when `root` itself links out of it
+        (`fs -> /`), nothing is read at all."""
         self.root = Path(root)
         self.confined = confined
         self.log = log
         self._real_root = os.path.realpath(self.root) if confined else None
         self._real_dirs: dict[str, str] = {}
+        self.refused: dict[str, str] = {}  # host path -> why it was not read (a snapshot's link out, a FIFO)
+        self.refused_root: str | None = None
+        if confined and within is not None and not _inside(self._real_root, os.path.realpath(within)):
+            self.refused_root = (f"{self.root.name}/ links out of the snapshot (to {self._real_root}): "
+                                 "nothing under it is read")
 
     def __repr__(self) -> str:
         return f"HostFiles(root={str(self.root)!r})"
@@ -62,11 +125,21 @@ class HostFiles:
         if str(self.root) == "/":
             return path
         local = os.path.join(self.root, path.lstrip("/"))
-        if self.confined:
-            real = self._resolve(local)
-            if real != self._real_root and not real.startswith(self._real_root + os.sep):
-                return None
+        if self.confined and self._confined_real(path, local) is None:
+            return None
         return local
+
+    def _confined_real(self, path: str, local: str) -> str | None:
+        """The resolved local path of host `path` under a confined root; None (and why, in `refused`) when it
+        links out of the snapshot."""
+        if self.refused_root is not None:
+            self.refused.setdefault(path, self.refused_root)
+            return None
+        real = self._resolve(local)
+        if not _inside(real, self._real_root):
+            self.refused.setdefault(path, f"links out of the snapshot (to {real}): not read")
+            return None
+        return real
 
     def _resolve(self, local: str, *, is_dir: bool = False) -> str:
         """realpath(local), caching each directory's realpath: a snapshot of a 384-CPU host reads thousands of files."""
@@ -82,12 +155,23 @@ class HostFiles:
         return real
 
     def read_bytes(self, path: str) -> bytes | None:
+        if self.confined:
+            if not path.startswith("/"):
+                raise ValueError(f"host paths are absolute: {path!r}")
+            real = self._confined_real(path, os.path.join(self.root, path.lstrip("/")))
+            if real is None:
+                return None
+            try:
+                return open_regular(real)
+            except Refused as exc:
+                self.refused.setdefault(path, exc.reason)
+                return None
         local = self.local(path)
         if local is None:
             return None
         try:
             with open(local, "rb") as fh:
-                data = _read_capped(fh)
+                data = _read_capped(fh.read)
         except (OSError, ValueError):
             if self.log is not None:
                 self.log.absent.add(path)
@@ -172,7 +256,13 @@ class HostFiles:
 
     def readlink(self, path: str) -> str | None:
         """The target of a link as stored (e.g. "../../../bus/pci/drivers/nvidia"), or None."""
-        local = self.local(path) if not self.confined else os.path.join(self.root, path.lstrip("/"))
+        if self.confined:  # the link itself is read, not followed: only its directory must be inside
+            parent = self.local(os.path.dirname(path.rstrip("/")) or "/")
+            local = None if parent is None else os.path.join(parent, os.path.basename(path.rstrip("/")))
+        else:
+            local = self.local(path)
+        if local is None:
+            return None
         try:
             target = os.readlink(local)
         except (OSError, ValueError):
