@@ -190,7 +190,7 @@ def test_huge_report_and_fifo_are_unreadable(tmp_path):
     os.mkfifo(tmp_path / "pipe" / "doctor.json")
     hosts = {h.host: h for h in load_fleet(tmp_path).hosts}
     assert "larger than 4 MiB" in hosts["huge"].problem
-    assert hosts["pipe"].problem == "not a regular file"
+    assert "not a regular file" in hosts["pipe"].problem
 
 
 def test_host_dir_without_report_and_expected_host_without_one(cli, tmp_path):
