@@ -25,6 +25,8 @@ from tunehost.errors import TunehostError
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USAGE = 1  # SNAPSHOT.md: bad arguments are "the tool could not run" (1), not click's default 2
+# llama.cpp reads -c/-np (common/arg.cpp) and llama-bench's -p/-n/-d/-r with std::stoi into an int: 32 bits
+LLAMA_INT_MAX = 2**31 - 1
 
 
 def _as_one_line(exc: UsageError) -> UsageError:
@@ -75,6 +77,15 @@ def fail(message: str) -> typer.Exit:
     """Print one error line to stderr and return the Exit(1) to raise."""
     typer.echo(f"tunehost: error: {message}", err=True)
     return typer.Exit(1)
+
+
+def check_range(option: str, value: int | float, low: int | float, high: int | float = LLAMA_INT_MAX,
+                what: str = "") -> None:
+    """One clear TunehostError for an option outside [low, high] (NaN and infinity included)."""
+    import math
+
+    if not math.isfinite(value) or not low <= value <= high:
+        raise TunehostError(f"{option} must be between {low} and {high}{what}, not {value}")
 
 
 def cli_errors(fn: F) -> F:

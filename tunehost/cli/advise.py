@@ -57,6 +57,12 @@ def advise(
         raise TunehostError(f"--ctx must be a positive number of tokens, not {ctx}")
     if parallel <= 0:
         raise TunehostError(f"--parallel must be at least 1, not {parallel}")
+    from tunehost.cli import LLAMA_INT_MAX
+
+    if (ctx or 1) * parallel > LLAMA_INT_MAX:  # llama-server gets -c ctx*parallel, a 32-bit int
+        what = "--ctx" if parallel == 1 else "--ctx x --parallel"
+        raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
+                            f"not {(ctx or 1) * parallel}")
     if spec not in (None, "mtp", "draft"):
         raise TunehostError(f"--spec must be mtp or draft, not {spec!r}")
     facts_model = read_model(model)
