@@ -518,7 +518,15 @@ def find_llama_bench(
     found = llama_program_candidates(BENCH_BINARY, environ)
     if found:
         return Path(found[0][0])
-    looked = [d["dir"] for d in llama_search_dirs(dict(os.environ if environ is None else environ))] + ["PATH"]
+    env = dict(os.environ if environ is None else environ)
+    searched = llama_search_dirs(env)
+    looked = [d["dir"] for d in searched] + ["PATH"]
+    configured = [f"{name} is set ({env[name]}) but has no llama-bench"
+                  for name in ("TUNEHOST_LLAMA_BIN_DIR", "LLAMA_CPP_DIR") if env.get(name)]
+    if configured:  # do not ask for a setting the user has made: say where it points
+        raise TunehostError(f"llama-bench not found: {'; '.join(configured)} (looked in {', '.join(looked)}); "
+                            "point it at a llama.cpp build, pass --llama-bench PATH, or build one with "
+                            "scripts/build_llama_cpp.py")
     raise TunehostError(
         f"llama-bench not found (looked in {', '.join(looked)}); pass its path, set LLAMA_CPP_DIR, "
         "or build one with scripts/build_llama_cpp.py"

@@ -69,6 +69,8 @@ def advise(
     draft_model = read_model(draft) if draft else None
     mmproj_bytes = 0
     if mmproj is not None:
+        if mmproj.is_dir():
+            raise TunehostError(f"{mmproj}: is a directory, not a GGUF file")
         if not mmproj.is_file():
             raise TunehostError(f"{mmproj}: no such file")
         mmproj_bytes = mmproj.stat().st_size

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, make_console
+from tunehost.cli import cli_errors, make_console, report_output
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -94,12 +94,13 @@ def doctor(
     enable_measuring(host, quick=quick)
     with measuring_status(host, show=not quiet):
         report = run_doctor(HostFacts(host), checks, strict=strict, warnings=loaded.warnings)
-    if json_out:
-        typer.echo(json.dumps(report.to_json(), indent=2))
-    elif quiet:
-        _print_quiet(report)
-    else:
-        render_report(report, make_console(), verbose=verbose)
+    with report_output():  # `tunehost doctor | head -1` still exits with the verdict
+        if json_out:
+            typer.echo(json.dumps(report.to_json(), indent=2))
+        elif quiet:
+            _print_quiet(report)
+        else:
+            render_report(report, make_console(), verbose=verbose)
     raise typer.Exit(report.exit_code)
 
 
@@ -115,10 +116,11 @@ def snapshot(
     """
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.host.snapshot import write_snapshot
+    from tunehost.host.snapshot import check_target, write_snapshot
     from tunehost.registry import load_checks
     from tunehost.doctor import run_doctor
 
+    check_target(directory)  # at once, not after the sampling
     host = open_host(record=True)
     enable_measuring(host, quick=quick)
     loaded = load_checks()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, fail, make_console
+from tunehost.cli import cli_errors, fail, make_console, report_output
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
@@ -122,17 +122,19 @@ def verify() -> None:
         raise TunehostError(f"{damaged}: its intact lines hold no applied profile to verify")
     report = run_verify(host, journal, root=root)
     run = report.run
-    typer.echo(f"profile {run.profile} (run {run.id}, {_when(run.begin.get('time'))}): "
-               f"{len(report.held)} setting(s) hold, {len(report.drift)} drifted")
-    if run.interrupted:
-        typer.echo("INTERRUPTED: that apply never finished; `tunehost rollback` completes its rollback")
-    for d in report.drift:
-        typer.echo(f"DRIFT {d.name}: {d.target} -> now {d.current if d.current is not None else '(unreadable)'}"
-                   f"  ({d.where})")
+    with report_output():  # `tunehost verify | head -1` still exits 2 on drift
+        typer.echo(f"profile {run.profile} (run {run.id}, {_when(run.begin.get('time'))}): "
+                   f"{len(report.held)} setting(s) hold, {len(report.drift)} drifted")
+        if run.interrupted:
+            typer.echo("INTERRUPTED: that apply never finished; `tunehost rollback` completes its rollback")
+        for d in report.drift:
+            typer.echo(f"DRIFT {d.name}: {d.target} -> now {d.current if d.current is not None else '(unreadable)'}"
+                       f"  ({d.where})")
+        if not report.ok and not damaged:
+            typer.echo("re-apply with `tunehost apply --profile " + run.profile + "`, or `tunehost rollback`")
     if damaged:
         raise fail(f"{damaged}: verified only what its intact lines record")
     if not report.ok:
-        typer.echo("re-apply with `tunehost apply --profile " + run.profile + "`, or `tunehost rollback`")
         raise typer.Exit(EXIT_DRIFT)
 
 

@@ -62,7 +62,9 @@ class Host:
             elif path.is_file():
                 try:
                     value = json.loads(path.read_text())
-                except (OSError, ValueError) as exc:
+                except OSError as exc:
+                    self.sample_errors[name] = f"samples/{name}.json cannot be read: {_why(exc)}"
+                except ValueError as exc:
                     self.sample_errors[name] = f"samples/{name}.json is not valid JSON ({exc.__class__.__name__})"
             else:
                 self.sample_errors[name] = f"the snapshot has no samples/{name}.json"
@@ -87,6 +89,11 @@ class Host:
     @property
     def recorded_samples(self) -> dict[str, Any]:
         return {k: v for k, v in self._samples.items() if v is not None}
+
+
+def _why(exc: OSError) -> str:
+    """"permission denied" (run as the snapshot's owner), not a JSON error, for a file that cannot be read."""
+    return (exc.strerror or str(exc)).lower()
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -115,7 +122,9 @@ def _open_snapshot(path: Path) -> Host:
         raise TunehostError(f"{path} is not a tunehost snapshot: no manifest.json")
     try:
         manifest = json.loads(manifest_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except OSError as exc:
+        raise TunehostError(f"{manifest_path} cannot be read: {_why(exc)}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise TunehostError(f"{manifest_path} is not valid JSON: {exc}") from None
     if not isinstance(manifest, dict) or "format" not in manifest:
         raise TunehostError(f"{manifest_path} has no \"format\" field")
