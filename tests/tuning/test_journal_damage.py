@@ -187,3 +187,12 @@ def test_a_state_dir_that_is_a_file_says_so(cli, root, tmp_path, monkeypatch):
     assert one_error_line(result) == (f"tunehost: error: the journal directory {blocker} is a file, not a directory; "
                                       "nothing was changed (set TUNEHOST_STATE_DIR to a directory)")
     assert tree(root) == before and blocker.read_text() == "keep"
+
+
+def test_status_with_a_state_dir_that_is_a_file_says_so(cli, tmp_path, monkeypatch):
+    blocker = tmp_path / "state-file"
+    blocker.write_text("keep")
+    monkeypatch.setenv("TUNEHOST_STATE_DIR", str(blocker))
+    for command in ("status", "verify"):
+        assert "is a file, not a directory" in one_error_line(cli(command))
+    assert blocker.read_text() == "keep"

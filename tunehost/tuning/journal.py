@@ -181,6 +181,9 @@ class Journal:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return JournalState((), ())
+        except NotADirectoryError:
+            self._refuse_non_directory()
+            raise
         except PermissionError:
             raise TunehostError(f"cannot read the journal {self.path}: permission denied (it is root's: "
                                 f"run this with sudo)") from None
