@@ -60,7 +60,7 @@ def advise(
     from tunehost.cli import LLAMA_INT_MAX
 
     if (ctx or 1) * parallel > LLAMA_INT_MAX:  # llama-server gets -c ctx*parallel, a 32-bit int
-        what = "--ctx" if parallel == 1 else "--ctx x --parallel"
+        what = "--ctx" if parallel == 1 else "--parallel" if ctx is None else "--ctx x --parallel"
         raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
                             f"not {(ctx or 1) * parallel}")
     if spec not in (None, "mtp", "draft"):
