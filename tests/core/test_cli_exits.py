@@ -120,6 +120,7 @@ def test_an_mmproj_that_is_a_directory_says_so(cli, tmp_path):
                              f"not {10**30}"),
     (["--ctx", "1000000000", "--parallel", "4"], "--ctx x --parallel must be at most 2147483647 tokens"),
     (["--ctx", "-5"], "--ctx must be a positive number of tokens, not -5"),
+    (["--parallel", "100000"], "--parallel x the default context (32768) must be at most 2147483647 tokens"),
 ])
 def test_advise_numbers_llama_server_cannot_take(cli, tmp_path, args, message):
     from tests.conftest import write_tiny_gguf

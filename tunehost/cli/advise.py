@@ -57,14 +57,15 @@ def advise(
         raise TunehostError(f"--ctx must be a positive number of tokens, not {ctx}")
     if parallel <= 0:
         raise TunehostError(f"--parallel must be at least 1, not {parallel}")
+    from tunehost.advise.plan import DEFAULT_CTX
     from tunehost.cli import LLAMA_INT_MAX
 
-    if (ctx or 1) * parallel > LLAMA_INT_MAX:  # llama-server gets -c ctx*parallel, a 32-bit int
-        what = "--ctx" if parallel == 1 else "--parallel" if ctx is None else "--ctx x --parallel"
+    per_slot = ctx if ctx is not None else DEFAULT_CTX  # at most DEFAULT_CTX when --ctx is not given
+    if per_slot * parallel > LLAMA_INT_MAX:  # llama-server gets -c ctx*parallel, a 32-bit int
+        what = "--ctx" if parallel == 1 else "--ctx x --parallel" if ctx is not None else \
+            f"--parallel x the default context ({DEFAULT_CTX})"
         raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
-                            f"not {(ctx or 1) * parallel}")
-    if spec not in (None, "mtp", "draft"):
-        raise TunehostError(f"--spec must be mtp or draft, not {spec!r}")
+                            f"not {per_slot * parallel}")
     facts_model = read_model(model)
     draft_model = read_model(draft) if draft else None
     mmproj_bytes = 0
