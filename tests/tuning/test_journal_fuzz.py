@@ -58,7 +58,7 @@ lines = st.one_of(intact.map(as_line), st.binary(max_size=40), values.map(lambda
                   intact.map(as_line).map(lambda b: b[: len(b) // 2]))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(journal_lines=st.lists(lines, max_size=8), newline_at_end=st.booleans())
 def test_every_journal_ends_in_a_report_or_one_damage_line(cli, tmp_path, monkeypatch, journal_lines, newline_at_end):
