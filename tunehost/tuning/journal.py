@@ -125,9 +125,11 @@ class JournalState:
 
 def damage_message(journal: "Journal", damage: tuple[Damage, ...]) -> str:
     """One line for all the damage: the first damaged line and why, then how many more."""
-    first = damage[0]
-    more = f"; {len(damage) - 1} more damaged line(s): " + ", ".join(str(d.line) for d in damage[1:6]) + (
-        ", ..." if len(damage) > 6 else "") if len(damage) > 1 else ""
+    first, others = damage[0], damage[1:]
+    more = ""
+    if others:
+        shown = ", ".join(str(d.line) for d in others[:5]) + (", ..." if len(others) > 5 else "")
+        more = f"; {len(others)} more damaged line(s): {shown}"
     return f"{first} ({journal.path}{more})"
 
 
