@@ -154,3 +154,22 @@ def test_llama_build_check_names_the_llama_cpp_dir_that_is_set(make_snapshot, tm
     [finding] = run_doctor(HostFacts(open_host(snap)), checks).findings
     assert finding.severity.value == "skip"
     assert "$LLAMA_CPP_DIR is set to /opt/llama.cpp" in finding.summary and "set LLAMA_CPP_DIR" not in finding.summary
+
+
+def test_verify_keeps_exit_2_for_drift_when_the_reader_stops_early(tmp_path):
+    from tests.tuning.fakehost import build_root
+    from tunehost.tuning.engine import apply_plan, build_plan
+    from tunehost.tuning.journal import Journal
+    from tunehost.tuning.profiles import builtin_dir, load_profile
+    from tunehost.tuning.root import open_writable_root
+
+    root = build_root(tmp_path / "root", "intel_pstate", cpus=2)
+    host = open_writable_root(root)
+    journal = Journal(tmp_path / "state")
+    journal.ensure_writable()
+    assert apply_plan(host, build_plan(host, load_profile("throughput", [builtin_dir()])), journal,
+                      root=str(root.resolve())).ok
+    (root / "proc/sys/vm/swappiness").write_text("60\n")  # drift
+    env = {"TUNEHOST_ROOT": str(root), "TUNEHOST_STATE_DIR": str(tmp_path / "state")}
+    assert tunehost("verify", env=env)[0] == 2
+    assert tunehost("verify", close_stdout=True, env=env) == (2, "")
