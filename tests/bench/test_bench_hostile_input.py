@@ -65,6 +65,7 @@ def test_compare_and_import_with_a_directory_say_so(cli, tmp_path, model):
     assert "is a directory, not a saved" in one_line_exit_1(cli("bench", "-m", str(model), "--compare", str(tmp_path)))
     assert "is a directory, not llama-bench output" in one_line_exit_1(cli("bench", "--import", str(tmp_path)))
     assert "absent.md: no such file" in one_line_exit_1(cli("bench", "--import", str(tmp_path / "absent.md")))
+    assert "--save" in one_line_exit_1(cli("bench", "-m", str(model), "--save", str(tmp_path)))
 
 
 def test_an_unreadable_import_says_permission_denied(cli, tmp_path, monkeypatch):

@@ -75,6 +75,8 @@ def bench(
     if import_file is None and model is None:
         raise TunehostError("--model PATH.gguf is required (or --import FILE)")
     _check_numbers(n_prompt, n_gen, depth, reps, budget)
+    if save is not None and save.is_dir():  # said now, not after minutes of measuring
+        raise TunehostError(f"--save {save} is a directory; give a file name (OUT.json)")
     before = saved_results.load(compare) if compare is not None else None
     err = make_console(stderr=True)
 
