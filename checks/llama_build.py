@@ -30,6 +30,14 @@ class LlamaBuildCheck(Check):
                                 "root, and no llama.cpp was found on PATH; run tunehost as root (sudo) or set "
                                 "LLAMA_CPP_DIR to its build directory", ev)
                 return
+            setting = next((d.rsplit(" (from ", 1) for d in build.search_dirs
+                            if " (from $LLAMA_CPP_DIR" in d or " (from $TUNEHOST_LLAMA_BIN_DIR" in d), None)
+            if setting:  # the user has set it: say where it points, not "set LLAMA_CPP_DIR"
+                where, source = setting[0], setting[1].split(",")[0].rstrip(")")
+                yield self.skip(f"no llama.cpp binary found: {source} is set to {where}, but neither it (nor its "
+                                f"build/bin, bin) nor PATH has llama-server or llama-bench; point {source} at a "
+                                "llama.cpp build directory", ev)
+                return
             yield self.skip("llama.cpp not found on PATH; set LLAMA_CPP_DIR (or TUNEHOST_LLAMA_BIN_DIR) to its "
                             "build directory", ev)
             return

@@ -64,7 +64,12 @@ def select_checks(checks: Iterable[Check], only: Iterable[str] = (), skip: Itera
         raise TunehostError(f"unknown check id: {', '.join(unknown)} (see `tunehost doctor --list-checks`)")
     if only:
         checks = [c for c in checks if c.id in set(only)]
-    return [c for c in checks if c.id not in set(skip)]
+    selected = [c for c in checks if c.id not in set(skip)]
+    if not selected and (only or skip):  # "ready ()" from running nothing would be a lie
+        both = sorted(set(only) & set(skip))
+        why = f"--skip {', '.join(both)} removes what --check asked for" if both else "every check is skipped"
+        raise TunehostError(f"no check left to run: {why} (see `tunehost doctor --list-checks`)")
+    return selected
 
 
 def run_check(check: Check, facts: HostFacts) -> list[Finding]:

@@ -139,7 +139,10 @@ def test_journal_directory_not_writable(cli, root, tmp_path, monkeypatch):
     monkeypatch.setenv("TUNEHOST_STATE_DIR", str(blocker / "state"))
     before = tree(root)
     result = cli("apply", "--profile", "throughput", "--yes")
-    assert result.exit_code == 1 and "is not writable" in result.stderr
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"tunehost: error: the journal directory {blocker} (in the path of {blocker / 'state'}) is a file, not a "
+        "directory; nothing was changed (set TUNEHOST_STATE_DIR to a directory)"]
     assert tree(root) == before
 
 

@@ -371,8 +371,10 @@ def test_verify_with_nothing_applied_is_an_error(tmp_path, journal):
 def test_journal_directory_not_writable(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(TunehostError, match="is not writable.*nothing was changed"):
+    with pytest.raises(TunehostError, match="is a file, not a directory; nothing was changed"):
         Journal(blocker / "state").ensure_writable()
+    with pytest.raises(TunehostError, match=f"journal directory {blocker} is a file, not a directory"):
+        Journal(blocker).ensure_writable()
 
 
 def test_a_journal_only_root_can_read_says_so(tmp_path, monkeypatch):
@@ -382,7 +384,7 @@ def test_a_journal_only_root_can_read_says_so(tmp_path, monkeypatch):
     def denied(self, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(self))
 
-    monkeypatch.setattr("pathlib.Path.read_text", denied)  # what a non-root user meets on /var/lib/tunehost
+    monkeypatch.setattr("pathlib.Path.read_bytes", denied)  # what a non-root user meets on /var/lib/tunehost
     with pytest.raises(TunehostError, match=r"journal.jsonl: permission denied .*run this with sudo"):
         journal.active_runs()
 

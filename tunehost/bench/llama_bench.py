@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import signal
@@ -74,6 +75,10 @@ _TEST_NAME = re.compile(
 )
 _BUILD_LINE = re.compile(r"^build:\s*(?P<commit>\S+)\s*\((?P<number>\d+)\)\s*$")
 _THROUGHPUT_CELL = re.compile(r"^(?P<avg>[-+\d.eE]+|nan|inf)\s*(?:±\s*(?P<stddev>[-+\d.eE]+|nan|inf))?$")
+# Files tunehost reads as llama-bench output or saved results: a real sweep is a few hundred KB (a Markdown row is
+# ~130 bytes, so this is ~100,000 rows); anything larger is not what the user meant to give.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+GGUF_MAGIC = b"GGUF"
 _SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
 _COUNT_UNITS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
@@ -110,6 +115,72 @@ class BenchResult:
         if self.n_gen == 0:
             return "pp"
         return "tg" if self.n_prompt == 0 else "pp+tg"
+
+
+# ---------------------------------------------------------------- reading input
+
+
+def read_input(path: str | os.PathLike[str], what: str, *, strict: bool = False) -> str:
+    """The text of a file a user gave (--import, --compare): one clear TunehostError for a directory, a file too
+    large to be llama-bench output, a model file, binary data or (strict) text that is not UTF-8."""
+    location = Path(path)
+    try:
+        if location.is_dir():
+            raise TunehostError(f"{path} is a directory, not {what}")
+        with location.open("rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
+    except PermissionError:
+        raise TunehostError(f"cannot read {path}: permission denied") from None
+    except FileNotFoundError:
+        raise TunehostError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise TunehostError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise TunehostError(f"{path} is larger than {MAX_INPUT_BYTES // 2**20} MiB: too large to be {what}")
+    if data.startswith(GGUF_MAGIC):
+        raise TunehostError(f"{path} is a GGUF model file, not {what}")
+    if b"\0" in data:
+        raise TunehostError(f"{path} is a binary file, not {what}")
+    try:
+        return data.decode("utf-8", errors="strict" if strict else "replace")
+    except UnicodeDecodeError as exc:
+        raise TunehostError(f"{path} is not UTF-8 text (byte {exc.start + 1}), not {what}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number llama-bench or tunehost writes")
+
+
+def load_json(text: str, where: str) -> Any:
+    """json.loads without NaN/Infinity and with one clear line for nesting too deep to be real output."""
+    return _decode_json(lambda: json.loads(text, parse_constant=_no_constant), where)[0]
+
+
+def _decode_json(decode: Callable[[], Any], where: str) -> tuple[Any, ...]:
+    try:
+        result = decode()
+    except RecursionError:
+        raise TunehostError(f"{where} is nested too deeply to be real llama-bench output or a saved result") from None
+    except json.JSONDecodeError as error:
+        raise TunehostError(f"{where} is truncated or malformed JSON: {error.msg} at line {error.lineno}") from None
+    except ValueError as error:  # NaN / Infinity
+        raise TunehostError(f"{where}: {error}") from None
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _throughput(value: Any, where: str, what: str = "t/s") -> float:
+    """A tokens/s figure: a finite number above 0 (llama-bench reporting NaN, inf or a negative rate is broken)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise TunehostError(f"llama-bench {where} reports {what} {value!r}: not a positive finite number")
+    return float(value)
+
+
+def _spread(value: Any, where: str) -> float:
+    if value is None:
+        return 0.0
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise TunehostError(f"llama-bench {where} reports a stddev of {value!r}: not a finite number >= 0")
+    return float(value)
 
 
 # ---------------------------------------------------------------- parsing
@@ -152,10 +223,8 @@ def parse_json(text: str) -> list[BenchResult]:
     start = _first_line_starting(text, "[")
     if start is None:
         raise TunehostError(f"no JSON array in llama-bench output; starts with {_excerpt(text)}")
-    try:
-        records, _end = json.JSONDecoder().raw_decode(text, start)
-    except json.JSONDecodeError as error:
-        raise TunehostError(f"llama-bench JSON is truncated or malformed: {error.msg} at line {error.lineno}") from None
+    records, _end = _decode_json(lambda: json.JSONDecoder(parse_constant=_no_constant).raw_decode(text, start),
+                                 "llama-bench JSON")
     if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
         raise TunehostError("llama-bench JSON is not an array of objects")
     return _nonempty([_result_from_record(record, f"JSON object {n}") for n, record in enumerate(records, 1)])
@@ -168,10 +237,7 @@ def parse_jsonl(text: str) -> list[BenchResult]:
         stripped = line.strip()
         if not stripped.startswith("{"):
             continue
-        try:
-            record = json.loads(stripped)
-        except json.JSONDecodeError as error:
-            raise TunehostError(f"llama-bench JSONL line {number} is truncated or malformed: {error.msg}") from None
+        record = load_json(stripped, f"llama-bench JSONL line {number}")
         if not isinstance(record, dict):
             raise TunehostError(f"llama-bench JSONL line {number} is not a JSON object")
         results.append(_result_from_record(record, f"JSONL line {number}"))
@@ -238,6 +304,7 @@ def _result_from_record(record: Mapping[str, Any], where: str) -> BenchResult:
     avg_ts = record.get("avg_ts")
     if not isinstance(avg_ts, (int, float)) or isinstance(avg_ts, bool):
         raise TunehostError(f"llama-bench {where} has no numeric avg_ts")
+    avg_ts = _throughput(avg_ts, where, "avg_ts")
     n_prompt = _int_or_none(record.get("n_prompt"))
     n_gen = _int_or_none(record.get("n_gen"))
     n_depth = _int_or_none(record.get("n_depth")) or 0
@@ -248,14 +315,15 @@ def _result_from_record(record: Mapping[str, Any], where: str) -> BenchResult:
     samples = record.get("samples_ts") or ()
     if not isinstance(samples, (list, tuple)) or not all(isinstance(s, (int, float)) for s in samples):
         raise TunehostError(f"llama-bench {where} has a malformed samples_ts")
+    samples = [_throughput(sample, where, "a samples_ts value") for sample in samples]
     return BenchResult(
         test=format_test_name(n_prompt, n_gen, n_depth),
         n_prompt=n_prompt,
         n_gen=n_gen,
         n_depth=n_depth,
-        avg_ts=float(avg_ts),
-        stddev_ts=float(record.get("stddev_ts") or 0.0),
-        samples_ts=tuple(float(sample) for sample in samples),
+        avg_ts=avg_ts,
+        stddev_ts=_spread(record.get("stddev_ts"), where),
+        samples_ts=tuple(samples),
         model_type=_str_or_none(record.get("model_type")),
         model_size=_int_or_none(record.get("model_size")),
         n_params=_int_or_none(record.get("model_n_params")),
@@ -279,8 +347,8 @@ def _result_from_markdown_row(row: Mapping[str, str], line_number: int) -> Bench
         n_prompt=n_prompt,
         n_gen=n_gen,
         n_depth=n_depth,
-        avg_ts=float(throughput["avg"]),
-        stddev_ts=float(throughput["stddev"] or 0.0),
+        avg_ts=_throughput(_number(throughput["avg"]), where),
+        stddev_ts=_spread(_number(throughput["stddev"]) if throughput["stddev"] else None, where),
         model_type=row.get("model_type") or None,
         model_size=_scaled(row.get("model_size"), _SIZE_UNITS),
         n_params=_scaled(row.get("model_n_params"), _COUNT_UNITS),
@@ -365,6 +433,14 @@ def _scaled(cell: str | None, units: Mapping[str, int]) -> int | None:
         return None
 
 
+def _number(cell: str) -> float | str:
+    """A t/s cell's number, or the cell itself when it is no number (the caller says what is wrong)."""
+    try:
+        return float(cell)
+    except ValueError:
+        return cell
+
+
 def _scalar(cell: str) -> Any:
     for convert in (int, float):
         try:
@@ -442,7 +518,15 @@ def find_llama_bench(
     found = llama_program_candidates(BENCH_BINARY, environ)
     if found:
         return Path(found[0][0])
-    looked = [d["dir"] for d in llama_search_dirs(dict(os.environ if environ is None else environ))] + ["PATH"]
+    env = dict(os.environ if environ is None else environ)
+    searched = llama_search_dirs(env)
+    looked = [d["dir"] for d in searched] + ["PATH"]
+    configured = [f"{name} is set ({env[name]}) but has no llama-bench"
+                  for name in ("TUNEHOST_LLAMA_BIN_DIR", "LLAMA_CPP_DIR") if env.get(name)]
+    if configured:  # do not ask for a setting the user has made: say where it points
+        raise TunehostError(f"llama-bench not found: {'; '.join(configured)} (looked in {', '.join(looked)}); "
+                            "point it at a llama.cpp build, pass --llama-bench PATH, or build one with "
+                            "scripts/build_llama_cpp.py")
     raise TunehostError(
         f"llama-bench not found (looked in {', '.join(looked)}); pass its path, set LLAMA_CPP_DIR, "
         "or build one with scripts/build_llama_cpp.py"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,7 +93,7 @@ class TestSamples:
     def from_json(cls, data: Mapping[str, Any]) -> "TestSamples":
         return cls(test=str(data["test"]), n_prompt=int(data["n_prompt"]), n_gen=int(data["n_gen"]),
                    n_depth=int(data.get("n_depth") or 0),
-                   samples_ts=tuple(float(s) for s in data.get("samples_ts") or ()),
+                   samples_ts=tuple(_finite(s) for s in data.get("samples_ts") or ()),
                    avg_ts=_float(data.get("avg_ts")), stddev_ts=_float(data.get("stddev_ts")))
 
 
@@ -268,9 +269,12 @@ class SavedResult:
             found = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
             raise TunehostError(f"{where} is not a tunehost bench result (schema {found!r}, expected {SCHEMA!r})")
         try:
+            configs = tuple(ConfigResult.from_json(c) for c in data["configs"])
+            if not configs:
+                raise ValueError("it holds no configuration")
             return cls(
                 source=str(data.get("source") or "measured"),
-                configs=tuple(ConfigResult.from_json(c) for c in data["configs"]),
+                configs=configs,
                 model=dict(data.get("model") or {}), llama_bench=dict(data.get("llama_bench") or {}),
                 settings=dict(data.get("settings") or {}), host=dict(data.get("host") or {}),
                 comparison=Comparison.from_json(data["comparison"]) if data.get("comparison") else None,
@@ -280,8 +284,9 @@ class SavedResult:
                 label=data.get("label"), created=str(data.get("created") or ""),
                 tunehost=str(data.get("tunehost") or ""), notes=tuple(data.get("notes") or ()),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TunehostError(f"{where} is a damaged tunehost bench result: {exc.__class__.__name__}: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise TunehostError(f"{where} is a damaged tunehost bench result: {exc.__class__.__name__}: "
+                                f"{str(exc)[:200]}") from None
 
     def __str__(self) -> str:
         """One line a person can read: "pp512 123.4 t/s ±1.2 %, tg128 45.6 t/s ±0.8 % (median of 9)"."""
@@ -398,16 +403,11 @@ def save(result: SavedResult, path: str | os.PathLike[str]) -> Path:
 
 
 def load(path: str | os.PathLike[str]) -> SavedResult:
-    """Read a saved result; TunehostError for a missing, unreadable or foreign file."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise TunehostError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise TunehostError(f"{path} is not JSON: {exc}") from None
-    return SavedResult.from_json(data, str(path))
+    """Read a saved result; TunehostError for a missing, unreadable, binary, oversized or foreign file."""
+    from tunehost.bench.llama_bench import load_json, read_input
+
+    text = read_input(path, "a saved tunehost bench result (--save FILE)", strict=True)
+    return SavedResult.from_json(load_json(text, str(path)), str(path))
 
 
 # ---------------------------------------------------------------- importing
@@ -420,14 +420,11 @@ def import_results(path: str | os.PathLike[str]) -> SavedResult:
     groups are named after what differs between them ("n_threads=4"), in the order they appear. A saved
     tunehost result is accepted too (read as is).
     """
-    from tunehost.bench.llama_bench import parse_output
+    from tunehost.bench.llama_bench import load_json, parse_output, read_input
 
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise TunehostError(f"cannot read {path}: {exc.strerror or exc}") from None
+    text = read_input(path, "llama-bench output")
     if text.lstrip().startswith("{") and f'"{SCHEMA}"' in text[:4000]:
-        return load(path)
+        return SavedResult.from_json(load_json(text, str(path)), str(path))
     try:
         parsed = parse_output(text)
     except TunehostError as exc:
@@ -439,14 +436,15 @@ def result_from_bench_results(parsed: Sequence[BenchResult], *, source: str, lab
     groups: dict[tuple, list[BenchResult]] = {}
     for result in parsed:
         groups.setdefault(_config_key(result), []).append(result)
-    keys = list(groups)
-    differing = sorted({name for key in keys for name, value in key if any(dict(k).get(name) != value for k in keys)})
+    differing = _differing_params(list(groups))
     configs = []
+    names: set[str] = set()  # a set, not a scan of configs: a sweep of 100,000 rows stays linear
     for number, (key, rows) in enumerate(groups.items(), 1):
         params = dict(key)
         name = ", ".join(f"{n}={params.get(n)}" for n in differing) if differing else "imported"
-        if any(c.name == name for c in configs):
+        if name in names:
             name = f"{name} #{number}"
+        names.add(name)
         tests = tuple(TestSamples(test=r.test, n_prompt=r.n_prompt, n_gen=r.n_gen, n_depth=r.n_depth,
                                   samples_ts=r.samples_ts, avg_ts=r.avg_ts, stddev_ts=r.stddev_ts) for r in rows)
         configs.append(ConfigResult(name=name, flags=(), tests=tests, params=params))
@@ -462,6 +460,18 @@ def result_from_bench_results(parsed: Sequence[BenchResult], *, source: str, lab
         llama_bench={"build_commit": first.build_commit, "build_number": first.build_number, "backend": first.backend},
         host={"cpu_brand": first.flags.get("cpu_info"), "gpu": first.flags.get("gpu_info")},
     )
+
+
+def _differing_params(keys: Sequence[tuple]) -> list[str]:
+    """The parameter names whose value is not the same in every configuration key (absent counts as a value).
+    One pass over the keys: comparing every key with every other was quadratic (96 s of CPU on a 36 MB import)."""
+    seen: dict[str, set[Any]] = {}
+    count: dict[str, int] = {}
+    for key in keys:
+        for name, value in key:
+            seen.setdefault(name, set()).add(value)
+            count[name] = count.get(name, 0) + 1
+    return sorted(name for name, values in seen.items() if len(values) > 1 or count[name] < len(keys))
 
 
 def _config_key(result: BenchResult) -> tuple:
@@ -487,12 +497,23 @@ def config_from_invocations(name: str, flags: Sequence[str], invocations: Iterab
 
 
 def _float(value: Any) -> float | None:
+    """A number of a saved result, None when absent or not a number; NaN/inf is damage (ValueError)."""
     if value is None:
         return None
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         return None
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return number
+
+
+def _finite(value: Any) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"a sample of {value!r} t/s is not a positive finite number")
+    return number
 
 
 def _round(value: float | None) -> float | None:

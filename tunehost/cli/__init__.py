@@ -6,8 +6,10 @@ so that `tunehost --help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import os
 import sys
 from typing import Any, Callable, TypeVar
 
@@ -15,9 +17,9 @@ import typer
 from typer.core import TyperGroup
 
 try:  # typer >= 0.20 vendors click as typer._click
-    from typer._click.exceptions import UsageError
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer on top of click
-    from click.exceptions import UsageError
+    from click.exceptions import NoArgsIsHelpError, UsageError
 
 from tunehost import __version__
 from tunehost.errors import TunehostError
@@ -25,6 +27,8 @@ from tunehost.errors import TunehostError
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USAGE = 1  # SNAPSHOT.md: bad arguments are "the tool could not run" (1), not click's default 2
+# llama.cpp reads -c/-np (common/arg.cpp) and llama-bench's -p/-n/-d/-r with std::stoi into an int: 32 bits
+LLAMA_INT_MAX = 2**31 - 1
 
 
 def _as_one_line(exc: UsageError) -> UsageError:
@@ -52,6 +56,9 @@ class _Group(TyperGroup):
     def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
         try:
             return super().make_context(*args, **kwargs)
+        except NoArgsIsHelpError as exc:  # bare `tunehost`: the help on stdout, exit 0 (not an error)
+            typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            raise typer.Exit(0) from None
         except UsageError as exc:
             raise _as_one_line(exc)
 
@@ -83,6 +90,15 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def check_range(option: str, value: int | float, low: int | float, high: int | float = LLAMA_INT_MAX,
+                what: str = "") -> None:
+    """One clear TunehostError for an option outside [low, high] (NaN and infinity included)."""
+    import math
+
+    if not math.isfinite(value) or not low <= value <= high:
+        raise TunehostError(f"{option} must be between {low} and {high}{what}, not {value}")
+
+
 def cli_errors(fn: F) -> F:
     """Turn TunehostError (and a broken pipe, or Ctrl-C) into one line and a non-zero exit — never a traceback."""
 
@@ -95,8 +111,32 @@ def cli_errors(fn: F) -> F:
         except KeyboardInterrupt:
             typer.echo("tunehost: interrupted", err=True)
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # the reader went away before the command knew its own status
+            stdout_gone()
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def stdout_gone() -> None:
+    """The reader of stdout went away (`tunehost doctor | head -1`): send the rest of the output to /dev/null, as
+    Python's note on SIGPIPE recommends, so no later write or the final flush fails."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor behind sys.stdout (tests capture it)
+        pass
+
+
+@contextlib.contextmanager
+def report_output():
+    """Printing a report whose exit status is already decided (doctor's verdict, verify's drift): a reader that
+    stops early does not turn that status into 1."""
+    try:
+        yield
+    except BrokenPipeError:
+        stdout_gone()
 
 
 def make_console(*, stderr: bool = False) -> Any:
@@ -110,6 +150,10 @@ def make_console(*, stderr: bool = False) -> Any:
     class PrintableConsole(Console):
         def render_str(self, text: str, **kwargs: Any) -> Any:  # every str printed, table cells included
             return super().render_str(printable_lines(text), **kwargs)
+
+        def on_broken_pipe(self) -> None:  # rich exits 1 itself; let the command keep its own exit status
+            self.quiet = True
+            raise BrokenPipeError(32, "the reader of the output went away")
 
     stream = sys.stderr if stderr else sys.stdout
     return PrintableConsole(highlight=False, soft_wrap=not stream.isatty(), stderr=stderr)
@@ -142,6 +186,6 @@ for _name in COMMAND_MODULES:
 def main() -> None:
     try:
         app()
-    except BrokenPipeError:  # `tunehost doctor | head`
-        sys.stderr.close()
+    except BrokenPipeError:  # `tunehost ... | head` outside any command (the help): the reader has what it wanted
+        stdout_gone()
         sys.exit(0)

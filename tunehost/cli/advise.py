@@ -69,10 +69,21 @@ def advise(
                         ("--host", host_addr), ("--api-key-file", api_key_file)):
         if value is not None:
             require_printable(str(value), what)
+    from tunehost.advise.plan import DEFAULT_CTX
+    from tunehost.cli import LLAMA_INT_MAX
+
+    per_slot = ctx if ctx is not None else DEFAULT_CTX  # at most DEFAULT_CTX when --ctx is not given
+    if per_slot * parallel > LLAMA_INT_MAX:  # llama-server gets -c ctx*parallel, a 32-bit int
+        what = "--ctx" if parallel == 1 else "--ctx x --parallel" if ctx is not None else \
+            f"--parallel x the default context ({DEFAULT_CTX})"
+        raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
+                            f"not {per_slot * parallel}")
     facts_model = read_model(model)
     draft_model = read_model(draft) if draft else None
     mmproj_bytes = 0
     if mmproj is not None:
+        if mmproj.is_dir():
+            raise TunehostError(f"{mmproj}: is a directory, not a GGUF file")
         if not mmproj.is_file():
             raise TunehostError(f"{mmproj}: no such file")
         mmproj_bytes = mmproj.stat().st_size

@@ -6,6 +6,7 @@ See docs/bench.md for how to read the table and the statistics behind it.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, make_console
+from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
+from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,7 +67,6 @@ def bench(
     beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy)."""
     from tunehost.bench import results as saved_results
     from tunehost.bench import runner
-    from tunehost.errors import TunehostError
 
     if candidate is not None and advised:
         raise TunehostError("--candidate and --advised are two candidates; give one")
@@ -74,6 +75,9 @@ def bench(
                             "--candidate/--advised")
     if import_file is None and model is None:
         raise TunehostError("--model PATH.gguf is required (or --import FILE)")
+    _check_numbers(n_prompt, n_gen, depth, reps, budget)
+    if save is not None and save.is_dir():  # said now, not after minutes of measuring
+        raise TunehostError(f"--save {save} is a directory; give a file name (OUT.json)")
     before = saved_results.load(compare) if compare is not None else None
     err = make_console(stderr=True)
 
@@ -125,6 +129,19 @@ def bench(
         again = shlex.join(["tunehost", "bench", "--model", str(result.model.get("path") or "MODEL.gguf"),
                             "--compare", str(save)])  # a command to paste: quoted, never raw paths
         console.print(f"\nsaved to {escape(str(save))}; compare later with: {escape(again)}", highlight=False)
+
+
+def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int, budget: float) -> None:
+    """Bounds llama-bench can take (its -p/-n/-d/-r are 32-bit ints; the context it allocates is p + n + d)."""
+    for option, value in (("-p/--n-prompt", n_prompt), ("-n/--n-gen", n_gen), ("--depth", depth)):
+        if value is not None:
+            check_range(option, value, 0, what=" tokens (0 skips the test)" if option != "--depth" else " tokens")
+    if sum(v or 0 for v in (n_prompt, n_gen, depth)) > LLAMA_INT_MAX:
+        raise TunehostError(f"-p + -n + --depth must be at most {LLAMA_INT_MAX} tokens (llama-bench's context is "
+                            f"their sum)")
+    check_range("--reps", reps, 1)
+    if not math.isfinite(budget) or budget < 0:
+        raise TunehostError(f"--budget must be a finite number of seconds, 0 or more, not {budget}")
 
 
 def _pick(given: int | None, saved: Any, default: int) -> int:

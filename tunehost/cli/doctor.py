@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, make_console
+from tunehost.cli import cli_errors, make_console, report_output
 from tunehost.printable import one_line
 
 if TYPE_CHECKING:
@@ -123,12 +123,13 @@ def doctor(
     checks = select_checks(loaded.checks, check, skip)
     report = judge(HostFacts(open_host(snapshot)), checks, loaded.warnings, strict=strict, quick=quick,
                    show_status=not quiet)
-    if json_out:
-        typer.echo(json.dumps(report.to_json(), indent=2))
-    elif quiet:
-        _print_quiet(report)
-    else:
-        render_report(report, make_console(), verbose=verbose)
+    with report_output():  # `tunehost doctor | head -1` still exits with the verdict
+        if json_out:
+            typer.echo(json.dumps(report.to_json(), indent=2))
+        elif quiet:
+            _print_quiet(report)
+        else:
+            render_report(report, make_console(), verbose=verbose)
     raise typer.Exit(report.exit_code)
 
 
@@ -144,8 +145,10 @@ def snapshot(
     """
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
+    from tunehost.host.snapshot import check_target
     from tunehost.registry import load_checks
 
+    check_target(directory)  # at once, not after the sampling
     facts = HostFacts(open_host(record=True))
     judge(facts, load_checks().checks, quick=quick)  # records everything every check reads
     record_snapshot(facts, directory)

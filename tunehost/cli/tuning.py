@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, fail, make_console
+from tunehost.cli import cli_errors, fail, make_console, report_output
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
@@ -54,6 +54,10 @@ def apply(
     if not dry_run:
         require_root("tunehost apply")
         journal.ensure_writable()
+        damaged = journal_damage(journal)
+        if damaged:
+            raise TunehostError(f"{damaged}: nothing was changed (`tunehost rollback` undoes every intact step; "
+                                f"then move {journal.path} aside)")
         active = journal.active_runs()
         if active and active[-1].interrupted:
             raise TunehostError(f"an earlier apply of {active[-1].profile} (run {active[-1].id}) was interrupted: "
@@ -112,17 +116,25 @@ def verify() -> None:
     from tunehost.tuning.root import open_tuning_host
 
     host, root = open_tuning_host()
-    report = run_verify(host, Journal(), root=root)
+    journal = Journal()
+    damaged = journal_damage(journal)
+    if damaged and not journal.active_runs():
+        raise TunehostError(f"{damaged}: its intact lines hold no applied profile to verify")
+    report = run_verify(host, journal, root=root)
     run = report.run
-    typer.echo(f"profile {run.profile} (run {run.id}, {_when(run.begin.get('time'))}): "
-               f"{len(report.held)} setting(s) hold, {len(report.drift)} drifted")
-    if run.interrupted:
-        typer.echo("INTERRUPTED: that apply never finished; `tunehost rollback` completes its rollback")
-    for d in report.drift:
-        typer.echo(f"DRIFT {d.name}: {d.target} -> now {d.current if d.current is not None else '(unreadable)'}"
-                   f"  ({d.where})")
+    with report_output():  # `tunehost verify | head -1` still exits 2 on drift
+        typer.echo(f"profile {run.profile} (run {run.id}, {_when(run.begin.get('time'))}): "
+                   f"{len(report.held)} setting(s) hold, {len(report.drift)} drifted")
+        if run.interrupted:
+            typer.echo("INTERRUPTED: that apply never finished; `tunehost rollback` completes its rollback")
+        for d in report.drift:
+            typer.echo(f"DRIFT {d.name}: {d.target} -> now {d.current if d.current is not None else '(unreadable)'}"
+                       f"  ({d.where})")
+        if not report.ok and not damaged:
+            typer.echo("re-apply with `tunehost apply --profile " + run.profile + "`, or `tunehost rollback`")
+    if damaged:
+        raise fail(f"{damaged}: verified only what its intact lines record")
     if not report.ok:
-        typer.echo("re-apply with `tunehost apply --profile " + run.profile + "`, or `tunehost rollback`")
         raise typer.Exit(EXIT_DRIFT)
 
 
@@ -138,7 +150,11 @@ def rollback(
 
     require_root("tunehost rollback")
     journal = Journal()
+    damaged = journal_damage(journal)
     if not journal.active_runs():
+        if damaged:
+            raise TunehostError(f"{damaged}: its intact lines hold nothing to roll back; check the host by hand "
+                                f"(`tunehost doctor`), then move {journal.path} aside")
         typer.echo("nothing to roll back: no apply of tunehost is in place")
         return
     journal.ensure_writable()
@@ -166,6 +182,9 @@ def rollback(
     if not outcome.complete:
         typer.echo("rollback incomplete: fix the failures above and run `tunehost rollback` again", err=True)
         raise typer.Exit(1)
+    if damaged:
+        raise fail(f"{damaged}: every intact step was rolled back; what the damaged line(s) held is unknown: "
+                   f"check the host (`tunehost doctor`), then move {journal.path} aside")
     typer.echo("rollback complete")
 
 
@@ -176,14 +195,19 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
     from tunehost.tuning.profiles import SETTING_KEYS
 
     journal = Journal()
+    damaged = journal_damage(journal)
     active = journal.active_runs()
     if json_out:
         typer.echo(json.dumps([{"run": r.id, "profile": r.profile, "root": r.root, "status": r.status,
                                 "time": r.begin.get("time"), "settings": r.begin.get("settings", {}),
                                 "steps": len(r.intents)} for r in active], indent=2))
+        if damaged:
+            raise fail(damaged)
         return
     if not active:
         typer.echo(f"no profile applied by tunehost (journal: {journal.path})")
+        if damaged:
+            raise fail(f"{damaged}: no applied profile in its intact lines")
         return
     for r in active:
         where = "" if r.root == "/" else f" on root {r.root}"
@@ -194,6 +218,19 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
             typer.echo(f"    {key} = {settings[key]}")
     top = active[-1]
     typer.echo(f"in effect: {top.profile}; `tunehost verify` checks it, `tunehost rollback` undoes it")
+    if damaged:
+        raise fail(f"{damaged}: the runs above are built from its intact lines")
+
+
+def journal_damage(journal) -> str | None:
+    """One line for a damaged journal (None when intact); a last line cut short by a crash is only a warning."""
+    from tunehost.tuning.journal import damage_message
+
+    state = journal.read()
+    for d in state.damage:
+        if d.cut_short:
+            typer.echo(f"tunehost: warning: {d} ({journal.path}): ignored", err=True)
+    return damage_message(journal, state.harmful) if state.harmful else None
 
 
 @cli_errors

@@ -35,6 +35,18 @@ CANONICAL_SAMPLES = ("activity", "processes", "listeners")
 MAX_LISTED_FILE_BYTES = 64 * 1024
 
 
+def check_target(directory: Path) -> None:
+    """A snapshot goes into a new or empty directory: anything else is one TunehostError, said before any sampling."""
+    for place in (directory, *directory.parents):
+        if place.is_dir():
+            break
+        if place.exists() or place.is_symlink():
+            where = "" if place == directory else f" (in the path of {directory})"
+            raise TunehostError(f"{place}{where} is a file, not a directory; choose a new directory")
+    if directory.is_dir() and any(directory.iterdir()):
+        raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
+
+
 def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()) -> dict:
     """Write what `host` (opened with record=True) has read into `directory`. Returns the manifest."""
     if host.files.log is None or not isinstance(getattr(host.commands, "log", None), CommandLog):
@@ -44,8 +56,7 @@ def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()
     for name in CANONICAL_SAMPLES:
         host.sample(name)
     directory = Path(directory)
-    if directory.exists() and any(directory.iterdir()):
-        raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
+    check_target(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _write_fs(host, directory / "fs")

@@ -369,6 +369,8 @@ class RollbackOutcome:
 
 
 def _check_root(run: Run, root: str) -> None:
+    if run.begin_damaged:
+        return  # the root it acted on is lost with its begin line: the one this command runs on is the only guess
     if run.root != root:
         raise TunehostError(f"the last apply ({run.profile}, run {run.id}) acted on root {run.root}, not {root}: "
                             f"run this with TUNEHOST_ROOT={run.root}" if run.root != "/" else

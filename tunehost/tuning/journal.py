@@ -11,6 +11,9 @@ a `run` id:
     {"type": "rolled-back", "run": ..., "time": ..., "complete": true}
 
 An intent without a result is a change that may or may not have happened (a crash): rollback treats it like a done one.
+Every line is checked when read (`Journal.read()`): a damaged line (not UTF-8, not JSON, a field of the wrong type, a
+missing step, an unknown knob kind) is reported as `Damage` ("journal damaged at line N: why") and skipped, so every
+intact step can still be rolled back.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from tunehost.errors import TunehostError
 STATE_ENV = "TUNEHOST_STATE_DIR"
 DEFAULT_STATE_DIR = "/var/lib/tunehost"
 JOURNAL_NAME = "journal.jsonl"
+JOURNAL_MODE = 0o600  # docs/apply.md: the journal names what was changed on the host; only root reads it
+RECORD_TYPES = ("begin", "intent", "result", "undo", "end", "rolled-back")
 
 
 def state_dir() -> Path:
@@ -59,6 +64,11 @@ class Run:
         return str(self.begin.get("root", "/"))
 
     @property
+    def begin_damaged(self) -> bool:
+        """Its begin line is damaged: the profile and root are unknown, its intact steps are still here."""
+        return bool(self.begin.get("begin_damaged"))
+
+    @property
     def interrupted(self) -> bool:
         """Began but never ended: the process died mid-apply."""
         return self.end is None
@@ -82,82 +92,264 @@ class Run:
         return sorted(self.intents)
 
 
+@dataclass(frozen=True)
+class Damage:
+    """One journal line that could not be used, and why. `cut_short`: the last line, cut by a crash while it was
+    written (the change it announced was never made, so it is harmless)."""
+
+    line: int
+    why: str
+    cut_short: bool = False
+
+    def __str__(self) -> str:
+        return f"journal damaged at line {self.line}: {self.why}"
+
+
+@dataclass(frozen=True)
+class JournalState:
+    """What a read of the journal found: the runs built from every intact record, and the damaged lines."""
+
+    runs: tuple[Run, ...]
+    damage: tuple[Damage, ...]
+    records: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def active(self) -> list[Run]:
+        return [r for r in self.runs if r.active]
+
+    @property
+    def harmful(self) -> tuple[Damage, ...]:
+        """Damage that may hide a change (everything but a last line cut short by a crash)."""
+        return tuple(d for d in self.damage if not d.cut_short)
+
+
+def damage_message(journal: "Journal", damage: tuple[Damage, ...]) -> str:
+    """One line for all the damage: the first damaged line and why, then how many more."""
+    first, others = damage[0], damage[1:]
+    more = ""
+    if others:
+        shown = ", ".join(str(d.line) for d in others[:5]) + (", ..." if len(others) > 5 else "")
+        more = f"; {len(others)} more damaged line(s): {shown}"
+    return f"{first} ({journal.path}{more})"
+
+
 class Journal:
     def __init__(self, directory: Path | None = None):
         self.dir = Path(directory) if directory is not None else state_dir()
         self.path = self.dir / JOURNAL_NAME
 
     def ensure_writable(self) -> None:
-        """Create the state directory (0700) and prove the journal can be appended to, before any change."""
+        """Create the state directory (0700) and prove the journal can be appended to, before any change.
+        Creates no journal file: that happens with the first record (nothing is written when nothing changes)."""
+        self._refuse_non_directory()
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with open(self.path, "a"):
-                pass
+            if self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND))
             probe = self.dir / f".probe-{os.getpid()}"
-            probe.write_text("")
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, JOURNAL_MODE))
             probe.unlink()
         except OSError as exc:
             raise TunehostError(f"the journal directory {self.dir} is not writable ({exc.strerror or exc}); "
                                 f"nothing was changed (set {STATE_ENV} to a writable directory)") from None
 
+    def _refuse_non_directory(self) -> None:
+        """A state directory (or one of its parents) that is a file: say so, instead of "File exists"."""
+        for place in (self.dir, *self.dir.parents):
+            if place.is_dir():
+                return
+            if place.exists() or place.is_symlink():
+                what = str(place) if place == self.dir else f"{place} (in the path of {self.dir})"
+                raise TunehostError(f"the journal directory {what} is a file, not a directory; nothing was changed "
+                                    f"(set {STATE_ENV} to a directory)")
+
     def append(self, record: dict[str, Any]) -> None:
-        """Write one record and fsync it: once this returns, the record survives a crash."""
+        """Write one record and fsync it: once this returns, the record survives a crash. The file is created 0600
+        whatever the umask; a last line cut short by an earlier crash is ended first, so this record stays whole."""
         line = json.dumps(record, sort_keys=True) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, JOURNAL_MODE)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = "\n" + line
             os.write(fd, line.encode())
             os.fsync(fd)
         finally:
             os.close(fd)
 
-    def records(self) -> list[dict[str, Any]]:
+    def read(self) -> JournalState:
+        """Every run the journal holds, built from its intact records, and the lines that are damaged."""
         try:
-            text = self.path.read_text()
+            data = self.path.read_bytes()
         except FileNotFoundError:
-            return []
+            return JournalState((), ())
+        except NotADirectoryError:
+            self._refuse_non_directory()
+            raise
         except PermissionError:
             raise TunehostError(f"cannot read the journal {self.path}: permission denied (it is root's: "
                                 f"run this with sudo)") from None
         except OSError as exc:
             raise TunehostError(f"cannot read the journal {self.path}: {exc.strerror or exc}") from None
-        out = []
-        lines = text.splitlines()
-        for i, line in enumerate(lines):
-            if not line.strip():
+        records: list[tuple[int, dict[str, Any]]] = []
+        damage: list[Damage] = []
+        lines = data.split(b"\n")
+        last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+        for i, raw in enumerate(lines):
+            if not raw.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                if i == len(lines) - 1:
-                    continue  # a line cut short by a crash: the intent it would have been was never acted on
-                raise TunehostError(f"the journal {self.path} is damaged at line {i + 1}") from None
-            if isinstance(rec, dict):
-                out.append(rec)
-        return out
+            rec, why = parse_record(raw)
+            if rec is not None:
+                records.append((i + 1, rec))
+            elif i == last and not data.endswith(b"\n") and why.startswith("not JSON"):
+                damage.append(Damage(i + 1, "cut short (tunehost was stopped while writing it; the change it "
+                                            "announced was never made)", cut_short=True))
+            else:
+                damage.append(Damage(i + 1, why))
+        runs = _build_runs(records, damage)
+        return JournalState(tuple(runs), tuple(damage), tuple(rec for _, rec in records))
+
+    def records(self) -> list[dict[str, Any]]:
+        """The intact records, in order (damaged lines left out: see `read()`)."""
+        return list(self.read().records)
 
     def runs(self) -> list[Run]:
-        runs: dict[str, Run] = {}
-        for rec in self.records():
-            rid = rec.get("run")
-            kind = rec.get("type")
-            if kind == "begin":
-                runs[rid] = Run(rid, rec)
-                continue
-            run = runs.get(rid)
-            if run is None:
-                continue
-            if kind == "intent":
-                run.intents[int(rec["step"])] = rec
-            elif kind == "result":
-                run.results[int(rec["step"])] = rec
-            elif kind == "undo":
-                run.undos.append(rec)
-            elif kind == "end":
-                run.end = rec
-            elif kind == "rolled-back":
-                run.rolled_back = rec
-        return list(runs.values())
+        return list(self.read().runs)
 
     def active_runs(self) -> list[Run]:
         """Applies whose changes may still be in place, oldest first (rollback undoes the last one)."""
-        return [r for r in self.runs() if r.active]
+        return self.read().active
+
+
+# --- checking records --------------------------------------------------------------------------------------------------
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _knob_problem(knob: Any) -> str | None:
+    """Why a recorded knob cannot be used, or None."""
+    from tunehost.tuning.settings import KNOB_KINDS, knob_from_record
+
+    if not isinstance(knob, dict):
+        return "knob is not an object"
+    if knob.get("kind") not in KNOB_KINDS:
+        return f"unknown knob kind {str(knob.get('kind'))[:40]!r}"
+    if not all(isinstance(v, str) for v in knob.values()):
+        return "a knob field is not a string"
+    try:
+        knob_from_record(knob)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"not a {knob['kind']} knob ({exc.__class__.__name__})"
+    return None
+
+
+def _record_problem(rec: dict[str, Any]) -> str | None:
+    """Why a decoded record cannot be used (a field missing or of the wrong type), or None."""
+    kind = rec.get("type")
+    if kind not in RECORD_TYPES:
+        return f"unknown record type {str(kind)[:40]!r}"
+    if not isinstance(rec.get("run"), str):
+        return f"{kind} record without a run id"
+    if kind in ("intent", "result", "undo"):
+        if not _is_int(rec.get("step")) or rec["step"] < 1:
+            return f"{kind} record without a step number"
+    if kind == "begin":
+        if not isinstance(rec.get("root", "/"), str) or not isinstance(rec.get("profile", ""), str):
+            return "begin record with a root or profile that is not a string"
+        if not isinstance(rec.get("settings", {}), dict):
+            return "begin record whose settings are not an object"
+        expect, files = rec.get("expect", []), rec.get("files", [])
+        if not isinstance(expect, list) or not isinstance(files, list):
+            return "begin record whose expect/files are not lists"
+        for item in expect:
+            if not isinstance(item, dict) or not isinstance(item.get("target"), str):
+                return "begin record with an expected setting without a target"
+            why = _knob_problem(item.get("knob"))
+            if why:
+                return f"begin record: {why}"
+        for item in files:
+            if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
+                    or not _is_str_or_none(item.get("sha256")):
+                return "begin record with a file entry without a path"
+    elif kind == "intent":
+        if rec.get("kind") == "file":
+            if not isinstance(rec.get("path"), str) or not rec["path"].startswith("/"):
+                return "file intent without an absolute path"
+            if not all(_is_str_or_none(rec.get(k)) for k in ("target_sha256", "previous_sha256", "backup")):
+                return "file intent with a checksum or backup that is not a string"
+            dirs = rec.get("created_dirs") or []
+            if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+                return "file intent whose created_dirs is not a list of paths"
+        elif rec.get("kind") == "setting":
+            if not isinstance(rec.get("target"), str) or not isinstance(rec.get("previous"), str):
+                return "setting intent without a target and previous value"
+            why = _knob_problem(rec.get("knob"))
+            if why:
+                return f"setting intent: {why}"
+        else:
+            return f"intent of unknown kind {str(rec.get('kind'))[:40]!r}"
+    elif kind == "undo" and not isinstance(rec.get("outcome"), str):
+        return "undo record without an outcome"
+    elif kind == "end" and not isinstance(rec.get("status"), str):
+        return "end record without a status"
+    elif kind == "rolled-back" and not isinstance(rec.get("complete", True), bool):
+        return "rolled-back record whose complete is not true/false"
+    return None
+
+
+def parse_record(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """One journal line -> (the record, "") or (None, why it is damaged). Never raises."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 (byte {exc.start + 1})"
+    try:
+        rec = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        return None, "not JSON (nested too deeply)"
+    except ValueError as exc:
+        return None, f"not JSON ({str(exc).split(':')[0][:60]})"
+    if not isinstance(rec, dict):
+        return None, f"not a record (a JSON {type(rec).__name__})"
+    why = _record_problem(rec)
+    return (None, why) if why else (rec, "")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a journal value")
+
+
+def _build_runs(records: list[tuple[int, dict[str, Any]]], damage: list[Damage]) -> list[Run]:
+    """Group intact records into runs. A run whose begin line is damaged still gets its intact steps (the begin's
+    root and profile are then unknown), so that rollback can undo them."""
+    runs: dict[str, Run] = {}
+    for number, rec in records:
+        rid, kind = rec["run"], rec["type"]
+        if kind == "begin":
+            if rid in runs:
+                damage.append(Damage(number, f"a second begin for run {rid[:40]!r}"))
+                continue
+            runs[rid] = Run(rid, rec)
+            continue
+        run = runs.get(rid)
+        if run is None:
+            if not damage:
+                continue  # records of a run begun elsewhere (a journal cut at its start): nothing to act on
+            run = runs[rid] = Run(rid, {"type": "begin", "run": rid, "profile": "?", "begin_damaged": True})
+        if kind == "intent":
+            run.intents[rec["step"]] = rec
+        elif kind == "result":
+            run.results[rec["step"]] = rec
+        elif kind == "undo":
+            run.undos.append(rec)
+        elif kind == "end":
+            run.end = rec
+        elif kind == "rolled-back":
+            run.rolled_back = rec
+    damage.sort(key=lambda d: d.line)
+    return list(runs.values())

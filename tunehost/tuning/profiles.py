@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterable, Mapping
 from tunehost.errors import TunehostError
 
 PROFILES_ENV = "TUNEHOST_PROFILES_DIR"  # an extra directory searched before the built-in profiles
+MAX_INCLUDE_DEPTH = 32  # profiles included through profiles; the built-in ones use 1
+MAX_PROFILE_BYTES = 1024 * 1024  # a profile is a dozen lines
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,20 @@ def read_raw(name: str, dirs: Iterable[Path] | None = None) -> RawProfile:
         path = d / f"{name}.toml"
         if path.is_file():
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
+                with path.open("rb") as fh:
+                    raw = fh.read(MAX_PROFILE_BYTES + 1)
+                if len(raw) > MAX_PROFILE_BYTES:
+                    raise TunehostError(f"profile {name!r} ({path}) is larger than 1 MiB: not a profile")
+                data = tomllib.loads(raw.decode("utf-8"))
             except tomllib.TOMLDecodeError as exc:
                 raise TunehostError(f"profile {name!r} ({path}) is not valid TOML: {exc}") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise TunehostError(f"profile {name!r} ({path}) cannot be read: {exc}") from None
+            except RecursionError:
+                raise TunehostError(f"profile {name!r} ({path}) is not valid TOML: nested too deeply") from None
+            except UnicodeDecodeError as exc:
+                raise TunehostError(f"profile {name!r} ({path}) is not UTF-8 text (byte {exc.start + 1})") from None
+            except OSError as exc:
+                raise TunehostError(f"profile {name!r} ({path}) cannot be read: "
+                                    f"{(exc.strerror or str(exc)).lower()}") from None
             validate(name, data, str(path))
             return RawProfile(name, data, str(path))
     known = ", ".join(available_profiles(dirs)) or "none"
@@ -185,6 +196,8 @@ def resolve_chain(name: str, read: Callable[[str], RawProfile]) -> list[RawProfi
             raise TunehostError(f"profile include cycle: {cycle}")
         if n in done:
             return
+        if len(stack) > MAX_INCLUDE_DEPTH:
+            raise TunehostError(f"profile includes nest deeper than {MAX_INCLUDE_DEPTH}: {_chain_text([*stack, n])}")
         raw = read(n)
         for inc in raw.data.get("include", []):
             try:
@@ -198,6 +211,13 @@ def resolve_chain(name: str, read: Callable[[str], RawProfile]) -> list[RawProfi
 
     visit(name, ())
     return order
+
+
+def _chain_text(chain: list[str]) -> str:
+    """An include chain for a message; a long one shows its two ends."""
+    if len(chain) <= 8:
+        return " -> ".join(chain)
+    return " -> ".join(chain[:3]) + f" -> ... ({len(chain) - 6} more) -> " + " -> ".join(chain[-3:])
 
 
 def load_profile(name: str, dirs: Iterable[Path] | None = None) -> Profile:
