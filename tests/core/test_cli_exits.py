@@ -95,14 +95,16 @@ def test_a_snapshot_manifest_that_cannot_be_read_says_so(cli, tmp_path, monkeypa
     snap = tmp_path / "snap"
     snap.mkdir()
     (snap / "manifest.json").write_text('{"format": 1}')
-    real = Path.read_text
+    import os
 
-    def denied(self, *args, **kwargs):
-        if self.name == "manifest.json":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self, *args, **kwargs)
+    real = os.open
 
-    monkeypatch.setattr(Path, "read_text", denied)  # what a user meets on a snapshot root wrote 0600
+    def denied(path, *args, **kwargs):
+        if os.fspath(path).endswith("manifest.json"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)  # what a user meets on a snapshot root wrote 0600
     line = one_error_line(cli("doctor", "--snapshot", str(snap)))
     assert line == f"tunehost: error: {snap / 'manifest.json'} cannot be read: permission denied"
 

@@ -73,7 +73,7 @@ def open_regular(real: str, limit: int = MAX_READ_BYTES) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise Refused(f"cannot be opened ({exc.strerror or exc.__class__.__name__}): not read") from None
+        raise Refused(f"cannot be read: {(exc.strerror or exc.__class__.__name__).lower()}") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -82,7 +82,7 @@ def open_regular(real: str, limit: int = MAX_READ_BYTES) -> bytes | None:
             raise Refused("is not a regular file (a FIFO, socket or device): not read")
         return _read_capped(lambda n: os.read(fd, n), limit)
     except OSError as exc:
-        raise Refused(f"cannot be read ({exc.strerror or exc.__class__.__name__}): not read") from None
+        raise Refused(f"cannot be read: {(exc.strerror or exc.__class__.__name__).lower()}") from None
     finally:
         os.close(fd)
 
