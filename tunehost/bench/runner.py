@@ -303,7 +303,7 @@ def _undecided(configs: Sequence[BenchConfig], invocations: Sequence[Invocation]
         cand = rounds_of(invocations, other.name)
         for test, runs in base.items():
             if test in cand and len(cand[test]) == len(runs) \
-                    and stats.needs_more_rounds(stats.compare_rounds(runs, cand[test], paired=True)):
+                    and stats.needs_more_rounds(stats.compare_rounds(runs, cand[test], paired=True, describe=False)):
                 return True
     return False
 

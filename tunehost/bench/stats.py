@@ -32,6 +32,7 @@ A verdict ("faster"/"slower") needs the whole interval beyond a practical thresh
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
@@ -80,8 +81,8 @@ class RoundsComparison:
     high: float
     verdict: Verdict
     rounds: int  # observations behind the interval: paired rounds, or the smaller side's rounds (unpaired)
-    effective_samples: float  # what the pooled repetitions are worth as independent samples (Kish), smaller side
-    repetitions: int  # repetitions pooled on the smaller side (what the old engine counted)
+    effective_samples: float | None  # what the pooled repetitions are worth as independent samples (Kish), smaller
+    repetitions: int  # side; None when not asked for. repetitions: pooled on the smaller side (the old engine's n)
     method: Method
     confidence: float = CONFIDENCE
     threshold: float = PRACTICAL_THRESHOLD
@@ -129,11 +130,15 @@ def summarize(values: Sequence[float]) -> SampleSummary:
 
 
 def round_value(samples: Sequence[float]) -> float:
-    """One invocation's throughput: the median of its repetitions (one preempted repetition must not move it)."""
-    value = median(samples)
+    """One invocation's throughput: the median of its repetitions (one preempted repetition must not move it).
+
+    Pure Python: it runs for every round of every test after every round (numpy's overhead dominates at n = 3)."""
+    if not samples or not all(math.isfinite(v) for v in samples):
+        raise ValueError("need finite repetitions")
+    value = statistics.median(samples)
     if value <= 0.0:
         raise ValueError("throughput must be positive")
-    return value
+    return float(value)
 
 
 def variance_components(rounds: Sequence[Sequence[float]]) -> tuple[float, float]:
@@ -141,19 +146,22 @@ def variance_components(rounds: Sequence[Sequence[float]]) -> tuple[float, float
 
     sigma_within: the spread of repetitions inside one invocation; sigma_between: the spread of the invocations'
     own levels beyond what sigma_within explains (0 when the data show none)."""
-    groups = [np.log(_as_array(r)) for r in rounds if len(r) > 0]
+    groups = [[math.log(v) for v in r] for r in rounds if len(r) > 0]
+    if any(not math.isfinite(v) for g in groups for v in g):
+        raise ValueError("samples must be positive finite numbers")
     if len(groups) < 2:
         raise ValueError("need at least two invocations")
-    sizes = np.array([len(g) for g in groups], dtype=float)
-    total = float(sizes.sum())
+    sizes = [len(g) for g in groups]
+    total = float(sum(sizes))
     if total - len(groups) < 1:
         raise ValueError("need repeated samples inside invocations")
-    grand = float(np.concatenate(groups).mean())
-    ss_within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
-    ss_between = sum(len(g) * (float(g.mean()) - grand) ** 2 for g in groups)
+    means = [math.fsum(g) / len(g) for g in groups]
+    grand = math.fsum(v for g in groups for v in g) / total
+    ss_within = math.fsum((v - m) ** 2 for g, m in zip(groups, means) for v in g)
+    ss_between = math.fsum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means))
     ms_within = ss_within / (total - len(groups))
     ms_between = ss_between / (len(groups) - 1)
-    size0 = (total - float((sizes ** 2).sum()) / total) / (len(groups) - 1)  # mean group size, unbalanced ANOVA
+    size0 = (total - sum(k * k for k in sizes) / total) / (len(groups) - 1)  # mean group size, unbalanced ANOVA
     between = max(0.0, (ms_between - ms_within) / size0)
     return math.sqrt(between), math.sqrt(ms_within)
 
@@ -227,11 +235,11 @@ def student_t_quantile(p: float, df: float) -> float:
     return (low + high) / 2.0
 
 
-def log_ratios(baseline_rounds: Sequence[Sequence[float]], candidate_rounds: Sequence[Sequence[float]]) -> np.ndarray:
+def log_ratios(baseline_rounds: Sequence[Sequence[float]], candidate_rounds: Sequence[Sequence[float]]) -> list[float]:
     """One paired observation per round: log(candidate round value / baseline round value)."""
     if len(baseline_rounds) != len(candidate_rounds):
         raise ValueError("paired rounds need the same number of rounds on both sides")
-    return np.array([math.log(round_value(c) / round_value(b)) for b, c in zip(baseline_rounds, candidate_rounds)])
+    return [math.log(round_value(c) / round_value(b)) for b, c in zip(baseline_rounds, candidate_rounds)]
 
 
 def compare_rounds(
@@ -242,6 +250,7 @@ def compare_rounds(
     threshold: float = PRACTICAL_THRESHOLD,
     confidence: float = CONFIDENCE,
     min_rounds: int = MIN_ROUNDS,
+    describe: bool = True,
 ) -> RoundsComparison:
     """Candidate against baseline, each given as its invocations' repetitions (``rounds[i]`` = one invocation).
 
@@ -249,21 +258,21 @@ def compare_rounds(
     per-round log ratios, valid however the engine decided to stop. Unpaired (before/after measured at different
     times, each side stopped on its own noise, never on the difference): a Welch t interval on the two sides'
     per-round log values. "faster" only when the interval's low end exceeds 1 + threshold, "slower" only when its
-    high end is below 1 - threshold, never with fewer than ``min_rounds`` rounds (on the smaller side)."""
+    high end is below 1 - threshold, never with fewer than ``min_rounds`` rounds (on the smaller side).
+    ``describe=False`` skips the effective sample size (the engine's check after every round needs only the verdict)."""
     if not baseline_rounds or not candidate_rounds:
         raise ValueError("need at least one round on each side")
     if paired:
         diffs = log_ratios(baseline_rounds, candidate_rounds)
         n = len(diffs)
-        centre = float(diffs.mean())
-        spread = float(diffs.std(ddof=1)) if n > 1 else math.inf
+        centre, spread = _mean_sd(diffs)
         radius = mixture_radius(n, confidence) * spread / math.sqrt(n) if n > 1 else math.inf
         method: Method = PAIRED
     else:
-        base = np.log([round_value(r) for r in baseline_rounds])
-        cand = np.log([round_value(r) for r in candidate_rounds])
+        base = [math.log(round_value(r)) for r in baseline_rounds]
+        cand = [math.log(round_value(r)) for r in candidate_rounds]
         n = min(len(base), len(cand))
-        centre = float(cand.mean() - base.mean())
+        centre = fmean(cand) - fmean(base)
         radius = _welch_radius(base, cand, confidence)
         method = UNPAIRED
     radius = 0.0 if math.isnan(radius) else radius  # 0 * inf: identical rounds leave no doubt
@@ -275,20 +284,21 @@ def compare_rounds(
             verdict = "faster"
         elif high < 1.0 - threshold:
             verdict = "slower"
-    effective = min(effective_sample_size(baseline_rounds), effective_sample_size(candidate_rounds))
+    effective = (round(min(effective_sample_size(baseline_rounds), effective_sample_size(candidate_rounds)), 2)
+                 if describe else None)
     repetitions = min(sum(len(r) for r in baseline_rounds), sum(len(r) for r in candidate_rounds))
     return RoundsComparison(ratio=math.exp(centre), low=low, high=high, verdict=verdict, rounds=n,
-                            effective_samples=round(effective, 2), repetitions=repetitions, method=method,
+                            effective_samples=effective, repetitions=repetitions, method=method,
                             confidence=confidence, threshold=threshold, min_rounds=min_rounds)
 
 
 def level_radius(rounds: Sequence[Sequence[float]], confidence: float = CONFIDENCE) -> float:
     """Relative half-width of the confidence sequence on ONE configuration's level (its mean log throughput):
     what a single measurement (``--save`` before a host change) knows about itself; inf below two rounds."""
-    values = np.log([round_value(r) for r in rounds])
+    values = [math.log(round_value(r)) for r in rounds]
     if len(values) < 2:
         return math.inf
-    spread = float(values.std(ddof=1))
+    spread = _mean_sd(values)[1]
     return mixture_radius(len(values), confidence) * spread / math.sqrt(len(values)) if spread > 0 else 0.0
 
 
@@ -303,16 +313,24 @@ def needs_more_rounds(comparison: RoundsComparison) -> bool:
     return not comparison.interval_within_threshold
 
 
-def _welch_radius(base: np.ndarray, cand: np.ndarray, confidence: float) -> float:
+def _welch_radius(base: Sequence[float], cand: Sequence[float], confidence: float) -> float:
     if len(base) < 2 or len(cand) < 2:
         return math.inf
-    var_b = float(base.var(ddof=1)) / len(base)
-    var_c = float(cand.var(ddof=1)) / len(cand)
+    var_b = _mean_sd(base)[1] ** 2 / len(base)
+    var_c = _mean_sd(cand)[1] ** 2 / len(cand)
     total = var_b + var_c
     if total == 0.0:
         return 0.0
     df = total ** 2 / (var_b ** 2 / (len(base) - 1) + var_c ** 2 / (len(cand) - 1))
     return student_t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * math.sqrt(total)
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (inf below two values); plain floats, fast for a few dozen rounds."""
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return mean, math.inf
+    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _incomplete_beta(a: float, b: float, x: float) -> float:
