@@ -509,7 +509,7 @@ def config_from_invocations(name: str, flags: Sequence[str], invocations: Iterab
 def rounds_of(invocations: Iterable[Invocation], name: str) -> dict[str, list[tuple[float, ...]]]:
     """test -> the repetitions of each counted invocation of configuration ``name``, in round order."""
     by_test: dict[str, list[tuple[float, ...]]] = {}
-    for inv in sorted((i for i in invocations if i.config == name and i.counted), key=lambda i: i.round):
+    for inv in sorted((i for i in invocations if i.counted and i.config == name), key=lambda i: i.round):
         for test, samples in inv.samples.items():
             if samples:
                 by_test.setdefault(test, []).append(tuple(samples))
