@@ -11,9 +11,11 @@ sees), with a fake clock, seeded: the counts below are exact and reproducible.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from tunehost.bench import runner
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
 
+DATA = Path(__file__).parent / "data"
 TESTS = (("pp512", 512, 0, 400.0), ("tg128", 0, 128, 60.0))
 
 
@@ -114,3 +117,18 @@ def test_on_the_busy_vm_a_10_percent_slowdown_is_never_called_faster():
     # the noise there is larger than the default budget can beat for 10 % (docs/bench.md: power by host noise)
     counts = simulate(BUSY_VM, effect=0.9, runs=100, seed=5, seconds=SECONDS)
     assert counts["faster"] == 0
+
+
+def test_the_simulated_noise_is_the_noise_measured_on_the_vm():
+    from tunehost.bench.stats import variance_components
+
+    data = json.loads((DATA / "noise-shared-2vcpu-vm-tiny-p16-n8-t2-20x5.json").read_text())["samples_ts"]
+    figures = {}
+    for test, invocations in data.items():
+        typical = float(np.median(np.concatenate(invocations)))
+        quiet = [inv for inv in invocations if min(inv) > 0.6 * typical]  # no repetition lost to another job
+        figures[test] = (variance_components(quiet), 1 - len(quiet) / len(invocations))
+    (between, within), burst = figures["tg8"]
+    assert (round(between, 3), round(within, 3)) == (BUSY_VM.between, BUSY_VM.within)
+    assert burst == pytest.approx(BUSY_VM_WITH_BURSTS.burst_share, abs=0.05)
+    assert figures["pp16"][0][0] < BUSY_VM.between  # tg8 is the noisier test: the figures fitted are the worse
