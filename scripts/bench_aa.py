@@ -73,6 +73,51 @@ def one_aa(model: Path, binary: Path, flags: tuple[str, ...], args: argparse.Nam
     }
 
 
+def summarize(runs: list[dict], widths: list[dict], model_name: str, args: argparse.Namespace) -> dict:
+    """False verdicts (A/A) or correct ones (power, with --candidate), each with its 95 % Wilson interval."""
+    candidate = args.candidate
+
+    def false(run: dict, key: str) -> bool:
+        return any(r[key] in ("faster", "slower") for r in run["rows"])
+
+    n = len(runs)
+    fp = sum(false(r, "verdict") for r in runs)
+    fp_stat = sum(false(r, "statistical_verdict") for r in runs)
+    quiet = [r for r in runs if not r["disturbed"]]
+    fp_quiet = sum(false(r, "verdict") for r in quiet)
+    rows_total = sum(len(r["rows"]) for r in runs)
+    rows_fp = sum(row["verdict"] in ("faster", "slower") for r in runs for row in r["rows"])
+    rows_fp_stat = sum(row["statistical_verdict"] in ("faster", "slower") for r in runs for row in r["rows"])
+    summary = {
+        "model": model_name, "runs": n, "false_positive_rate": fp / n if n else None,
+        "false_positive_rate_ignoring_disturbance": fp_stat / n if n else None,
+        "false_positive_rate_quiet_runs": (fp_quiet / len(quiet)) if quiet else None,
+        "quiet_runs": len(quiet), "disturbed_runs": n - len(quiet),
+        "false_positive_rows": f"{rows_fp}/{rows_total}",
+        "false_rate_interval_runs": wilson(fp_stat, n),
+        "false_rows_ignoring_disturbance": f"{rows_fp_stat}/{rows_total}",
+        "false_rate_interval_rows": wilson(rows_fp_stat, rows_total),
+        "median_rounds": statistics.median(r["rounds"] for r in runs) if runs else None,
+        "median_wall_s": statistics.median(r["wall_s"] for r in runs) if runs else None,
+        "width_at_budget": {row["test"]: statistics.median(w["rows"][i]["width_percent"] for w in widths)
+                            for i, row in enumerate(widths[0]["rows"])} if widths else None,
+    }
+    if candidate is not None:  # power runs: "false" above is the share of runs with a verdict; what counts is below
+        right = [sum(row["statistical_verdict"] == args.expect for row in r["rows"]) == len(r["rows"]) for r in runs]
+        per_test = {row["test"]: sum(r["rows"][i]["statistical_verdict"] == args.expect for r in runs)
+                    for i, row in enumerate(runs[0]["rows"])} if runs else {}
+        summary = {"model": model_name, "runs": n, "baseline": args.flags, "candidate": args.candidate,
+                   "expect": args.expect, "budget_s": args.budget,
+                   "all_tests_correct": sum(right), "power_runs": sum(right) / n if n else None,
+                   "power_interval_runs": wilson(sum(right), n),
+                   "correct_by_test": {t: f"{k}/{n}" for t, k in per_test.items()},
+                   "wrong_direction_rows": sum(row["statistical_verdict"] not in (args.expect, "no clear difference")
+                                               for r in runs for row in r["rows"]),
+                   "median_rounds": summary["median_rounds"], "median_wall_s": summary["median_wall_s"],
+                   "disturbed_runs": summary["disturbed_runs"]}
+    return summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny", help="tiny | medium | PATH.gguf (default tiny)")
@@ -88,7 +133,13 @@ def main() -> int:
     parser.add_argument("--width-runs", type=int, default=3)
     parser.add_argument("--target", type=float, default=0.05)
     parser.add_argument("--json", type=Path, help="write every run here")
+    parser.add_argument("--summarize", type=Path, metavar="RUNS.json",
+                        help="only summarize the runs a previous --json wrote (also a batch cut short)")
     args = parser.parse_args()
+    if args.summarize:
+        runs = json.loads(args.summarize.read_text())["runs"]
+        print(json.dumps(summarize(runs, [], args.model, args), indent=2))
+        return 0
 
     from tunehost.bench.runner import MAX_ROUNDS, parse_flags, resolve_binary
 
@@ -120,44 +171,7 @@ def main() -> int:
                                              for r in run["rows"])
                   + f"  ({run['rounds']} rounds, {run['wall_s']} s, {run['stop_reason']})", file=sys.stderr)
 
-    def false(run: dict, key: str) -> bool:
-        return any(r[key] in ("faster", "slower") for r in run["rows"])
-
-    n = len(runs)
-    fp = sum(false(r, "verdict") for r in runs)
-    fp_stat = sum(false(r, "statistical_verdict") for r in runs)
-    quiet = [r for r in runs if not r["disturbed"]]
-    fp_quiet = sum(false(r, "verdict") for r in quiet)
-    rows_total = sum(len(r["rows"]) for r in runs)
-    rows_fp = sum(row["verdict"] in ("faster", "slower") for r in runs for row in r["rows"])
-    rows_fp_stat = sum(row["statistical_verdict"] in ("faster", "slower") for r in runs for row in r["rows"])
-    summary = {
-        "model": model.name, "runs": n, "false_positive_rate": fp / n if n else None,
-        "false_positive_rate_ignoring_disturbance": fp_stat / n if n else None,
-        "false_positive_rate_quiet_runs": (fp_quiet / len(quiet)) if quiet else None,
-        "quiet_runs": len(quiet), "disturbed_runs": n - len(quiet),
-        "false_positive_rows": f"{rows_fp}/{rows_total}",
-        "false_rate_interval_runs": wilson(fp_stat, n),
-        "false_rows_ignoring_disturbance": f"{rows_fp_stat}/{rows_total}",
-        "false_rate_interval_rows": wilson(rows_fp_stat, rows_total),
-        "median_rounds": statistics.median(r["rounds"] for r in runs) if runs else None,
-        "median_wall_s": statistics.median(r["wall_s"] for r in runs) if runs else None,
-        "width_at_budget": {row["test"]: statistics.median(w["rows"][i]["width_percent"] for w in widths)
-                            for i, row in enumerate(widths[0]["rows"])} if widths else None,
-    }
-    if candidate is not None:  # power runs: "false" above is the share of runs with a verdict; what counts is below
-        right = [sum(row["statistical_verdict"] == args.expect for row in r["rows"]) == len(r["rows"]) for r in runs]
-        per_test = {row["test"]: sum(r["rows"][i]["statistical_verdict"] == args.expect for r in runs)
-                    for i, row in enumerate(runs[0]["rows"])} if runs else {}
-        summary = {"model": model.name, "runs": n, "baseline": args.flags, "candidate": args.candidate,
-                   "expect": args.expect, "budget_s": args.budget,
-                   "all_tests_correct": sum(right), "power_runs": sum(right) / n if n else None,
-                   "power_interval_runs": wilson(sum(right), n),
-                   "correct_by_test": {t: f"{k}/{n}" for t, k in per_test.items()},
-                   "wrong_direction_rows": sum(row["statistical_verdict"] not in (args.expect, "no clear difference")
-                                               for r in runs for row in r["rows"]),
-                   "median_rounds": summary["median_rounds"], "median_wall_s": summary["median_wall_s"],
-                   "disturbed_runs": summary["disturbed_runs"]}
+    summary = summarize(runs, widths, model.name, args)
     print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "runs": runs, "width_runs": widths}, indent=2))
