@@ -158,3 +158,13 @@ def test_import_of_garbage_names_the_file(tmp_path: Path):
     junk.write_text("hello world\n")
     with pytest.raises(TunehostError, match="junk.txt: llama-bench output not recognised"):
         results.import_results(junk)
+
+
+def test_a_round_without_positive_throughput_is_not_comparable_not_a_crash():
+    base = config("a", [100.0, 101.0, 99.0], [50.0, 50.0, 50.0])
+    broken = config("b", [0.0, 0.0, 0.0], [50.0, 50.0, 50.0])
+    rounds = {"pp512": [(100.0,), (101.0,), (99.0,)], "tg128": [(50.0,)] * 3}
+    comparison = results.compare_configs(base, broken, interleaved=True, baseline_rounds=rounds,
+                                         candidate_rounds={"pp512": [(0.0,)] * 3, "tg128": [(50.0,)] * 3})
+    assert comparison.row("pp").verdict == "n/a" and "no positive throughput" in comparison.row("pp").note
+    assert comparison.row("tg").verdict == "no clear difference"

@@ -330,7 +330,11 @@ def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interlea
             base_runs = _rounds_or_one(baseline_rounds, base)
             cand_runs = _rounds_or_one(candidate_rounds, cand)
             paired = interleaved and len(base_runs) == len(cand_runs)
-            result = stats.compare_rounds(base_runs, cand_runs, paired=paired)
+            try:
+                result = stats.compare_rounds(base_runs, cand_runs, paired=paired)
+            except ValueError:  # a round with no positive, finite throughput (a damaged or hand-edited file)
+                result = None
+        if result is not None:
             low, high, statistical = result.low, result.high, result.verdict
             change = result.change_percent
             if result.too_few_rounds:
@@ -341,7 +345,9 @@ def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interlea
             low = high = None
             statistical = NOT_COMPARABLE
             change = (cand.centre / base.centre - 1.0) * 100.0 if base.centre else 0.0
-            row_note = "no per-repetition samples (Markdown/CSV output): the change cannot be judged against noise"
+            row_note = ("no per-repetition samples (Markdown/CSV output): the change cannot be judged against noise"
+                        if not base.samples_ts or not cand.samples_ts else
+                        "a run with no positive throughput: the change cannot be judged against noise")
         verdict = DISTURBED if disturbed and statistical != NOT_COMPARABLE else statistical
         rows.append(TestComparison(
             test=base.test, kind=base.kind, baseline_ts=base.centre, candidate_ts=cand.centre, change_percent=change,
