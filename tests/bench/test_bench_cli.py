@@ -48,7 +48,7 @@ def test_table_with_verdicts_bars_and_ceiling(cli, monkeypatch, model):
     assert "TG = 50% of the ~100 t/s ceiling" in out
     assert "host stayed quiet" in out
     assert "5 rounds (A B, B A, …) after 1 warm-up run per side" in out
-    assert "pp16: interval over 5 rounds (paired rounds, t-mixture confidence sequence); 15 repetitions a side" in out
+    assert "pp16: 5 rounds behind the interval; 15 repetitions a side, worth" in out
 
 
 def test_json_is_the_saved_schema_and_nothing_else(cli, monkeypatch, model):

@@ -247,9 +247,9 @@ def render_comparison(comparison: "Comparison", console: "Console", *, chart: bo
                   f"candidate/baseline lies beyond ±{comparison.threshold:.0%}[/]")
     for row in comparison.rows:
         if row.rounds:
-            console.print(f"[dim]{row.test}: interval over {row.rounds} round{'s' if row.rounds != 1 else ''} "
-                          f"({escape(row.method or '')}); {min(row.n_baseline, row.n_candidate)} repetitions a side, "
-                          f"worth {row.effective_samples or 0:.1f} independent samples[/]")
+            console.print(f"[dim]{row.test}: {row.rounds} round{'s' if row.rounds != 1 else ''} behind the interval; "
+                          f"{min(row.n_baseline, row.n_candidate)} repetitions a side, worth "
+                          f"{row.effective_samples or 0:.1f} independent samples[/]")
         if row.note:
             console.print(f"[dim]{row.test}: {escape(row.note)}[/]")
     for note in comparison.notes:
