@@ -47,7 +47,8 @@ def test_table_with_verdicts_bars_and_ceiling(cli, monkeypatch, model):
     assert "█" in out
     assert "TG = 50% of the ~100 t/s ceiling" in out
     assert "host stayed quiet" in out
-    assert "3 rounds (A B, B A, …) after 1 warm-up run per side" in out
+    assert "5 rounds (A B, B A, …) after 1 warm-up run per side" in out
+    assert "pp16: 5 rounds behind the interval; 15 repetitions a side, worth" in out
 
 
 def test_json_is_the_saved_schema_and_nothing_else(cli, monkeypatch, model):
@@ -62,7 +63,9 @@ def test_json_is_the_saved_schema_and_nothing_else(cli, monkeypatch, model):
     assert doc["host"]["cpu_brand"] == "Test CPU 9000"
     assert doc["configs"][1]["command"].startswith("/opt/llama/llama-bench -m ")
     assert doc["watch"]["disturbed"] is False
-    assert len(doc["invocations"]) == 2 + 3 * 2
+    assert len(doc["invocations"]) == 2 + 5 * 2
+    assert {r["rounds"] for r in doc["comparison"]["rows"]} == {5}
+    assert all(1 <= r["effective_samples"] <= 15 for r in doc["comparison"]["rows"])
 
 
 def test_disturbed_run_says_so(cli, monkeypatch, model):
@@ -161,7 +164,10 @@ def test_import_json_then_compare_with_another_import(cli, tmp_path):
     result = cli("bench", "--import", str(on), "--compare", str(saved), "--json")
     assert result.exit_code == 0, result.output
     rows = {r["test"]: r for r in json.loads(result.stdout)["comparison"]["rows"]}
-    assert rows["pp512"]["verdict"] == "faster" and rows["pp512"]["n_baseline"] == 5
+    # one llama-bench run a side: its 5 repetitions cannot show run-to-run noise, so the +% gets no verdict
+    assert rows["pp512"]["verdict"] == "no clear difference" and rows["pp512"]["n_baseline"] == 5
+    assert rows["pp512"]["rounds"] == 1 and "fewer than 5: no verdict" in rows["pp512"]["note"]
+    assert rows["pp512"]["change_percent"] > 10
 
 
 def test_compare_with_a_foreign_file_is_one_error(cli, monkeypatch, model, tmp_path):

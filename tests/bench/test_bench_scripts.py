@@ -83,3 +83,20 @@ def test_truncated_model_is_rewritten(cache: Path):
     path.write_bytes(intact[: len(intact) // 2])
     assert not model.is_valid_model(path, model.SIZES["tiny"])
     assert model.ensure_model("tiny").read_bytes() == intact
+
+
+def test_bench_aa_wilson_interval_and_summary_of_a_cut_short_batch():
+    import argparse
+
+    aa = load_script("bench_aa")
+    assert aa.wilson(0, 100) == (0.0, round(1.959964 ** 2 / (100 + 1.959964 ** 2), 4))  # closed form at 0 hits
+    low, high = aa.wilson(13, 120)  # the "before": 13 of 120 rows
+    assert low < 13 / 120 < high and (low, high) == pytest.approx((0.064, 0.177), abs=0.001)
+    row = {"test": "tg8", "verdict": "disturbed", "statistical_verdict": "faster"}
+    runs = [{"rows": [row], "disturbed": True, "rounds": 5, "wall_s": 20.0},
+            {"rows": [dict(row, statistical_verdict="no clear difference")], "disturbed": False, "rounds": 9,
+             "wall_s": 30.0}]
+    args = argparse.Namespace(candidate=None, expect="slower", flags="-t 2", budget=20.0)
+    summary = aa.summarize(runs, [], "tiny", args)
+    assert summary["false_rows_ignoring_disturbance"] == "1/2" and summary["false_positive_rows"] == "0/2"
+    assert summary["median_rounds"] == 7

@@ -21,9 +21,14 @@ def config(name: str, pp: list[float], tg: list[float], flags=()) -> ConfigResul
         TestSamples("pp512", 512, 0, samples_ts=tuple(pp)), TestSamples("tg128", 0, 128, samples_ts=tuple(tg))))
 
 
-def saved(pp: list[float], tg: list[float], *, label=None, watch=None, **kw) -> SavedResult:
+def saved(pp: list[float], tg: list[float], *, label=None, watch=None, rounds: int = 0, **kw) -> SavedResult:
+    """A measured result; ``rounds`` > 0 records each sample as one invocation (round) with one repetition."""
     base = dict(model={"name": "m.gguf", "sha256_head": "ab" * 32}, llama_bench={"build_commit": "0c1e570",
                 "build_number": 11312}, host={"cpu_brand": "Test CPU"})
+    if rounds:
+        base["invocations"] = tuple(results.Invocation("baseline", i + 1, True, float(i), 1.0, ("-m", "x"),
+                                                       {"pp512": (p,), "tg128": (t,)})
+                                    for i, (p, t) in enumerate(zip(pp, tg)))
     base.update(kw)
     return SavedResult(source="measured", configs=(config("baseline", pp, tg),), label=label, watch=watch,
                        created="2026-01-01T00:00:00Z", **base)
@@ -65,11 +70,12 @@ def test_load_errors_are_one_line(tmp_path: Path):
 
 
 def test_compare_saved_after_faster_than_before():
-    before = saved([100, 101, 99, 100.5], [50, 50.5, 49.5, 50], label="before", watch=QUIET)
-    after = saved([120, 121, 119, 120.5], [50, 50.4, 49.6, 50.1], label="after", watch=QUIET)
+    before = saved([100, 101, 99, 100.5, 100.2], [50, 50.5, 49.5, 50, 50.2], label="before", watch=QUIET, rounds=5)
+    after = saved([120, 121, 119, 120.5, 120.1], [50, 50.4, 49.6, 50.1, 49.9], label="after", watch=QUIET, rounds=5)
     comparison = results.compare_saved(before, after)
     rows = {r.kind: r for r in comparison.rows}
     assert rows["pp"].verdict == "faster" and round(rows["pp"].change_percent) == 20
+    assert rows["pp"].rounds == 5 and rows["pp"].method == "unpaired rounds, Welch t interval"
     assert rows["tg"].verdict == "no clear difference"
     assert comparison.baseline == "before" and comparison.candidate == "after"  # a label equal to the side is not repeated
     assert not comparison.interleaved and any("not interleaved" in n for n in comparison.notes)
@@ -77,8 +83,8 @@ def test_compare_saved_after_faster_than_before():
 
 
 def test_compare_saved_with_a_disturbed_side_is_disturbed_and_says_why():
-    before = saved([100, 101, 99], [50, 50.5, 49.5], watch=QUIET)
-    after = saved([120, 121, 119], [50, 50.4, 49.6], watch=BUSY)
+    before = saved([100, 101, 99, 100, 100.5], [50, 50.5, 49.5, 50, 50], watch=QUIET, rounds=5)
+    after = saved([120, 121, 119, 120, 120.5], [50, 50.4, 49.6, 50, 50], watch=BUSY, rounds=5)
     comparison = results.compare_saved(before, after)
     assert {r.verdict for r in comparison.rows} == {"disturbed"}
     assert comparison.row("pp").statistical_verdict == "faster"
@@ -96,7 +102,22 @@ def test_compare_saved_notes_what_differs():
 def test_too_few_samples_give_no_verdict():
     comparison = results.compare_configs(config("a", [100], [50]), config("b", [200], [100]), interleaved=True)
     assert {r.verdict for r in comparison.rows} == {"no clear difference"}
-    assert "fewer than 3" in comparison.rows[0].note
+    assert "fewer than 5" in comparison.rows[0].note
+
+
+def test_repetitions_of_one_run_are_one_round_whatever_their_number():
+    # before: 20 tight repetitions from ONE llama-bench run a side; pooled as independent they gave "faster"
+    base, cand = config("a", [100.0 + i % 3 * 0.1 for i in range(20)], [50.0] * 20), \
+        config("b", [104.0 + i % 3 * 0.1 for i in range(20)], [50.0] * 20)
+    row = results.compare_configs(base, cand, interleaved=True).row("pp")
+    assert row is not None and row.verdict == "no clear difference" and row.rounds == 1 and row.n_baseline == 20
+
+
+def test_rows_carry_rounds_effective_samples_and_method_through_json():
+    before = saved([100, 101, 99, 100, 100.5], [50, 50.5, 49.5, 50, 50], rounds=5)
+    row = results.compare_saved(before, before).rows[0]
+    again = results.TestComparison.from_json(json.loads(json.dumps(row.to_json())))
+    assert (again.rounds, again.effective_samples, again.method) == (5, 5.0, row.method) and again.rounds == 5
 
 
 def test_saved_result_str_is_one_readable_line():
@@ -137,3 +158,13 @@ def test_import_of_garbage_names_the_file(tmp_path: Path):
     junk.write_text("hello world\n")
     with pytest.raises(TunehostError, match="junk.txt: llama-bench output not recognised"):
         results.import_results(junk)
+
+
+def test_a_round_without_positive_throughput_is_not_comparable_not_a_crash():
+    base = config("a", [100.0, 101.0, 99.0], [50.0, 50.0, 50.0])
+    broken = config("b", [0.0, 0.0, 0.0], [50.0, 50.0, 50.0])
+    rounds = {"pp512": [(100.0,), (101.0,), (99.0,)], "tg128": [(50.0,)] * 3}
+    comparison = results.compare_configs(base, broken, interleaved=True, baseline_rounds=rounds,
+                                         candidate_rounds={"pp512": [(0.0,)] * 3, "tg128": [(50.0,)] * 3})
+    assert comparison.row("pp").verdict == "n/a" and "no positive throughput" in comparison.row("pp").note
+    assert comparison.row("tg").verdict == "no clear difference"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_tiny_gguf
-from tunehost.bench import runner
+from tunehost.bench import runner, stats
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
 from tunehost.bench.watch import CpuTimes, HostReading, Temperature, judge
@@ -83,8 +83,25 @@ def test_rounds_alternate_ab_then_ba():
 
 def test_a_clear_difference_stops_after_min_rounds():
     fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
-    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=10), fake, clock=fake.clock)
-    assert out.rounds == 3 and out.stop_reason == "decided"
+    out = run_rounds(configs_ab(), settings(min_rounds=5, max_rounds=10), fake, clock=fake.clock)
+    assert out.rounds == 5 and out.stop_reason == "decided"
+
+
+def test_no_verdict_and_no_stop_before_the_statistics_minimum_even_when_asked_for_fewer_rounds():
+    fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
+    out = run_rounds(configs_ab(), settings(min_rounds=2, max_rounds=10), fake, clock=fake.clock)
+    assert out.rounds == stats.MIN_ROUNDS == runner.MIN_ROUNDS and out.stop_reason == "decided"
+
+
+def test_the_engine_stops_on_the_same_comparison_the_result_reports():
+    fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
+    out = run_rounds(configs_ab(), settings(), fake, clock=fake.clock)
+    result = runner.build_result(out, settings(), binary="/bin/llama-bench", model_id={"name": "m.gguf"})
+    assert result.comparison is not None
+    for row in result.comparison.rows:
+        assert row.statistical_verdict == "slower" and row.rounds == out.rounds == 5
+        assert row.method == stats.PAIRED and row.n_baseline == 15
+        assert row.effective_samples is not None and 5 <= row.effective_samples <= 15
 
 
 def test_a_wide_interval_adds_rounds_until_max_rounds():
@@ -109,10 +126,10 @@ def test_the_budget_stops_extra_rounds_but_never_the_first_ones():
 def test_a_single_config_extends_while_its_own_noise_is_wider_than_the_threshold():
     quiet = FakeBench({"2": 100.0}, noise=(0.0, 0.001, -0.001))
     out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(), quiet, clock=quiet.clock)
-    assert out.rounds == 3 and out.stop_reason == "decided"
-    noisy = FakeBench({"2": 100.0}, noise=(0.0, 0.3, -0.3, 0.15))
-    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(max_rounds=5), noisy, clock=noisy.clock)
-    assert out.rounds == 5
+    assert out.rounds == 5 and out.stop_reason == "decided"
+    noisy = FakeBench({"2": 100.0}, noise=(0.0, 0.3, -0.3, 0.15, -0.2))  # 5 draws, 6 per run: rounds differ
+    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(max_rounds=7), noisy, clock=noisy.clock)
+    assert out.rounds == 7
 
 
 def test_progress_events_carry_round_config_eta_and_llama_bench_lines():
@@ -123,7 +140,7 @@ def test_progress_events_carry_round_config_eta_and_llama_bench_lines():
     assert phases[0] == "warm-up" and phases[-1] == "done"
     assert any(e.line and "prompt run" in e.line for e in events)
     last_round = [e for e in events if e.phase == "round"][-1]
-    assert last_round.eta_s is not None and last_round.planned == 2 + 3 * 2
+    assert last_round.eta_s is not None and last_round.planned == 2 + 5 * 2
     assert events[-1].done == events[-1].planned
 
 
@@ -163,7 +180,7 @@ def test_the_watcher_brackets_only_the_counted_rounds_and_ticks_after_each():
     fake = FakeBench({"2": 100.0, "1": 50.0})
     watcher = FakeWatcher(reading(0, 0, 0), reading(10, 20, 19.5))
     out = run_rounds(configs_ab(), settings(), fake, watcher=watcher, clock=fake.clock)
-    assert watcher.started and watcher.ticks == 6
+    assert watcher.started and watcher.ticks == 10
     assert out.watch is not None and not out.watch.disturbed
 
 

@@ -2,7 +2,7 @@
 
 - :mod:`tunehost.bench.llama_bench`: ``parse_output(text) -> list[BenchResult]`` for every output
   form llama-bench has printed, ``find_llama_bench``, ``supported_options``, ``run_llama_bench``.
-- :mod:`tunehost.bench.stats`: medians, spread, bootstrap intervals, "faster"/"slower" verdicts
+- :mod:`tunehost.bench.stats`: rounds as the unit, an anytime-valid interval over rounds, "faster"/"slower" verdicts
   (imports numpy, so it is not imported here).
 """
 

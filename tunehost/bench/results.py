@@ -5,8 +5,8 @@ A :class:`SavedResult` is what ``tunehost bench --save`` writes and ``--json`` p
 command lines, the build, the model's identity, the host (CPU brand, the doctor's verdict), what happened on the
 host during the run, and every repetition's tokens/s.
 
-- :func:`compare_configs` (pure): candidate against baseline, one row per test (pp, tg), with the bootstrap
-  interval and verdict of :mod:`tunehost.bench.stats`;
+- :func:`compare_configs` (pure): candidate against baseline, one row per test (pp, tg), with the interval over
+  rounds and the verdict of :mod:`tunehost.bench.stats`;
 - :func:`compare_saved` (pure): a result measured before a host change against one measured after it;
 - :func:`save` / :func:`load`: the JSON file;
 - :func:`import_results`: llama-bench output in any form (Markdown, CSV, JSON, JSONL) as a SavedResult.
@@ -164,13 +164,17 @@ class TestComparison:
     n_baseline: int = 0
     n_candidate: int = 0
     note: str | None = None
+    rounds: int = 0  # observations behind the interval (paired rounds; unpaired: the smaller side's rounds)
+    effective_samples: float | None = None  # what the pooled repetitions are worth as independent samples
+    method: str | None = None  # how the interval was formed (stats.PAIRED / stats.UNPAIRED)
 
     def to_json(self) -> dict[str, Any]:
         return {"test": self.test, "kind": self.kind, "baseline_ts": round(self.baseline_ts, 4),
                 "candidate_ts": round(self.candidate_ts, 4), "change_percent": round(self.change_percent, 3),
                 "ratio_low": _round(self.low), "ratio_high": _round(self.high), "verdict": self.verdict,
                 "statistical_verdict": self.statistical_verdict, "n_baseline": self.n_baseline,
-                "n_candidate": self.n_candidate, "note": self.note}
+                "n_candidate": self.n_candidate, "note": self.note, "rounds": self.rounds,
+                "effective_samples": self.effective_samples, "method": self.method}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TestComparison":
@@ -179,7 +183,8 @@ class TestComparison:
                    low=_float(data.get("ratio_low")), high=_float(data.get("ratio_high")),
                    verdict=str(data["verdict"]), statistical_verdict=data.get("statistical_verdict"),
                    n_baseline=int(data.get("n_baseline") or 0), n_candidate=int(data.get("n_candidate") or 0),
-                   note=data.get("note"))
+                   note=data.get("note"), rounds=int(data.get("rounds") or 0),
+                   effective_samples=_float(data.get("effective_samples")), method=data.get("method"))
 
 
 @dataclass(frozen=True)
@@ -309,9 +314,14 @@ def now_utc() -> str:
 
 def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interleaved: bool, disturbed: bool = False,
                     baseline_label: str | None = None, candidate_label: str | None = None,
-                    notes: Sequence[str] = ()) -> Comparison:
+                    notes: Sequence[str] = (), baseline_rounds: Mapping[str, Sequence[Sequence[float]]] | None = None,
+                    candidate_rounds: Mapping[str, Sequence[Sequence[float]]] | None = None) -> Comparison:
     """One row per test both configurations ran. The verdict is "disturbed" whenever the host was disturbed
-    (the statistics' own verdict is kept beside it), "n/a" without per-repetition samples."""
+    (the statistics' own verdict is kept beside it), "n/a" without per-repetition samples.
+
+    ``*_rounds`` (test -> one tuple of repetitions per llama-bench invocation, :func:`rounds_of`) make the round the
+    unit: paired round by round when ``interleaved``, unpaired otherwise. Without them (imported output) a side's
+    samples count as ONE round: repetitions of one run cannot show run-to-run noise, so there is no verdict."""
     from tunehost.bench import stats
 
     rows = []
@@ -320,22 +330,36 @@ def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interlea
         if cand is None:
             continue
         row_note = None
+        result = None
         if len(base.samples_ts) >= 1 and len(cand.samples_ts) >= 1 and base.centre > 0:
-            result = stats.compare(base.samples_ts, cand.samples_ts)
+            base_runs = _rounds_or_one(baseline_rounds, base)
+            cand_runs = _rounds_or_one(candidate_rounds, cand)
+            paired = interleaved and len(base_runs) == len(cand_runs)
+            try:
+                result = stats.compare_rounds(base_runs, cand_runs, paired=paired)
+            except ValueError:  # a round with no positive, finite throughput (a damaged or hand-edited file)
+                result = None
+        if result is not None:
             low, high, statistical = result.low, result.high, result.verdict
             change = result.change_percent
-            if statistical == "no clear difference" and min(len(base.samples_ts), len(cand.samples_ts)) < stats.MIN_SAMPLES:
-                row_note = f"fewer than {stats.MIN_SAMPLES} repetitions on a side: no verdict"
+            if result.too_few_rounds:
+                row_note = (f"{result.rounds} round{'s' if result.rounds != 1 else ''}, fewer than "
+                            f"{stats.MIN_ROUNDS}: no verdict (repetitions of one llama-bench run cannot show its "
+                            "run-to-run noise)")
         else:
             low = high = None
             statistical = NOT_COMPARABLE
             change = (cand.centre / base.centre - 1.0) * 100.0 if base.centre else 0.0
-            row_note = "no per-repetition samples (Markdown/CSV output): the change cannot be judged against noise"
+            row_note = ("no per-repetition samples (Markdown/CSV output): the change cannot be judged against noise"
+                        if not base.samples_ts or not cand.samples_ts else
+                        "a run with no positive throughput: the change cannot be judged against noise")
         verdict = DISTURBED if disturbed and statistical != NOT_COMPARABLE else statistical
         rows.append(TestComparison(
             test=base.test, kind=base.kind, baseline_ts=base.centre, candidate_ts=cand.centre, change_percent=change,
             low=low, high=high, verdict=verdict, statistical_verdict=statistical,
             n_baseline=len(base.samples_ts), n_candidate=len(cand.samples_ts), note=row_note,
+            rounds=result.rounds if result else 0, effective_samples=result.effective_samples if result else None,
+            method=result.method if result else None,
         ))
     all_notes = list(notes)
     if not interleaved:
@@ -375,6 +399,8 @@ def compare_saved(before: SavedResult, after: SavedResult, *, config: str | None
     return compare_configs(
         base, cand, interleaved=False, disturbed=before.disturbed or after.disturbed,
         baseline_label=f"before{_label(before, 'before')}", candidate_label=f"after{_label(after, 'after')}", notes=notes,
+        baseline_rounds=rounds_of(before.invocations, base.name) or None,
+        candidate_rounds=rounds_of(after.invocations, cand.name) or None,
     )
 
 
@@ -496,6 +522,23 @@ def config_from_invocations(name: str, flags: Sequence[str], invocations: Iterab
     return ConfigResult(name=name, flags=tuple(flags), tests=tuple(tests), command=command, params=params)
 
 
+def rounds_of(invocations: Iterable[Invocation], name: str) -> dict[str, list[tuple[float, ...]]]:
+    """test -> the repetitions of each counted invocation of configuration ``name``, in round order."""
+    by_test: dict[str, list[tuple[float, ...]]] = {}
+    for inv in sorted((i for i in invocations if i.counted and i.config == name), key=lambda i: i.round):
+        for test, samples in inv.samples.items():
+            if samples:
+                by_test.setdefault(test, []).append(tuple(samples))
+    return by_test
+
+
+def _rounds_or_one(rounds: Mapping[str, Sequence[Sequence[float]]] | None,
+                   test: TestSamples) -> Sequence[Sequence[float]]:
+    """The test's rounds when known, else all its samples as one round (nothing shows run-to-run noise)."""
+    found = rounds.get(test.test) if rounds else None
+    return found if found else [test.samples_ts]
+
+
 def _float(value: Any) -> float | None:
     """A number of a saved result, None when absent or not a number; NaN/inf is damage (ValueError)."""
     if value is None:
@@ -523,5 +566,5 @@ def _round(value: float | None) -> float | None:
 __all__ = [
     "SCHEMA", "TestSamples", "ConfigResult", "Invocation", "TestComparison", "Comparison", "SavedResult",
     "compare_configs", "compare_saved", "save", "load", "import_results", "result_from_bench_results",
-    "config_from_invocations",
+    "config_from_invocations", "rounds_of",
 ]

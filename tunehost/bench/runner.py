@@ -8,9 +8,11 @@ How a measurement runs (docs/bench.md explains why):
    and fails fast on a flag llama-bench rejects at run time (its own per-test warm-up stays on as well);
 3. counted rounds: each round runs every configuration once with ``-r REPS``; the order alternates
    (A B, B A, A B, ...) so drift and any "second in line" effect hit both sides equally;
-4. after ``min_rounds`` rounds the bootstrap interval of candidate / baseline is computed per test; while it is
-   too wide to decide (:func:`tunehost.bench.stats.needs_more_rounds`) another round runs, as long as the
-   projected end stays inside the budget and ``max_rounds`` is not reached;
+4. each round gives one paired observation per test, log(candidate / baseline) of that round's medians; after
+   ``min_rounds`` rounds the anytime-valid interval over rounds is computed (:func:`tunehost.bench.stats.compare_rounds`,
+   a confidence sequence, so looking after every round does not inflate the false-verdict rate); while it is too
+   wide to decide (:func:`tunehost.bench.stats.needs_more_rounds`) another round runs, as long as the projected
+   end stays inside the budget and ``max_rounds`` is not reached;
 5. the host is watched through the counted rounds (:mod:`tunehost.bench.watch`); a disturbed run's verdicts
    read "disturbed".
 
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.results import (
-    Comparison, ConfigResult, Invocation, SavedResult, compare_configs, config_from_invocations, now_utc,
+    Comparison, ConfigResult, Invocation, SavedResult, compare_configs, config_from_invocations, now_utc, rounds_of,
 )
 from tunehost.errors import TunehostError
 
@@ -44,8 +46,8 @@ DEFAULT_N_PROMPT = 512
 DEFAULT_N_GEN = 128
 DEFAULT_REPS = 3
 DEFAULT_BUDGET_S = 120.0
-MIN_ROUNDS = 3
-MAX_ROUNDS = 12
+MIN_ROUNDS = 5  # = stats.MIN_ROUNDS: no verdict from fewer rounds, so the engine never stops before them
+MAX_ROUNDS = 40  # the budget usually ends a run first; the interval is valid wherever it stops
 HEAD_BYTES = 1024 * 1024  # the model's identity: sha256 of its first MiB (GGUF header + tensor table start)
 
 # llama-bench options tunehost sets itself -> what to use instead
@@ -288,27 +290,20 @@ def _one_per_test(got: Sequence[BenchResult], config: BenchConfig) -> dict[str, 
     return by_test
 
 
-def _pooled(invocations: Sequence[Invocation], config: str) -> dict[str, list[float]]:
-    pooled: dict[str, list[float]] = {}
-    for inv in invocations:
-        if inv.config == config and inv.counted:
-            for test, samples in inv.samples.items():
-                pooled.setdefault(test, []).extend(samples)
-    return pooled
-
-
 def _undecided(configs: Sequence[BenchConfig], invocations: Sequence[Invocation], stats: Any) -> bool:
-    """Whether any test still needs rounds: a comparison whose interval is too wide to decide, or (one config)
-    a result whose own noise is wider than the practical threshold (its A/A interval, see docs/bench.md)."""
-    big = 10**9  # run_rounds enforces max_rounds itself
+    """Whether any test still needs rounds: a comparison whose interval over rounds is too wide to decide, or (one
+    config) a level whose own confidence sequence is wider than ± the practical threshold (docs/bench.md).
+
+    The same stats.compare_rounds the saved result reports, so the engine stops on exactly what it shows."""
     if len(configs) == 1:
-        pooled = _pooled(invocations, configs[0].name)
-        return any(stats.needs_more_rounds(stats.compare(s, s), max_samples=big) for s in pooled.values())
-    base = _pooled(invocations, configs[0].name)
+        return any(stats.level_radius(r) > stats.PRACTICAL_THRESHOLD
+                   for r in rounds_of(invocations, configs[0].name).values())
+    base = rounds_of(invocations, configs[0].name)
     for other in configs[1:]:
-        cand = _pooled(invocations, other.name)
-        for test, samples in base.items():
-            if test in cand and stats.needs_more_rounds(stats.compare(samples, cand[test]), max_samples=big):
+        cand = rounds_of(invocations, other.name)
+        for test, runs in base.items():
+            if test in cand and len(cand[test]) == len(runs) \
+                    and stats.needs_more_rounds(stats.compare_rounds(runs, cand[test], paired=True, describe=False)):
                 return True
     return False
 
@@ -516,7 +511,9 @@ def build_result(outcome: RoundsOutcome, settings: BenchSettings, *, binary: str
     comparison: Comparison | None = None
     if len(configs) == 2:
         notes = [f"host disturbed: {'; '.join(outcome.watch.reasons)}"] if disturbed and outcome.watch else []
-        comparison = compare_configs(configs[0], configs[1], interleaved=True, disturbed=disturbed, notes=notes)
+        comparison = compare_configs(configs[0], configs[1], interleaved=True, disturbed=disturbed, notes=notes,
+                                     baseline_rounds=rounds_of(outcome.invocations, configs[0].name),
+                                     candidate_rounds=rounds_of(outcome.invocations, configs[1].name))
     first = next(iter(next(iter(outcome.results.values())).values()))
     model = dict(model_id, model_type=first.model_type, n_params=first.n_params)
     notes = []

@@ -52,7 +52,7 @@ def bench(
                                         help="Tokens already in the context before each test (default 0)."),
     reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run (llama-bench -r)."),
     budget: float = typer.Option(120.0, "--budget", metavar="SECONDS",
-                                 help="Time after which no extra round starts (the first 3 rounds always run)."),
+                                 help="Time after which no extra round starts (the first 5 rounds always run)."),
     save: Optional[Path] = typer.Option(None, "--save", metavar="OUT.json", help="Save the result (JSON)."),
     compare: Optional[Path] = typer.Option(None, "--compare", metavar="SAVED.json",
                                            help="Compare this run (after) with a saved one (before)."),
@@ -267,6 +267,10 @@ def render_comparison(comparison: "Comparison", console: "Console", *, chart: bo
     console.print(f"[dim]verdict: faster/slower only when the whole {comparison.confidence:.0%} interval of "
                   f"candidate/baseline lies beyond ±{comparison.threshold:.0%}[/]")
     for row in comparison.rows:
+        if row.rounds:
+            console.print(f"[dim]{row.test}: {row.rounds} round{'s' if row.rounds != 1 else ''} behind the interval; "
+                          f"{min(row.n_baseline, row.n_candidate)} repetitions a side, worth "
+                          f"{row.effective_samples or 0:.1f} independent samples[/]")
         if row.note:
             console.print(f"[dim]{row.test}: {escape(row.note)}[/]")
     for note in comparison.notes:
