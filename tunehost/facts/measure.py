@@ -12,9 +12,10 @@ figures only; checks decide what they mean, so an old snapshot is re-judged by n
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
+
+from tunehost.facts.bounds import number
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -29,12 +30,7 @@ MAX_CPU_ID = 1 << 16
 
 
 def _number(value: Any, upper: float) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    if not math.isfinite(value) or value <= 0 or value > upper:
-        return None
-    return value
+    return number(value, 0.0, upper, above_low=True)
 
 
 def _mhz_map(value: Any) -> dict[int, float] | None:

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tunehost.facts.bounds import number, whole
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
@@ -229,11 +231,11 @@ def _reason(host: "Host", name: str, value: Any) -> str:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return number(value)  # finite and not negative: a sample's NaN or -1 is unknown
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole(value)
 
 
 def _process(row: Any) -> ProcessInfo | None:
