@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
-from tunehost.facts.bounds import share
+from tunehost.bounds import share
 from tunehost.facts.memory import MEMINFO, SWAPPINESS, SWAPPINESS_RANGE, SWAPS, SwapFacts
 
 GiB_KB = 1024 * 1024

@@ -69,7 +69,7 @@ class TestSamples:
     @property
     def spread(self) -> float | None:
         """Relative spread: MAD / median of the samples (stddev / mean without samples)."""
-        from tunehost.facts.bounds import number
+        from tunehost.bounds import number
 
         if len(self.samples_ts) >= 2:
             from tunehost.bench.stats import summarize

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tunehost.facts.bounds import number
+from tunehost.bounds import number
 
 if TYPE_CHECKING:
     from tunehost.host import Host

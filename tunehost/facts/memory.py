@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from tunehost.facts.bounds import MAX_COUNT, number, whole, whole_text
+from tunehost.bounds import MAX_COUNT, number, whole, whole_text
 from tunehost.host.samples import VMSTAT_COUNTERS
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tunehost.facts.bounds import number, whole
+from tunehost.bounds import number, whole
 
 if TYPE_CHECKING:
     from tunehost.host import Host

@@ -1,4 +1,4 @@
-"""Whether a value read from a host or a snapshot can be real: the one place facts turn hostile numbers into unknown.
+"""Whether a value read from a host, a snapshot or a file can be real: the one place hostile numbers become unknown.
 
     whole_text("60\\n", 0, 200)  -> 60       a sysfs/procfs integer within the range the kernel allows
     whole(-1, 0)                 -> None     a JSON integer (never a bool) within a range
@@ -47,6 +47,15 @@ def number(value: Any, low: float = 0.0, high: float = math.inf, *, above_low: b
     if not math.isfinite(value) or value < low or value > high or (above_low and value == low):
         return None
     return value
+
+
+def number_text(text: str | None, low: float = 0.0, high: float = math.inf) -> float | None:
+    """A decimal in text ("3200", "12.5") as a finite float in [low, high]; None for garbage, NaN or overflow."""
+    try:
+        value = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number(value, low, high)
 
 
 def share(part: int | float | None, total: int | float | None) -> float | None:
