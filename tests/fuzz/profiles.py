@@ -57,3 +57,9 @@ def time_limit(target: str, seconds: float = HARD_LIMIT_S) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def budget(*, ci: int, long: int) -> settings:
+    """Settings for an expensive target (a whole doctor run per example): fewer examples than the profile's."""
+    name = settings.get_current_profile_name()
+    return settings(max_examples=long if name == "long" else ci)

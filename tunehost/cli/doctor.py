@@ -115,10 +115,11 @@ def snapshot(
     """
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.host.snapshot import write_snapshot
+    from tunehost.host.snapshot import check_target, write_snapshot
     from tunehost.registry import load_checks
     from tunehost.doctor import run_doctor
 
+    check_target(directory)  # a file or a full directory fails now, not after a second of sampling
     host = open_host(record=True)
     enable_measuring(host, quick=quick)
     loaded = load_checks()

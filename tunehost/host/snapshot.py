@@ -35,6 +35,17 @@ CANONICAL_SAMPLES = ("activity", "processes", "listeners")
 MAX_LISTED_FILE_BYTES = 64 * 1024
 
 
+def check_target(directory: Path) -> None:
+    """A snapshot goes into a new or empty directory: anything else is one clear error, before any sampling."""
+    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        raise TunehostError(f"{directory} exists and is not a directory; choose a new directory")
+    try:
+        if directory.exists() and any(directory.iterdir()):
+            raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
+    except OSError as exc:
+        raise TunehostError(f"cannot use {directory} for a snapshot: {exc.strerror or exc}") from None
+
+
 def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()) -> dict:
     """Write what `host` (opened with record=True) has read into `directory`. Returns the manifest."""
     if host.files.log is None or not isinstance(getattr(host.commands, "log", None), CommandLog):
@@ -44,8 +55,7 @@ def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()
     for name in CANONICAL_SAMPLES:
         host.sample(name)
     directory = Path(directory)
-    if directory.exists() and any(directory.iterdir()):
-        raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
+    check_target(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _write_fs(host, directory / "fs")
