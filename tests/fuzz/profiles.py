@@ -3,6 +3,7 @@
     pytest tests/fuzz                              # "ci": a few dozen examples per test, derandomized (< 60 s on 2 cores)
     pytest tests/fuzz --hypothesis-profile=long    # thousands per test, random seed: a local or nightly run
     TUNEHOST_FUZZ_PROFILE=long pytest tests/fuzz   # the same, for runners that cannot pass options
+    TUNEHOST_FUZZ_EXAMPLES=300 pytest tests/fuzz --hypothesis-profile=long   # a shorter long run
 
 The profiles are registered from tests/conftest.py so that `--hypothesis-profile` (read when pytest configures)
 finds them.
@@ -20,6 +21,7 @@ from typing import Iterator
 from hypothesis import HealthCheck, settings
 
 PROFILE_ENV = "TUNEHOST_FUZZ_PROFILE"
+EXAMPLES_ENV = "TUNEHOST_FUZZ_EXAMPLES"  # examples per target in the long profile (default 1500)
 # a generous deadline: CI runners are 2 shared vCPUs; a real hang is caught by the hard limit below
 EXAMPLE_DEADLINE = timedelta(seconds=10)
 HARD_LIMIT_S = 30.0  # one example running this long is a hang, whatever the machine
@@ -33,8 +35,9 @@ TRIED: Counter[str] = Counter()
 def register_profiles() -> None:
     settings.register_profile("ci", max_examples=30, deadline=EXAMPLE_DEADLINE, derandomize=True, database=None,
                               suppress_health_check=SUPPRESSED, print_blob=True)
-    settings.register_profile("long", max_examples=1500, deadline=EXAMPLE_DEADLINE, database=None,
-                              suppress_health_check=SUPPRESSED, print_blob=True)
+    settings.register_profile("long", max_examples=int(os.environ.get(EXAMPLES_ENV, "1500")),
+                              deadline=EXAMPLE_DEADLINE, database=None, suppress_health_check=SUPPRESSED,
+                              print_blob=True)
     settings.load_profile(os.environ.get(PROFILE_ENV, "ci"))
 
 
@@ -61,5 +64,6 @@ def time_limit(target: str, seconds: float = HARD_LIMIT_S) -> Iterator[None]:
 
 def budget(*, ci: int, long: int) -> settings:
     """Settings for an expensive target (a whole doctor run per example): fewer examples than the profile's."""
-    name = settings.get_current_profile_name()
-    return settings(max_examples=long if name == "long" else ci)
+    if settings.get_current_profile_name() != "long":
+        return settings(max_examples=ci)
+    return settings(max_examples=max(1, long * settings().max_examples // 1500))

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from tunehost.bounds import whole_text
 from tunehost.facts.cpu import CPU_ROOT, CpuFacts
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def read_cppc(host: "Host", cpu: int) -> Cppc | None:
     values: dict[str, int | None] = {}
     for name in CPPC_FILES:
         raw = host.files.read_value(f"{cppc_dir(cpu)}/{name}")
-        number = int(raw) if raw is not None and raw.isdigit() else None
+        number = whole_text(raw)
         limit = MAX_REFERENCE_MHZ if name == "nominal_freq" else MAX_PERF_UNITS
         values[name] = number if number and number <= limit else None
     if not any(values.values()):

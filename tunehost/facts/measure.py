@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tunehost.bounds import number
+from tunehost.bounds import number, whole_text
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -39,12 +39,13 @@ def _mhz_map(value: Any) -> dict[int, float] | None:
     out: dict[int, float] = {}
     for key, mhz in value.items():
         text = str(key)
-        if not text.isdigit() or int(text) >= MAX_CPU_ID:
+        cpu = whole_text(text, 0, MAX_CPU_ID - 1) if text.isdigit() else None
+        if cpu is None:
             return None
         number = _number(mhz, MAX_MHZ)
         if number is None:
             return None
-        out[int(text)] = number
+        out[cpu] = number
     return out
 
 

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tunehost.bounds import number, whole
+from tunehost.bounds import number, whole, whole_text
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -86,12 +86,12 @@ class ProcessInfo:
             host, port, source = _split_ollama_host(self.host_env, default_port) + ("OLLAMA_HOST",)
         if self.host_env and self.server != "ollama":
             host, source = self.host_env, "LLAMA_ARG_HOST"
-        if self.port_env and str(self.port_env).isdigit():
-            port = int(self.port_env)
+        if self.port_env and whole_text(str(self.port_env), 0, 65535) is not None:
+            port = whole_text(str(self.port_env), 0, 65535)
         if self.flags.get("host"):
             host, source = str(self.flags["host"]), "--host"
-        if self.flags.get("port") and str(self.flags["port"]).isdigit():
-            port = int(str(self.flags["port"]))
+        if self.flags.get("port") and whole_text(str(self.flags["port"]), 0, 65535) is not None:
+            port = whole_text(str(self.flags["port"]), 0, 65535)
         return host, port, source
 
 
@@ -105,7 +105,8 @@ def _split_ollama_host(value: str, default_port: int | None) -> tuple[str, int |
         host, _, port = text.partition(":")
     else:
         host, port = text, ""
-    return host or "127.0.0.1", int(port) if port.isdigit() else default_port
+    number = whole_text(port, 0, 65535)
+    return host or "127.0.0.1", number if number is not None else default_port
 
 
 @dataclass(frozen=True)

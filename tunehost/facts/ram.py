@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from tunehost.bounds import whole_text
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_standard_grade, module_family,
@@ -352,7 +353,7 @@ class NumaFacts:
         balancing = None
         if balancing_raw is not None:
             evidence[NUMA_BALANCING] = balancing_raw
-            balancing = int(balancing_raw) if balancing_raw.isdigit() else None
+            balancing = whole_text(balancing_raw)
         if not host.files.is_dir(NODE_DIR):
             return cls(None, balancing, evidence)
         for path in (NODE_ONLINE, NODE_HAS_CPU):

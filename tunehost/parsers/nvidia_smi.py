@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from tunehost.bounds import whole_text
+
 # canonical clock-event (throttle) reason names, as NVML's bitmask and nvidia-smi's XML tags name them
 CLOCK_REASON_BITS: dict[str, int] = {
     "gpu_idle": 0x1,
@@ -132,8 +134,9 @@ class GpuInfo:
         """Whether the GPU was idle when read: P8 and lower-power states, or the idle clock reason."""
         if self.clock_reasons is not None and "gpu_idle" in self.clock_reasons:
             return True
-        if self.pstate and self.pstate.startswith("P") and self.pstate[1:].isdigit():
-            return int(self.pstate[1:]) >= 5
+        level = whole_text(self.pstate[1:], 0, 15) if self.pstate and self.pstate.startswith("P") else None
+        if level is not None:
+            return level >= 5
         if self.utilization_pct is not None:
             return self.utilization_pct < 5
         return None
