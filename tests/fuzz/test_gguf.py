@@ -132,10 +132,11 @@ def _valid_gguf_bytes() -> bytes:
 @st.composite
 def mutated_gguf(draw) -> bytes:
     data = bytearray(_valid_gguf_bytes())
-    header_end = min(len(data), 2048)  # metadata and tensor table live at the start
     for _ in range(draw(st.integers(1, 6))):
         op = draw(st.sampled_from(["flip", "u64", "u32", "cut", "append"]))
-        at = draw(st.integers(0, header_end - 1))
+        if not data:
+            op = "append"
+        at = draw(st.integers(0, max(0, min(len(data), 2048) - 1)))  # metadata and tensor table are at the start
         if op == "flip":
             data[at] ^= 1 << draw(st.integers(0, 7))
         elif op in ("u64", "u32"):
