@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tunehost.bounds import number, whole, whole_text
+from tunehost.cpulist import MAX_CPUS
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -232,7 +233,7 @@ def _reason(host: "Host", name: str, value: Any) -> str:
 
 
 def _number(value: Any) -> float | None:
-    return number(value)  # finite and not negative: a sample's NaN or -1 is unknown
+    return number(value, 0.0, 100.0 * MAX_CPUS)  # finite, not negative, at most every CPU busy: else unknown
 
 
 def _int(value: Any) -> int | None:

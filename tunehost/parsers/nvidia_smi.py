@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from tunehost.bounds import whole_text
+from tunehost.bounds import number_text, whole_text
 
 # canonical clock-event (throttle) reason names, as NVML's bitmask and nvidia-smi's XML tags name them
 CLOCK_REASON_BITS: dict[str, int] = {
@@ -152,6 +152,7 @@ class NvidiaSmiReport:
 
 # --- value helpers -----------------------------------------------------------------------------------------------
 
+MAX_VALUE = 1e15  # no nvidia-smi figure (MiB, MHz, W, %) comes near this
 _NUM = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 
@@ -160,12 +161,7 @@ def num(text: Any) -> float | None:
     if text is None:
         return None
     match = _NUM.search(str(text))
-    if not match:
-        return None
-    try:
-        return float(match.group())
-    except ValueError:
-        return None
+    return number_text(match.group(), -MAX_VALUE, MAX_VALUE) if match else None  # 10^400 is garbage, not inf
 
 
 def integer(text: Any) -> int | None:
