@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tunehost.bounds import number, whole_text
+from tunehost.cpulist import MAX_CPUS
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -26,7 +27,7 @@ SAMPLE_FILE = f"samples/{MEASURE_SAMPLE}.json"
 NOT_ASKED = "not measured (this run did not ask for it; `tunehost doctor` measures unless --quick)"
 MAX_GBPS = 100_000.0     # no memory system reads 100 TB/s: a larger figure is garbage
 MAX_MHZ = 20_000.0       # no CPU core runs at 20 GHz
-MAX_CPU_ID = 1 << 16
+MAX_CPU_ID = MAX_CPUS
 
 
 def _number(value: Any, upper: float) -> float | None:

@@ -87,12 +87,14 @@ class ProcessInfo:
             host, port, source = _split_ollama_host(self.host_env, default_port) + ("OLLAMA_HOST",)
         if self.host_env and self.server != "ollama":
             host, source = self.host_env, "LLAMA_ARG_HOST"
-        if self.port_env and whole_text(str(self.port_env), 0, 65535) is not None:
-            port = whole_text(str(self.port_env), 0, 65535)
+        env_port = whole_text(str(self.port_env), 0, 65535) if self.port_env else None
+        if env_port is not None:
+            port = env_port
         if self.flags.get("host"):
             host, source = str(self.flags["host"]), "--host"
-        if self.flags.get("port") and whole_text(str(self.flags["port"]), 0, 65535) is not None:
-            port = whole_text(str(self.flags["port"]), 0, 65535)
+        flag_port = whole_text(str(self.flags["port"]), 0, 65535) if self.flags.get("port") else None
+        if flag_port is not None:
+            port = flag_port
         return host, port, source
 
 
