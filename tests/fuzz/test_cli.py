@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.advise.conftest import dense_tensors, write_gguf
@@ -155,7 +155,7 @@ def test_advise_cpus_beyond_the_kernel_is_one_line(cli, cpus: str) -> None:
     assert result.stderr.strip().count("\n") == 0 and "8192 CPUs" in result.stderr
 
 
-@settings(budget(ci=6, long=200))
+@settings(budget(ci=6, long=200), phases=[Phase.explicit, Phase.generate])  # an expected failure: no shrinking
 @given(st.sampled_from(["--import", "--compare"]),
        st.binary(max_size=300) | st.text(max_size=300).map(str.encode)
        | st.sampled_from([b"[" * 50_000, b'{"configs": NaN}', b"| model | t/s |\n|---|---|\n| x | nan \xc2\xb1 nan |\n"]))
