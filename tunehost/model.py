@@ -29,6 +29,7 @@ SUPPORTED_GGUF_VERSIONS = (2, 3)
 ROUTED_EXPERT_RE = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
 SHARED_EXPERT_MARK = "_shexp"
 _LAYER_RE = re.compile(r"^blk\.([0-9]{1,9})\.")
+ARCH_NAME_RE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 SPLIT_NAME_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # Layer pattern llama.cpp applies when the GGUF has no `<arch>.attention.sliding_window_pattern` key
@@ -391,6 +392,8 @@ def _facts_from(
     arch = meta.get_str("general.architecture")
     if not arch:
         raise TunehostError(f"{given}: GGUF has no general.architecture; not a model file")
+    if not ARCH_NAME_RE.fullmatch(arch):  # llama.cpp's names: "llama", "qwen3moe", "gpt-oss", "t5encoder", ...
+        raise _Unusable("general.architecture", arch)
     meta.arch = arch
     block_count = meta.get_int(f"{arch}.block_count")
     n_embd = meta.get_int(f"{arch}.embedding_length")
