@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 CPPC_FILES = ("nominal_freq", "nominal_perf", "highest_perf", "reference_perf")
 MAX_PERF_UNITS = 1 << 20
 MAX_REFERENCE_MHZ = 20_000
-FEEDBACK = re.compile(r"ref:\s*([0-9]+)\s+del:\s*([0-9]+)")
+FEEDBACK = re.compile(r"ref:\s*([0-9]{1,19})\s+del:\s*([0-9]{1,19})\b")
 
 
 def cppc_dir(cpu: int) -> str:
