@@ -43,7 +43,7 @@ class DrmClient:
 
 
 def _size(text: str) -> int | None:
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]iB|B)?\s*", text, re.IGNORECASE)
+    match = re.fullmatch(r"\s*(\d{1,19})\s*([KMG]iB|B)?\s*", text, re.IGNORECASE)
     if not match:
         return None
     value = int(match.group(1)) * _UNITS[(match.group(2) or "").upper()]

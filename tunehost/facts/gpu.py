@@ -66,7 +66,7 @@ def parse_pp_dpm_pcie(text: str | None) -> tuple[tuple[int | None, int | None, b
     """amdgpu pp_dpm_pcie ("0: 2.5GT/s, x8 \\n1: 16.0GT/s, x16 *") -> ((gen, width, current), ...)."""
     levels = []
     for line in (text or "").splitlines():
-        match = re.match(r"\s*\d+:\s*([\d.]+\s*GT/s)\s*,?\s*x(\d+)", line)
+        match = re.match(r"\s*\d+:\s*([\d.]+\s*GT/s)\s*,?\s*x(\d{1,3})\b", line)
         if match:
             levels.append((link_gen(match.group(1)), int(match.group(2)), line.rstrip().endswith("*")))
     return tuple(levels)

@@ -41,11 +41,11 @@ NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
 NEEDS_ROOT = "dmidecode needs root: run `sudo tunehost doctor`"
 NOT_INSTALLED = "dmidecode is not installed (apt install dmidecode)"
 
-_BANK_CHANNEL = re.compile(r"\bP(\d+)[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
+_BANK_CHANNEL = re.compile(r"\bP(\d{1,4})[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
 _CONTROLLER_CHANNEL = re.compile(r"Controller(\d+)[\s_-]*Channel([A-Z])", re.I)          # "Controller0-ChannelA-DIMM1"
 _CONTROLLER_DIMM = re.compile(r"Controller(\d+)[\s_-]*DIMM([A-Z])\d", re.I)              # "Controller0-DIMMA2"
 _CONTROLLER_SLOT = re.compile(r"^Controller(\d+)[\s_-]*DIMM\d$", re.I)  # Intel DDR5 "Controller1-DIMM0": one channel each
-_CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d+)[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
+_CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d{1,4})[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
 _CHANNEL = re.compile(r"Channel[\s_-]*([A-Z])\b", re.I)                                  # "ChannelA-DIMM0"
 _SLOT_LETTER = re.compile(r"^(?:DIMM|DDR\d?|MEM|SLOT)[\s_-]*([A-Z])[\s_-]?\d\b", re.I)    # "DIMMA1", "DDR5-A2", "DIMM_B1"
 
@@ -375,7 +375,7 @@ class NumaFacts:
                 except TunehostError:
                     cpus = None
             meminfo = host.files.read(f"{base}/meminfo") or ""
-            mem = re.search(r"MemTotal:\s*(\d+)\s*kB", meminfo)
+            mem = re.search(r"MemTotal:\s*(\d{1,19})\s*kB", meminfo)
             if mem:
                 evidence[f"{base}/meminfo"] = f"MemTotal: {mem.group(1)} kB"
             distance_raw = host.files.read_value(f"{base}/distance")
