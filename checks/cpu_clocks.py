@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunehost.check import Check, Fix
+from tunehost.bounds import whole_text
 from tunehost.cpulist import format_cpu_list
 from tunehost.facts.clocks import ClockFacts, ClockReference, clock_reference
 from tunehost.facts.cpu import CpuFacts
@@ -159,7 +160,8 @@ def _settings_explain(cpu: CpuFacts) -> str | None:
                and c.scaling_max_khz < CLAMP_RATIO * (c.base_khz or cpu.nominal_khz or 0)]
     if low_cap:
         return "scaling_max_freq caps it (see cpu-frequency)"
-    if cpu.intel_pstate.get("max_perf_pct", "100").isdigit() and int(cpu.intel_pstate.get("max_perf_pct", "100")) < 60:
+    max_perf = whole_text(cpu.intel_pstate.get("max_perf_pct"), 0, 100)
+    if max_perf is not None and max_perf < 60:
         return "intel_pstate max_perf_pct caps it (see cpu-frequency)"
     return None
 

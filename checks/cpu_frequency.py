@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tunehost.bounds import whole_text
 from tunehost.check import Check, Fix
 from tunehost.cpulist import format_cpu_list
 from tunehost.facts.cpu import BOOST, INTEL_PSTATE, CpuFacts, CpuFreq
@@ -127,10 +128,7 @@ class CpuFrequencyCheck(Check):
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+    return whole_text(value, 0, 100)  # a percentage of the CPU's maximum
 
 
 def _acpi_turbo_marker(cpu: CpuFacts) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
+from tunehost.bounds import number_text
 from tunehost.facts.llama import gpu_views
 from tunehost.facts.processes import DISPLAY_PROCESSES, ProcessFacts
 
@@ -48,7 +49,7 @@ class HeadlessCheck(Check):
                   GO_HEADLESS if target != "multi-user.target" else ("sudo systemctl isolate multi-user.target",))
         held = f"{ram / 2**30:.1f} GiB RAM" if ram >= 2**30 else f"{ram / 2**20:.0f} MiB RAM"
         if vram:
-            mib = sum(float(v.split()[0]) for v in vram.values() if v.split()[0].replace(".", "").isdigit())
+            mib = sum(n for v in vram.values() if (n := number_text((v.split() or [""])[0])) is not None)
             yield self.warn(f"the graphical session ({names}) holds {mib:.0f} MiB of VRAM on the inference GPU "
                             f"and {held}", ev, fix=fix,
                             detail="VRAM the compositor holds is VRAM llama.cpp cannot use for layers or KV cache, "

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
-from tunehost.facts.memory import MEMINFO, SWAPPINESS, SWAPS, SwapFacts
+from tunehost.bounds import share
+from tunehost.facts.memory import MEMINFO, SWAPPINESS, SWAPPINESS_RANGE, SWAPS, SwapFacts
 
 GiB_KB = 1024 * 1024
 SWAPPINESS_MAX = 10  # above this the kernel readily swaps out idle anonymous memory (--no-mmap weights, KV cache)
@@ -101,7 +102,12 @@ class SwapCheck(Check):
 
     def _swappiness(self, swap: SwapFacts):
         if swap.swappiness is None:
-            return self.skip(f"cannot read {SWAPPINESS}", {k: v for k, v in swap.evidence.items() if k == SWAPPINESS})
+            raw = swap.evidence.get(SWAPPINESS)
+            if raw is not None:
+                low, high = SWAPPINESS_RANGE
+                return self.skip(f"{SWAPPINESS} holds {raw[:24]!r}, not a swappiness the kernel allows ({low}-{high})",
+                                 {SWAPPINESS: raw})
+            return self.skip(f"cannot read {SWAPPINESS}")
         value = swap.swappiness
         evidence = {SWAPPINESS: value}
         if value <= SWAPPINESS_MAX:
@@ -125,9 +131,12 @@ class SwapCheck(Check):
         evidence = {k: v for k, v in mem.evidence.items() if "MemTotal" in k or "MemAvailable" in k}
         if not total or available is None:
             return self.skip(f"cannot read MemTotal/MemAvailable from {MEMINFO}", evidence)
-        share = available / total
-        summary = f"{gib(available)} of {gib(total)} RAM available ({share:.0%})"
-        if share < HEADROOM_WARN:
+        available_share = share(available, total)
+        if available_share is None:
+            return self.skip(f"{MEMINFO} says MemAvailable {available} kB of MemTotal {total} kB: the two cannot "
+                             "both be true", evidence)
+        summary = f"{gib(available)} of {gib(total)} RAM available ({available_share:.0%})"
+        if available_share < HEADROOM_WARN:
             return self.warn(summary + ": a model plus its KV cache that does not fit in this will page", evidence,
                              fix=Fix("Close memory-hungry programs (see headless/cpu-hogs) or pick a model that "
                                      f"fits; {MLOCK}.", ()), detail=PAGING)

@@ -14,6 +14,13 @@ import pytest
 
 from tunehost.host.commands import command_file_name
 
+try:  # the fuzz suite's hypothesis profiles, registered before pytest configures so --hypothesis-profile finds them
+    from tests.fuzz.profiles import register_profiles
+except ImportError:  # hypothesis is not installed: tests/fuzz is skipped
+    pass
+else:
+    register_profiles()
+
 DATA = Path(__file__).parent / "data"
 CORPUS = DATA / "corpus"  # a copy of ../shared/corpus (real outputs; SOURCES.md says what each shows)
 SNAPSHOTS = DATA / "snapshots"  # real captured machines and corpus-built snapshots

@@ -29,7 +29,8 @@ MAX_NAME_CHARS = 200  # general.name is shown in one line and in a unit's Descri
 # llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h): exactly the tensors --cpu-moe / --n-cpu-moe move to the CPU.
 ROUTED_EXPERT_RE = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
 SHARED_EXPERT_MARK = "_shexp"
-_LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+_LAYER_RE = re.compile(r"^blk\.([0-9]{1,9})\.")
+ARCH_NAME_RE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 SPLIT_NAME_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # Layer pattern llama.cpp applies when the GGUF has no `<arch>.attention.sliding_window_pattern` key
@@ -38,6 +39,32 @@ DEFAULT_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2}
 
 # Arrays longer than this (tokenizer vocab, merges, token types) are skipped, not decoded, while reading.
 _SKIP_ARRAY_ABOVE = 4096
+
+# The ranges a usable model's shape stays in, far beyond any real model (today's largest: 126 layers, 16384-wide
+# embeddings, 128 heads, 512 experts, a 10M-token context). Past them a value is garbage, and the memory arithmetic
+# built on it (one entry per layer, KV bytes per token) would hang, overflow or allocate without end.
+SHAPE_LIMITS: dict[str, tuple[int, int]] = {
+    "block_count": (1, 4096),
+    "embedding_length": (1, 1 << 20),
+    "attention.head_count": (0, 1 << 14),
+    "attention.head_count_kv": (0, 1 << 14),
+    "attention.key_length": (0, 1 << 16),
+    "attention.value_length": (0, 1 << 16),
+    "attention.key_length_swa": (0, 1 << 16),
+    "attention.value_length_swa": (0, 1 << 16),
+    "attention.sliding_window": (0, 1 << 30),
+    "attention.sliding_window_pattern": (0, 4096),
+    "context_length": (1, 1 << 30),
+    "vocab_size": (1, 1 << 24),
+    "feed_forward_length": (0, 1 << 24),
+    "expert_count": (0, 1 << 14),
+    "expert_used_count": (0, 1 << 14),
+    "expert_shared_count": (0, 1 << 14),
+    "expert_feed_forward_length": (0, 1 << 24),
+    "expert_shared_feed_forward_length": (0, 1 << 24),
+}
+MAX_TENSOR_DIMS = 4  # GGML_MAX_DIMS
+MAX_TENSOR_ELEMENTS = 1 << 48
 
 
 @dataclass(frozen=True)
@@ -330,7 +357,34 @@ def read_model(path: str | Path) -> ModelFacts:
             )
             if int(t.data_offset) + int(t.n_bytes) > part_size:
                 raise TunehostError(f"{part}: truncated GGUF file (tensor {t.name} ends past the end of the file)")
-    return _facts_from(meta, tensors, given, parts, file_size)
+    try:
+        return _facts_from(meta, tensors, given, parts, file_size)
+    except _Unusable as exc:
+        raise TunehostError(f"{given}: {exc}") from None
+
+
+class _Unusable(ValueError):
+    """A value read from a GGUF that no real model has: one line, "not a usable GGUF: <field> = <value>"."""
+
+    def __init__(self, fld: str, value: Any) -> None:
+        shown = repr(value) if isinstance(value, str) else str(value)
+        super().__init__(f"not a usable GGUF: {_printable(fld)} = {_printable(shown)}")
+
+
+def _printable(text: str, limit: int = 80) -> str:
+    # a GGUF's strings reach the terminal: one printable line, never an escape sequence
+    clean = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
+
+
+def _whole(key: str, value: Any, limits: tuple[int, int]) -> int:
+    """`value` as a whole number inside `limits`, else _Unusable (a float, a bool, a string, NaN, out of range)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Unusable(key, value)
+    low, high = limits
+    if not low <= value <= high:
+        raise _Unusable(key, value)
+    return value
 
 
 def _facts_from(
@@ -339,6 +393,9 @@ def _facts_from(
     arch = meta.get_str("general.architecture")
     if not arch:
         raise TunehostError(f"{given}: GGUF has no general.architecture; not a model file")
+    if not ARCH_NAME_RE.fullmatch(arch):  # llama.cpp's names: "llama", "qwen3moe", "gpt-oss", "t5encoder", ...
+        raise _Unusable("general.architecture", arch)
+    meta.arch = arch
     block_count = meta.get_int(f"{arch}.block_count")
     n_embd = meta.get_int(f"{arch}.embedding_length")
     head_count_raw = meta.raw(f"{arch}.attention.head_count")
@@ -347,19 +404,24 @@ def _facts_from(
             f"{given}: GGUF for '{arch}' lacks block_count/embedding_length/head_count; "
             "not a language model (an mmproj or adapter?)"
         )
-    heads = _per_layer(head_count_raw, block_count)
+    heads = meta.per_layer(f"{arch}.attention.head_count", block_count)
     head_count = next((h for h in heads if h), 0) or 1
     kv_raw = meta.raw(f"{arch}.attention.head_count_kv")
-    head_count_kv = _per_layer(kv_raw if kv_raw is not None else heads, block_count)
+    head_count_kv = meta.per_layer(f"{arch}.attention.head_count_kv", block_count) if kv_raw is not None else heads
     key_length = meta.get_int(f"{arch}.attention.key_length") or n_embd // head_count
     value_length = meta.get_int(f"{arch}.attention.value_length") or key_length
     sliding_window = meta.get_int(f"{arch}.attention.sliding_window")
-    pattern = meta.raw(f"{arch}.attention.sliding_window_pattern")
+    pattern = meta.pattern(f"{arch}.attention.sliding_window_pattern")
     swa, note = swa_layout(arch, block_count, sliding_window, pattern)
     ff = meta.raw(f"{arch}.feed_forward_length")
-    ff_max = max(_per_layer(ff, block_count)) if ff is not None else None
+    ff_max = max(meta.per_layer(f"{arch}.feed_forward_length", block_count), default=0) if ff is not None else None
     vocab = meta.get_int(f"{arch}.vocab_size") or _vocab_from(tensors) or meta.array_len("tokenizer.ggml.tokens")
-    file_type = meta.get_int("general.file_type")
+    file_type = meta.get_int("general.file_type", (0, 1 << 16))
+    expert_count = meta.get_int(f"{arch}.expert_count") or 0
+    expert_used = meta.get_int(f"{arch}.expert_used_count") or 0
+    if expert_count and expert_used > expert_count:
+        raise _Unusable(f"{arch}.expert_used_count", f"{expert_used} (of {expert_count} experts)")
+    _check_tensors(tensors, file_size)
     return ModelFacts(
         architecture=arch,
         name=_display_name(meta.get_str("general.name")),
@@ -372,8 +434,8 @@ def _facts_from(
         context_length=meta.get_int(f"{arch}.context_length"),
         vocab_size=vocab,
         feed_forward_length=ff_max,
-        expert_count=meta.get_int(f"{arch}.expert_count") or 0,
-        expert_used_count=meta.get_int(f"{arch}.expert_used_count") or 0,
+        expert_count=expert_count,
+        expert_used_count=expert_used,
         expert_shared_count=meta.get_int(f"{arch}.expert_shared_count") or 0,
         expert_feed_forward_length=meta.get_int(f"{arch}.expert_feed_forward_length"),
         expert_shared_feed_forward_length=meta.get_int(f"{arch}.expert_shared_feed_forward_length"),
@@ -414,8 +476,25 @@ def _vocab_from(tensors: list[TensorInfo]) -> int | None:
     # token_embd is [n_embd, n_vocab]: the vocabulary without decoding the 150k-entry tokenizer array
     for t in tensors:
         if t.name == "token_embd.weight" and len(t.shape) == 2:
-            return t.shape[1]
+            return _whole("token_embd.weight vocabulary", t.shape[1], SHAPE_LIMITS["vocab_size"])
     return None
+
+
+def _check_tensors(tensors: list[TensorInfo], file_size: int) -> None:
+    """Every tensor's shape is one ggml can hold and its bytes lie inside the file(s)."""
+    total = 0
+    for t in tensors:
+        if not 1 <= len(t.shape) <= MAX_TENSOR_DIMS or any(d < 1 for d in t.shape):
+            raise _Unusable(f"tensor {t.name} shape", list(t.shape))
+        elements = 1
+        for d in t.shape:
+            elements *= d
+        if elements > MAX_TENSOR_ELEMENTS or elements != t.n_elements:
+            raise _Unusable(f"tensor {t.name} elements", elements)
+        total += t.n_bytes
+        if t.n_bytes < 0 or total > file_size:
+            raise _Unusable(f"tensor {t.name} size", f"{t.n_bytes} bytes (the tensors add up to more than "
+                                                     f"the {file_size}-byte file)")
 
 
 def _file_type_name(value: int | None) -> str | None:
@@ -461,6 +540,8 @@ def _open(part: Path) -> Any:
         return _header_reader_class()(part)
     except TunehostError:
         raise
+    except _Unusable as exc:
+        raise TunehostError(f"{part}: {exc}") from None
     except Exception as exc:  # the reader raises IndexError/ValueError/KeyError/struct.error on short or bad data
         size = part.stat().st_size
         raise TunehostError(
@@ -470,8 +551,11 @@ def _open(part: Path) -> Any:
 
 def _check_split_numbering(parts: tuple[Path, ...], readers: list[Any]) -> None:
     for i, (part, reader) in enumerate(zip(parts, readers)):
-        count = _field_value(reader, "split.count")
-        number = _field_value(reader, "split.no")
+        try:
+            count = _optional_whole(reader, "split.count", (0, 99999))
+            number = _optional_whole(reader, "split.no", (0, 99999))
+        except _Unusable as exc:
+            raise TunehostError(f"{part}: {exc}") from None
         if len(parts) == 1 and count is not None and int(count) > 1:
             raise TunehostError(
                 f"{part}: part {int(number or 0) + 1} of a {count}-part split model, but its name does not follow "
@@ -487,7 +571,15 @@ def _field_value(reader: Any, key: str) -> Any:
     fld = reader.fields.get(key)
     if fld is None or not fld.types:
         return None
-    return fld.contents()
+    try:
+        return fld.contents()
+    except (UnicodeDecodeError, ValueError, IndexError) as exc:  # a string that is not UTF-8, a cut-short array
+        raise _Unusable(key, f"<unreadable: {exc.__class__.__name__}>") from None
+
+
+def _optional_whole(reader: Any, key: str, limits: tuple[int, int]) -> int | None:
+    value = _field_value(reader, key)
+    return None if value is None else _whole(key, value, limits)
 
 
 class _Metadata:
@@ -495,15 +587,39 @@ class _Metadata:
 
     def __init__(self, reader: Any) -> None:
         self._reader = reader
+        self.arch = ""
 
     def raw(self, key: str) -> Any:
         return _field_value(self._reader, key)
 
-    def get_int(self, key: str) -> int | None:
+    def _limits(self, key: str) -> tuple[int, int]:
+        return SHAPE_LIMITS.get(key.removeprefix(f"{self.arch}."), (0, 1 << 62))
+
+    def get_int(self, key: str, limits: tuple[int, int] | None = None) -> int | None:
+        """A whole number inside SHAPE_LIMITS (or `limits`); None when absent. Anything else is _Unusable."""
         value = self.raw(key)
-        if value is None or isinstance(value, (list, str)):
+        if value is None:
             return None
-        return int(value)
+        return _whole(key, value, limits or self._limits(key))
+
+    def per_layer(self, key: str, block_count: int) -> tuple[int, ...]:
+        """A scalar broadcast to every layer, or a per-layer array of `block_count` whole numbers."""
+        value = self.raw(key)
+        limits = self._limits(key)
+        if isinstance(value, list):
+            if len(value) != block_count:
+                raise _Unusable(key, f"{len(value)} entries for {block_count} layers")
+            return tuple(_whole(key, v, limits) for v in value)
+        return (_whole(key, value, limits),) * block_count
+
+    def pattern(self, key: str) -> int | list[bool] | None:
+        """sliding_window_pattern: a period, or one bool per layer."""
+        value = self.raw(key)
+        if isinstance(value, list):
+            if not all(isinstance(v, (bool, int)) for v in value):
+                raise _Unusable(key, _printable(str(value[:4])))
+            return value
+        return None if value is None else _whole(key, value, self._limits(key))
 
     def get_str(self, key: str) -> str | None:
         value = self.raw(key)
@@ -513,7 +629,8 @@ class _Metadata:
         fld = self._reader.fields.get(key)
         if fld is None or len(fld.parts) < 5:
             return None
-        return int(fld.parts[4][0])  # parts: key len, key, value type, item type, array length, ...
+        # parts: key len, key, value type, item type, array length, ...
+        return _whole(f"{key} length", int(fld.parts[4][0]), SHAPE_LIMITS["vocab_size"])
 
 
 @functools.cache
@@ -521,7 +638,7 @@ def _header_reader_class() -> type:
     """GGUFReader subclass, built on first use so gguf and numpy load only when a model is read."""
     import numpy as np
     from gguf import GGUFReader, GGUFValueType
-    from gguf.constants import GGUFEndian
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFEndian
 
     class HeaderReader(GGUFReader):  # type: ignore[misc]
         """GGUFReader that steps over long metadata arrays instead of decoding each element.
@@ -544,6 +661,8 @@ def _header_reader_class() -> type:
             itype = GGUFValueType(int(raw_itype[0]))
             offs = orig_offs + 12
             if itype == GGUFValueType.STRING:
+                if count * 8 > len(self.data) - offs:  # each string takes at least 8 bytes: never loop past the file
+                    raise ValueError(f"metadata array of {count} strings runs past the end of the file")
                 order = "<" if self.endianess == GGUFEndian.LITTLE else ">"
                 unpack = struct.Struct(order + "Q").unpack_from
                 buf = memoryview(self.data)
@@ -556,5 +675,21 @@ def _header_reader_class() -> type:
             if offs > len(self.data):
                 raise ValueError(f"metadata array of {count} items runs past the end of the file")
             return offs - orig_offs, [raw_itype, alen], [], [GGUFValueType.ARRAY, itype]
+
+        def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
+            # the stock reader turns an unknown type into a bare ValueError; name the tensor and the value instead
+            for fld in fields:
+                name = bytes(fld.parts[1]).decode("utf-8", "replace")
+                raw_type = int(fld.parts[4][0])
+                try:
+                    ggml_type = GGMLQuantizationType(raw_type)
+                except ValueError:
+                    raise _Unusable(f"tensor {name} type", raw_type) from None
+                if ggml_type not in GGML_QUANT_SIZES:
+                    raise _Unusable(f"tensor {name} type", ggml_type.name)
+                offset = int(fld.parts[5][0])
+                if start_offs + offset > len(self.data):
+                    raise _Unusable(f"tensor {name} offset", f"{offset} (past the end of the {len(self.data)}-byte file)")
+            super()._build_tensors(start_offs, fields)
 
     return HeaderReader

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling
+from tunehost.bounds import whole_text
 from tunehost.model import ModelFacts
 
 NGL_ALL = 99
@@ -85,7 +86,7 @@ def placement_from_flags(model: ModelFacts, flags: Sequence[str], *, gpu: bool, 
 def _int(text: str) -> int | None:
     # llama-bench also takes comma lists ("-ngl 99,0"): the first value is the baseline run's
     head = text.split(",")[0].strip()
-    return int(head) if head.isdigit() else None
+    return whole_text(head)
 
 
 @dataclass(frozen=True)

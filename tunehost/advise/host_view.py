@@ -81,7 +81,8 @@ class HostView:
         """This view pinned to a user's CPU list (--cpus). Raises TunehostError for a list that is not valid here."""
         cpus = parse_cpu_list(text)
         if self.online_cpus is not None:
-            missing = [c for c in cpus if c not in set(self.online_cpus)]
+            online = set(self.online_cpus)
+            missing = [c for c in cpus if c not in online]
             if missing:
                 raise TunehostError(
                     f"--cpus {text}: CPU {format_cpu_list(missing)} does not exist on this host "

@@ -62,6 +62,21 @@ def kv_row_bytes(cache_type: str, n_elements: int) -> int:
     return n_elements // block * size
 
 
+def kv_type_fits(model: "ModelFacts", cache_type: str) -> bool:
+    """Whether every layer's K and V rows are whole blocks of `cache_type` (llama.cpp refuses a quantized KV cache
+    otherwise)."""
+    for il in range(model.block_count):
+        swa = bool(model.swa_layers) and model.swa_layers[il]
+        k_dim = (model.key_length_swa if swa else None) or model.key_length
+        v_dim = (model.value_length_swa if swa else None) or model.value_length
+        try:
+            kv_row_bytes(cache_type, model.head_count_kv[il] * k_dim)
+            kv_row_bytes(cache_type, model.head_count_kv[il] * v_dim)
+        except ValueError:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """The llama-server flags that decide memory. Defaults are llama.cpp's own except n_parallel (1 here)."""

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from tunehost.advise.ceiling import NGL_ALL, Bandwidths, Ceiling, Placement, gpu_bandwidth, tg_ceiling_for
 from tunehost.advise.host_view import GpuView, HostView
 from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, fit_layers,
-                                    fit_moe, kv_cache_bytes, layer_budget, moe_budget)
+                                    fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget)
 from tunehost.cpulist import format_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.model import ModelFacts
@@ -187,7 +187,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     if trained and ctx > trained:
         warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} was trained for "
                         f"({trained}); quality degrades beyond it unless the model uses RoPE scaling")
-    kv_type = "f16" if spec else "q8_0"
+    kv_type = "f16" if spec or not kv_type_fits(model, "q8_0") else "q8_0"
     settings = ServerSettings(n_ctx=ctx * options.parallel, n_parallel=options.parallel, type_k=kv_type,
                               type_v=kv_type, n_batch=N_BATCH, n_ubatch=N_UBATCH, flash_attn=True,
                               mmproj=bool(options.mmproj))
@@ -452,7 +452,8 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
                                    "V cache"))
     kv_reason = ("half the bytes of f16 at a negligible quality cost" if s.type_k == "q8_0" else
                  "f16: speculative decoding (MTP/draft) verifies tokens against the KV cache; keep it unquantized "
-                 "unless you have measured q8_0 with it")
+                 "unless you have measured q8_0 with it" if spec else
+                 "f16: this model's KV rows are not whole q8_0 blocks of 32 values, so llama.cpp cannot quantize them")
     flags.append(Flag("-ctk", s.type_k, f"KV cache K type: {kv_reason}"))
     flags.append(Flag("-ctv", s.type_v, f"KV cache V type: {kv_reason}"))
     flags.append(Flag("-b", str(s.n_batch), "logical batch (llama.cpp's default, stated so the budget matches)"))

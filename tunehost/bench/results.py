@@ -70,13 +70,17 @@ class TestSamples:
     @property
     def spread(self) -> float | None:
         """Relative spread: MAD / median of the samples (stddev / mean without samples)."""
+        from tunehost.bounds import number
+
         if len(self.samples_ts) >= 2:
             from tunehost.bench.stats import summarize
 
-            return summarize(self.samples_ts).relative_mad
-        if self.avg_ts and self.stddev_ts is not None:
-            return self.stddev_ts / self.avg_ts
-        return None
+            value = summarize(self.samples_ts).relative_mad
+        elif self.avg_ts and self.stddev_ts is not None:
+            value = self.stddev_ts / self.avg_ts
+        else:
+            return None
+        return number(value)  # negative t/s or a NaN stddev give no spread at all, never "±-33.3 %"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"test": self.test, "kind": self.kind, "n_prompt": self.n_prompt, "n_gen": self.n_gen,

@@ -278,7 +278,7 @@ def recommend(
 def _units_text(units: list[str]) -> str:
     from tunehost.cpulist import format_cpu_list
 
-    cpus = [int(u[3:]) for u in units if u.startswith("cpu") and u[3:].isdigit()]
+    cpus = [int(u[3:]) for u in units if u.startswith("cpu") and u[3:].isdecimal() and len(u) < 9]
     if cpus and len(cpus) == len(units):
         return "cpu " + format_cpu_list(cpus)
     return ", ".join(u for u in units if u)

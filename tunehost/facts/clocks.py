@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from tunehost.bounds import whole_text
 from tunehost.facts.cpu import CPU_ROOT, CpuFacts
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 CPPC_FILES = ("nominal_freq", "nominal_perf", "highest_perf", "reference_perf")
 MAX_PERF_UNITS = 1 << 20
 MAX_REFERENCE_MHZ = 20_000
-FEEDBACK = re.compile(r"ref:\s*([0-9]+)\s+del:\s*([0-9]+)")
+FEEDBACK = re.compile(r"ref:\s*([0-9]{1,19})\s+del:\s*([0-9]{1,19})\b")
 
 
 def cppc_dir(cpu: int) -> str:
@@ -78,7 +79,7 @@ def read_cppc(host: "Host", cpu: int) -> Cppc | None:
     values: dict[str, int | None] = {}
     for name in CPPC_FILES:
         raw = host.files.read_value(f"{cppc_dir(cpu)}/{name}")
-        number = int(raw) if raw is not None and raw.isdigit() else None
+        number = whole_text(raw)
         limit = MAX_REFERENCE_MHZ if name == "nominal_freq" else MAX_PERF_UNITS
         values[name] = number if number and number <= limit else None
     if not any(values.values()):

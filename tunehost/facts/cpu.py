@@ -187,7 +187,8 @@ def _gather(host: "Host") -> CpuFacts:
                     intel_pstate=intel, amd_pstate_status=amd_status, boost=boost, isolated=tuple(isolated),
                     evidence=evidence)
     if not online:
-        return _replace(base, reason=f"cannot tell which CPUs are online ({CPU_ROOT}/online is unreadable)")
+        return _replace(base, reason=f"cannot tell which CPUs are online ({CPU_ROOT}/online is unreadable "
+                                              "or not a CPU list this kernel can have)")
 
     per_cpu: list[CpuFreq] = []
     missing: list[int] = []

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from tunehost.bounds import whole_text
 from tunehost.parsers.nvidia_smi import normalise_bus_id
 from tunehost.printable import one_line
 
@@ -43,7 +44,7 @@ class DrmClient:
 
 
 def _size(text: str) -> int | None:
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]iB|B)?\s*", text, re.IGNORECASE)
+    match = re.fullmatch(r"\s*(\d{1,19})\s*([KMG]iB|B)?\s*", text, re.IGNORECASE)
     if not match:
         return None
     value = int(match.group(1)) * _UNITS[(match.group(2) or "").upper()]
@@ -156,7 +157,7 @@ def _pids(host: "Host") -> list[str]:
     """Live: the pids of the `processes` sample (listing /proc itself would make `tunehost snapshot` copy
     /proc/kmsg and friends); a snapshot: the pid directories it holds."""
     if not host.live:
-        return [p for p in host.files.listdir(PROC) if p.isdigit()]
+        return [p for p in host.files.listdir(PROC) if whole_text(p) is not None]
     rows = host.sample("processes")
     return [str(r["pid"]) for r in rows if isinstance(r, dict) and isinstance(r.get("pid"), int)] \
         if isinstance(rows, list) else []

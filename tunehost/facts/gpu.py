@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tunehost.bounds import number, whole, whole_text
 from tunehost.facts.drm_clients import DrmFacts
 from tunehost.facts.processes import client_kind
 from tunehost.parsers.nvidia_smi import (
@@ -65,7 +66,7 @@ def parse_pp_dpm_pcie(text: str | None) -> tuple[tuple[int | None, int | None, b
     """amdgpu pp_dpm_pcie ("0: 2.5GT/s, x8 \\n1: 16.0GT/s, x16 *") -> ((gen, width, current), ...)."""
     levels = []
     for line in (text or "").splitlines():
-        match = re.match(r"\s*\d+:\s*([\d.]+\s*GT/s)\s*,?\s*x(\d+)", line)
+        match = re.match(r"\s*\d+:\s*([\d.]+\s*GT/s)\s*,?\s*x(\d{1,3})\b", line)
         if match:
             levels.append((link_gen(match.group(1)), int(match.group(2)), line.rstrip().endswith("*")))
     return tuple(levels)
@@ -222,16 +223,13 @@ def _s(value: Any) -> str | None:
 
 
 def _i(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else integer(value) if isinstance(
-        value, str) else None
+    # every NVML/nvidia-smi figure tunehost reads (MiB, %, MHz, W, lanes) is a count: negative is garbage
+    parsed = integer(value) if isinstance(value, str) else value
+    return whole(parsed)
 
 
 def _f(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+    return number(value, 0.0, 1e15)  # NaN, infinity or a negative reading is no reading
 
 
 def _b(value: Any) -> bool | None:
@@ -415,7 +413,7 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
             temperature_c=temps.get("edge", temps.get("temp1", temps.get("junction"))),
             hotspot_c=temps.get("junction"),
             hotspot_crit_c=crits.get("junction"),
-            utilization_pct=host.files.read_int(f"{dev}/gpu_busy_percent"),
+            utilization_pct=whole_text(host.files.read_value(f"{dev}/gpu_busy_percent"), 0, 100),
             boot_vga=boot == "1" if boot in ("0", "1") else None,
             source=dev,
         ))

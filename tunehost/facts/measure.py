@@ -12,11 +12,12 @@ figures only; checks decide what they mean, so an old snapshot is re-judged by n
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tunehost.printable import one_line
+from tunehost.bounds import number, whole_text
+from tunehost.cpulist import MAX_CPUS
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -27,16 +28,11 @@ SAMPLE_FILE = f"samples/{MEASURE_SAMPLE}.json"
 NOT_ASKED = "not measured (this run did not ask for it; `tunehost doctor` measures unless --quick)"
 MAX_GBPS = 100_000.0     # no memory system reads 100 TB/s: a larger figure is garbage
 MAX_MHZ = 20_000.0       # no CPU core runs at 20 GHz
-MAX_CPU_ID = 1 << 16
+MAX_CPU_ID = MAX_CPUS
 
 
 def _number(value: Any, upper: float) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    if not math.isfinite(value) or value <= 0 or value > upper:
-        return None
-    return value
+    return number(value, 0.0, upper, above_low=True)
 
 
 def _mhz_map(value: Any) -> dict[int, float] | None:
@@ -45,12 +41,13 @@ def _mhz_map(value: Any) -> dict[int, float] | None:
     out: dict[int, float] = {}
     for key, mhz in value.items():
         text = str(key)
-        if not text.isdigit() or int(text) >= MAX_CPU_ID:
+        cpu = whole_text(text, 0, MAX_CPU_ID - 1) if text.isdigit() else None
+        if cpu is None:
             return None
         number = _number(mhz, MAX_MHZ)
         if number is None:
             return None
-        out[int(text)] = number
+        out[cpu] = number
     return out
 
 

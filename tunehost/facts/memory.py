@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from tunehost.bounds import MAX_COUNT, number, whole, whole_text
+from tunehost.host.samples import VMSTAT_COUNTERS
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
@@ -47,6 +50,9 @@ SWAPS = "/proc/swaps"
 SWAPPINESS = "/proc/sys/vm/swappiness"
 BLOCK = "/sys/block"
 KiB = 1024
+# vm.swappiness accepts 0..200 since Linux 5.8 (Documentation/admin-guide/sysctl/vm.rst); outside it is garbage
+SWAPPINESS_RANGE = (0, 200)
+MAX_SAMPLE_S = 3600.0  # the activity sample is a window of about half a second; an hour is already absurd
 
 
 def parse_meminfo(text: str | None) -> dict[str, int]:
@@ -58,12 +64,9 @@ def parse_meminfo(text: str | None) -> dict[str, int]:
         parts = rest.split()
         if not sep or not parts or not key.strip() or " " in key.strip():
             continue
-        try:
-            number = int(parts[0])
-        except ValueError:
-            continue
-        if number >= 0:
-            values[key.strip()] = number
+        value = whole_text(parts[0])
+        if value is not None:
+            values[key.strip()] = value
     return values
 
 
@@ -89,12 +92,9 @@ def parse_swaps(text: str | None) -> list[SwapArea]:
         parts = line.split()
         if len(parts) < 4 or not parts[0].startswith("/"):
             continue
-        try:
-            size, used = int(parts[2]), int(parts[3])
-            priority = int(parts[4]) if len(parts) > 4 else None
-        except ValueError:
-            continue
-        if size < 0 or used < 0:
+        size, used = whole_text(parts[2]), whole_text(parts[3])
+        priority = whole_text(parts[4], -MAX_COUNT) if len(parts) > 4 else None
+        if size is None or used is None:
             continue
         areas.append(SwapArea(parts[0].replace("\\040", " "), parts[1], size, used, priority))
     return areas
@@ -112,10 +112,9 @@ class ZramDevice:
 def parse_mm_stat(text: str | None) -> tuple[int | None, int | None]:
     """/sys/block/zramN/mm_stat -> (orig_data_size, mem_used_total) in bytes; (None, None) when garbled."""
     parts = (text or "").split()
-    try:
-        return int(parts[0]), int(parts[2])
-    except (ValueError, IndexError):
+    if len(parts) < 3:
         return None, None
+    return whole_text(parts[0]), whole_text(parts[2])
 
 
 @dataclass(frozen=True)
@@ -175,10 +174,7 @@ class SwapFacts:
         swappiness = None
         if raw_swappiness is not None:
             evidence[SWAPPINESS] = raw_swappiness
-            try:
-                swappiness = int(raw_swappiness)
-            except ValueError:
-                swappiness = None
+            swappiness = whole_text(raw_swappiness, *SWAPPINESS_RANGE)
         zram = []
         for name in files.listdir(BLOCK):
             if not re.fullmatch(r"zram[0-9]+", name):
@@ -221,7 +217,12 @@ def _activity(host: "Host") -> tuple[dict[str, int] | None, float | None, str | 
     delta = sample.get("vmstat_delta")
     if not isinstance(delta, dict):
         return None, None, "the activity sample has no vmstat_delta"
-    clean = {str(k): int(v) for k, v in delta.items() if isinstance(v, int) and not isinstance(v, bool)}
-    interval = sample.get("interval_s")
-    interval = float(interval) if isinstance(interval, (int, float)) and not isinstance(interval, bool) else None
-    return clean, interval, None
+    clean = {str(k): whole(v) for k, v in delta.items() if k in VMSTAT_COUNTERS}
+    bad = sorted(k for k, v in clean.items() if v is None)
+    if bad:
+        return None, None, f"the activity sample's vmstat_delta holds impossible counts ({', '.join(bad)})"
+    raw_interval = sample.get("interval_s")
+    interval = number(raw_interval, 0.0, MAX_SAMPLE_S, above_low=True)
+    if raw_interval is not None and interval is None:
+        return None, None, f"the activity sample's interval_s is impossible ({str(raw_interval)[:20]})"
+    return {k: v for k, v in clean.items() if v is not None}, interval, None

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from tunehost.bounds import whole_text
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
@@ -123,10 +125,7 @@ class PowerLimitFacts:
 
 
 def _uw(text: str | None) -> int | None:
-    if text is None or not text.strip().isdigit():
-        return None
-    value = int(text.strip())
-    return value if value <= MAX_POWER_UW else None
+    return whole_text(text, 0, MAX_POWER_UW)
 
 
 def _zone(host: "Host", dirname: str) -> RaplZone | None:

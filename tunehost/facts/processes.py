@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tunehost.host.redact import REDACTED
+from tunehost.bounds import number, whole, whole_text
+from tunehost.cpulist import MAX_CPUS
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -184,8 +186,7 @@ class ProcessInfo:
 
 
 def _port(value: Any) -> int | None:
-    text = str(value) if value is not None else ""
-    return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
+    return whole_text(str(value), 1, 65535) if value is not None else None  # "²" and 5,000 digits are not ports
 
 
 def classify(proc: ProcessInfo) -> str | None:
@@ -374,11 +375,11 @@ def _reason(host: "Host", name: str, value: Any) -> str:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return number(value, 0.0, 100.0 * MAX_CPUS)  # finite, not negative, at most every CPU busy: else unknown
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole(value)
 
 
 def _process(row: Any) -> ProcessInfo | None:

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from tunehost.bounds import whole_text
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_standard_grade, module_family,
@@ -40,11 +41,11 @@ NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
 NEEDS_ROOT = "dmidecode needs root: run `sudo tunehost doctor`"
 NOT_INSTALLED = "dmidecode is not installed (apt install dmidecode)"
 
-_BANK_CHANNEL = re.compile(r"\bP(\d+)[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
+_BANK_CHANNEL = re.compile(r"\bP(\d{1,4})[\s_-]*CHANNEL[\s_-]*([A-Z])\b", re.I)               # AMD: "P0 CHANNEL A"
 _CONTROLLER_CHANNEL = re.compile(r"Controller(\d+)[\s_-]*Channel([A-Z])", re.I)          # "Controller0-ChannelA-DIMM1"
 _CONTROLLER_DIMM = re.compile(r"Controller(\d+)[\s_-]*DIMM([A-Z])\d", re.I)              # "Controller0-DIMMA2"
 _CONTROLLER_SLOT = re.compile(r"^Controller(\d+)[\s_-]*DIMM\d$", re.I)  # Intel DDR5 "Controller1-DIMM0": one channel each
-_CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d+)[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
+_CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d{1,4})[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
 _CHANNEL = re.compile(r"Channel[\s_-]*([A-Z])\b", re.I)                                  # "ChannelA-DIMM0"
 _SLOT_LETTER = re.compile(r"^(?:DIMM|DDR\d?|MEM|SLOT)[\s_-]*([A-Z])[\s_-]?\d\b", re.I)    # "DIMMA1", "DDR5-A2", "DIMM_B1"
 
@@ -352,7 +353,7 @@ class NumaFacts:
         balancing = None
         if balancing_raw is not None:
             evidence[NUMA_BALANCING] = balancing_raw
-            balancing = int(balancing_raw) if balancing_raw.isdigit() else None
+            balancing = whole_text(balancing_raw)
         if not host.files.is_dir(NODE_DIR):
             return cls(None, balancing, evidence)
         for path in (NODE_ONLINE, NODE_HAS_CPU):
@@ -374,7 +375,7 @@ class NumaFacts:
                 except TunehostError:
                     cpus = None
             meminfo = host.files.read(f"{base}/meminfo") or ""
-            mem = re.search(r"MemTotal:\s*(\d+)\s*kB", meminfo)
+            mem = re.search(r"MemTotal:\s*(\d{1,19})\s*kB", meminfo)
             if mem:
                 evidence[f"{base}/meminfo"] = f"MemTotal: {mem.group(1)} kB"
             distance_raw = host.files.read_value(f"{base}/distance")

@@ -223,7 +223,7 @@ def _gather(host: "Host") -> CpuTopology:
 
 
 def _size_kb(text: str | None) -> int | None:
-    match = re.fullmatch(r"([0-9]+)\s*([KMG]?)B?", (text or "").strip(), re.IGNORECASE)
+    match = re.fullmatch(r"([0-9]{1,12})\s*([KMG]?)B?", (text or "").strip(), re.IGNORECASE)
     if not match:
         return None
     return int(match.group(1)) * {"": 1, "K": 1, "M": 1024, "G": 1024 * 1024}[match.group(2).upper()] // (

@@ -116,6 +116,35 @@ def open_host(snapshot: str | Path | None = None, *, record: bool = False) -> Ho
     return _open_snapshot(Path(snapshot))
 
 
+# manifest.json keys the writer adds (docs/snapshot.md) and the JSON type each must have; unknown keys are ignored
+MANIFEST_TEXT_KEYS = ("created", "tunehost", "hostname", "kernel")
+MAX_UID = (1 << 32) - 1
+
+
+def _check_manifest(manifest: object, manifest_path: Path) -> None:
+    """SNAPSHOT.md's manifest, strictly: an object whose "format" is the integer 1 (not true, 1.0 or "1"), and
+    whose known keys have their documented types, so a wrong one is one clear error rather than a wrong answer."""
+    if not isinstance(manifest, dict) or "format" not in manifest:
+        raise TunehostError(f"{manifest_path} has no \"format\" field")
+    fmt = manifest["format"]
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt != SNAPSHOT_FORMAT:
+        raise TunehostError(f"{manifest_path}: snapshot format {_shown(fmt)} is not supported "
+                            f"(this tunehost reads {SNAPSHOT_FORMAT})")
+    for key in MANIFEST_TEXT_KEYS:
+        if key in manifest and not isinstance(manifest[key], str):
+            raise TunehostError(f"{manifest_path}: \"{key}\" must be a string, not {_shown(manifest[key])}")
+    uid = manifest.get("uid")
+    if "uid" in manifest and (isinstance(uid, bool) or not isinstance(uid, int) or not 0 <= uid <= MAX_UID):
+        raise TunehostError(f"{manifest_path}: \"uid\" must be a user id (a whole number from 0), not {_shown(uid)}")
+
+
+def _shown(value: object) -> str:
+    # one short printable line of a hostile value
+    text = json.dumps(value) if isinstance(value, (bool, int, float, str)) or value is None else type(value).__name__
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _open_snapshot(path: Path) -> Host:
     if not path.exists():
         raise TunehostError(f"snapshot {path} does not exist")
@@ -132,11 +161,8 @@ def _open_snapshot(path: Path) -> Host:
     try:
         manifest = json.loads(manifest_bytes.decode("utf-8"))
     except (RecursionError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        raise TunehostError(f"{manifest_path} is not valid JSON: {exc}") from None
-    if not isinstance(manifest, dict) or "format" not in manifest:
-        raise TunehostError(f"{manifest_path} has no \"format\" field")
-    if manifest["format"] != SNAPSHOT_FORMAT:
-        raise TunehostError(f"{manifest_path}: snapshot format {manifest['format']!r} is not supported (this tunehost reads {SNAPSHOT_FORMAT})")
+        raise TunehostError(f"{manifest_path} is not valid JSON: {exc.__class__.__name__}") from None
+    _check_manifest(manifest, manifest_path)
     which: dict[str, str | None] = {}
     refused: dict[str, str] = {}
     try:

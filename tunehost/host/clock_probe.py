@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from tunehost.bounds import whole_text
+from tunehost.cpulist import MAX_CPUS
 from tunehost.facts.clocks import ClockFacts, parse_feedback, feedback_mhz, cppc_dir, read_cppc
 from tunehost.facts.cpu import CPU_ROOT, CPUINFO, CpuFacts
 from tunehost.facts.topology import EFFICIENCY, PERFORMANCE, CpuTopology, physical_cores
@@ -336,10 +338,7 @@ def _kill_group(pgid: int) -> None:
 
 
 def _positive(text: str | None) -> int | None:
-    if text is None or not text.strip().isdigit():
-        return None
-    value = int(text.strip())
-    return value if 0 < value < 20_000_000 else None
+    return whole_text(text, 1, 19_999_999)  # kHz; "²" or 5,000 digits are no reading
 
 
 def _cpuinfo_mhz(text: str | None) -> dict[int, float]:
@@ -351,8 +350,8 @@ def _cpuinfo_mhz(text: str | None) -> dict[int, float]:
         if not sep:
             continue
         key, value = key.strip(), value.strip()
-        if key == "processor" and value.isdigit():
-            current = int(value)
+        if key == "processor":
+            current = whole_text(value, 0, MAX_CPUS - 1)
         elif key == "cpu MHz" and current is not None:
             try:
                 mhz = float(value)

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from tunehost.bounds import whole_text
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
@@ -64,8 +66,9 @@ def parse_vmstat(text: str | None) -> dict[str, int]:
     counters: dict[str, int] = {}
     for line in (text or "").splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counters[parts[0]] = int(parts[1])
+        value = whole_text(parts[1]) if len(parts) == 2 else None
+        if value is not None:
+            counters[parts[0]] = value
     return counters
 
 

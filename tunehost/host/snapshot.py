@@ -37,14 +37,19 @@ MAX_LISTED_FILE_BYTES = 64 * 1024
 
 def check_target(directory: Path) -> None:
     """A snapshot goes into a new or empty directory: anything else is one TunehostError, said before any sampling."""
+    if directory.is_symlink():
+        raise TunehostError(f"{directory} is a symbolic link; choose a new directory")
     for place in (directory, *directory.parents):
         if place.is_dir():
             break
         if place.exists() or place.is_symlink():
             where = "" if place == directory else f" (in the path of {directory})"
             raise TunehostError(f"{place}{where} is a file, not a directory; choose a new directory")
-    if directory.is_dir() and any(directory.iterdir()):
-        raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
+    try:
+        if directory.is_dir() and any(directory.iterdir()):
+            raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
+    except OSError as exc:
+        raise TunehostError(f"cannot use {directory} for a snapshot: {exc.strerror or exc}") from None
 
 
 def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()) -> dict:

@@ -17,10 +17,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tunehost.bounds import MAX_COUNT, number_text
+
 _HANDLE = re.compile(r"^Handle\s+(0x[0-9A-Fa-f]+),\s*DMI type\s+(\d+)", re.M)
 _NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z/]*)")
 _PLACEHOLDERS = {"", "unknown", "not specified", "none", "--", "undefined", "not provided", "n/a",
                  "to be filled by o.e.m.", "no dimm", "empty", "0000", "00000000", "not available"}
+MAX_SIZE_MB = float(1 << 40)  # a module of an exabyte is garbage
+MAX_SPEED_MTS = 1_000_000.0  # 1,000 times DDR5's fastest: garbage beyond
 _SIZE_UNITS = {"kb": 1 / 1024, "mb": 1, "gb": 1024, "tb": 1024 * 1024, "bytes": 1 / (1024 * 1024)}
 
 
@@ -111,7 +115,8 @@ def parse_size_mb(raw: str | None) -> int | None:
     factor = _SIZE_UNITS.get(match.group(2).lower())
     if factor is None:
         return None
-    size = int(round(float(match.group(1)) * factor))
+    number = number_text(match.group(1), 0.0, MAX_SIZE_MB / factor)
+    size = int(round(number * factor)) if number is not None else 0
     return size if size > 0 else None
 
 
@@ -123,11 +128,8 @@ def parse_speed_mts(raw: str | None) -> int | None:
     match = _NUMBER.match(value)
     if not match or match.group(2).lower() not in {"mt/s", "mhz", ""}:
         return None
-    try:
-        speed = int(float(match.group(1)))
-    except ValueError:
-        return None
-    return speed if speed > 0 else None
+    speed = number_text(match.group(1), 0.0, MAX_SPEED_MTS)
+    return int(speed) if speed and speed >= 1 else None
 
 
 def _int(raw: str | None) -> int | None:
@@ -137,10 +139,8 @@ def _int(raw: str | None) -> int | None:
     match = _NUMBER.match(value)
     if not match:
         return None
-    try:
-        return int(float(match.group(1)))
-    except ValueError:
-        return None
+    value = number_text(match.group(1), 0.0, float(MAX_COUNT))
+    return int(value) if value is not None else None
 
 
 def _blocks(text: str) -> list[tuple[str, int, dict[str, str]]]:

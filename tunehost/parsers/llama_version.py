@@ -67,12 +67,12 @@ def parse_llama_version(text: str | None) -> LlamaVersion:
 
     for raw in (text or "").splitlines():
         line = raw.strip()
-        m = re.match(r"^version:\s*(\d+)\s*\(([^)]*)\)", line)
+        m = re.match(r"^version:\s*(\d{1,9})\s*\(([^)]*)\)", line)
         if m:  # up to 2026: "version: 6865 (1c1409e1)"
             build = int(m.group(1))
             commit = m.group(2).strip() or None
             continue
-        m = re.match(r"^version:\s*(\S+)\s*\(build (\d+), commit ([^)\s]*)\)", line)
+        m = re.match(r"^version:\s*(\S+)\s*\(build (\d{1,9}), commit ([^)\s]*)\)", line)
         if m:  # later: "version: 0.5.0-dev (build 11312, commit 0c1e570)"
             release, build, commit = m.group(1), int(m.group(2)), m.group(3) or None
             continue
@@ -160,9 +160,12 @@ BUILD_DATES: tuple[tuple[int, str], ...] = (
 )
 
 
+MAX_BUILD = 1_000_000  # llama.cpp is near b11000; a larger build number is a fork's own numbering or garbage
+
+
 def build_date(build_number: int | None) -> _dt.date | None:
     """The approximate release date of llama.cpp build b<N>; None for unknown or implausible numbers (0, forks)."""
-    if build_number is None or build_number < 100:
+    if build_number is None or not 100 <= build_number <= MAX_BUILD:
         return None
     points = [(n, _dt.date.fromisoformat(d)) for n, d in BUILD_DATES]
     if build_number <= points[0][0]:
@@ -177,5 +180,5 @@ def build_date(build_number: int | None) -> _dt.date | None:
 
 def cuda_architecture(compute_capability: str | None) -> str | None:
     """CMAKE_CUDA_ARCHITECTURES for a compute capability: "8.6" -> "86", "12.0" -> "120"."""
-    m = re.match(r"^\s*(\d+)\.(\d+)\s*$", compute_capability or "")
+    m = re.match(r"^\s*(\d{1,3})\.(\d{1,3})\s*$", compute_capability or "")
     return f"{int(m.group(1))}{int(m.group(2))}" if m else None

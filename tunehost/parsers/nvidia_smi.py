@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from tunehost.bounds import number_text, whole_text
+
 # canonical clock-event (throttle) reason names, as NVML's bitmask and nvidia-smi's XML tags name them
 CLOCK_REASON_BITS: dict[str, int] = {
     "gpu_idle": 0x1,
@@ -132,8 +134,9 @@ class GpuInfo:
         """Whether the GPU was idle when read: P8 and lower-power states, or the idle clock reason."""
         if self.clock_reasons is not None and "gpu_idle" in self.clock_reasons:
             return True
-        if self.pstate and self.pstate.startswith("P") and self.pstate[1:].isdigit():
-            return int(self.pstate[1:]) >= 5
+        level = whole_text(self.pstate[1:], 0, 15) if self.pstate and self.pstate.startswith("P") else None
+        if level is not None:
+            return level >= 5
         if self.utilization_pct is not None:
             return self.utilization_pct < 5
         return None
@@ -149,6 +152,7 @@ class NvidiaSmiReport:
 
 # --- value helpers -----------------------------------------------------------------------------------------------
 
+MAX_VALUE = 1e15  # no nvidia-smi figure (MiB, MHz, W, %) comes near this
 _NUM = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 
@@ -157,12 +161,7 @@ def num(text: Any) -> float | None:
     if text is None:
         return None
     match = _NUM.search(str(text))
-    if not match:
-        return None
-    try:
-        return float(match.group())
-    except ValueError:
-        return None
+    return number_text(match.group(), -MAX_VALUE, MAX_VALUE) if match else None  # 10^400 is garbage, not inf
 
 
 def integer(text: Any) -> int | None:

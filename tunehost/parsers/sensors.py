@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tunehost.bounds import number_text
+
 _TEMP = re.compile(r"^([+-]?\d+(?:\.\d+)?)\s*(?:°|\ufffd|\xb0)?\s*C(?![a-zA-Z])")
 _LIMIT = re.compile(r"(\w+)\s*=\s*([+-]?\d+(?:\.\d+)?)\s*(?:°|\ufffd|\xb0)?\s*C(?![a-zA-Z])")
 # limits outside this range are sensor placeholders (nvme "high = +65261.8 C", "low = -273.1 C")
 _SANE = (-60.0, 200.0)
+MAX_READING_C = 1000.0  # kept for the checks to judge up to here; a 400-digit reading is garbage, not infinity
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def parse_sensors(text: str | None) -> tuple[SensorChip, ...]:
             continue
         match = _TEMP.match(rest)
         if match:
-            value: float | None = float(match.group(1))
+            value: float | None = number_text(match.group(1), -MAX_READING_C, MAX_READING_C)
         elif rest.upper().startswith("N/A"):
             value = None
         else:
@@ -91,8 +94,8 @@ def parse_sensors(text: str | None) -> tuple[SensorChip, ...]:
 
 def _limits(text: str, high: float | None, crit: float | None) -> tuple[float | None, float | None]:
     for key, value in _LIMIT.findall(text):
-        number = float(value)
-        if not _SANE[0] < number < _SANE[1]:
+        number = number_text(value, -MAX_READING_C, MAX_READING_C)
+        if number is None or not _SANE[0] < number < _SANE[1]:
             continue
         if key == "high" or key == "max":
             high = number

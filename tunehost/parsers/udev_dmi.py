@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from tunehost.bounds import whole_text
 from tunehost.parsers.dmidecode import DmiMemory, MemoryArray, MemoryDevice, _int, _value, parse_speed_mts
 
 UDEV_DMI = "/run/udev/data/+dmi:id"
@@ -66,7 +67,5 @@ def parse_udev_dmi_memory(text: str | None) -> DmiMemory:
 
 def _size_mb(raw: str | None) -> int | None:
     """Bytes -> MiB; None for absent, zero or garbage."""
-    if raw is None or not raw.strip().isdigit():
-        return None
-    size = int(raw.strip()) // (1024 * 1024)
-    return size if size > 0 else None
+    size = whole_text(raw)
+    return size // (1024 * 1024) if size and size >= 1024 * 1024 else None

@@ -32,7 +32,10 @@ class KeySpec:
 
 
 def _swappiness_range(value: int) -> str | None:
-    return None if 0 <= value <= 200 else "must be between 0 and 200"
+    from tunehost.facts.memory import SWAPPINESS_RANGE
+
+    low, high = SWAPPINESS_RANGE
+    return None if low <= value <= high else f"must be between {low} and {high}"
 
 
 def _word(value: str) -> str | None:

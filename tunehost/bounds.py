@@ -1,0 +1,66 @@
+"""Whether a value read from a host, a snapshot or a file can be real: the one place hostile numbers become unknown.
+
+    whole_text("60\\n", 0, 200)  -> 60       a sysfs/procfs integer within the range the kernel allows
+    whole(-1, 0)                 -> None     a JSON integer (never a bool) within a range
+    number(float("nan"))         -> None     a finite JSON number within a range
+    share(12, 10)                -> None     a part of a whole (0..1); a part larger than its whole is garbage
+
+Each returns None for anything else (a string, a bool, NaN, infinity, negative, beyond the bound), and the caller
+reports that fact as unknown with its reason, so "10000 % RAM available" or "during -1 s" is never printed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+# The largest count any kernel counter or size reaches in practice (2^62); larger is a corrupt file, and the
+# limit keeps int() away from 4,000-digit strings.
+MAX_COUNT = 1 << 62
+_WHOLE_TEXT = re.compile(r"-?[0-9]{1,19}")
+
+
+def whole(value: Any, low: int = 0, high: int = MAX_COUNT) -> int | None:
+    """A JSON integer in [low, high]; None for bools, floats, strings and anything out of range."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if low <= value <= high else None
+
+
+def whole_text(text: str | None, low: int = 0, high: int = MAX_COUNT) -> int | None:
+    """A file's integer ("60\\n", the first word of "123 kB") in [low, high]; None when it is anything else."""
+    words = (text or "").split()
+    if not words or not _WHOLE_TEXT.fullmatch(words[0]):
+        return None
+    return whole(int(words[0]), low, high)
+
+
+def number(value: Any, low: float = 0.0, high: float = math.inf, *, above_low: bool = False) -> float | None:
+    """A finite JSON number in [low, high] (or (low, high] with `above_low`); None for bools, NaN, infinity, text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an integer too large for a float
+        return None
+    if not math.isfinite(value) or value < low or value > high or (above_low and value == low):
+        return None
+    return value
+
+
+def number_text(text: str | None, low: float = 0.0, high: float = math.inf) -> float | None:
+    """A decimal in text ("3200", "12.5") as a finite float in [low, high]; None for garbage, NaN or overflow."""
+    try:
+        value = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number(value, low, high)
+
+
+def share(part: int | float | None, total: int | float | None) -> float | None:
+    """part / total as a fraction in [0, 1]; None when either is unknown, the total is not positive, or the part
+    exceeds the total (the two figures cannot both be true)."""
+    if part is None or total is None or total <= 0 or part < 0 or part > total:
+        return None
+    return part / total
