@@ -157,11 +157,10 @@ def test_advise_cpus_beyond_the_kernel_is_one_line(cli, cpus: str) -> None:
     assert result.stderr.strip().count("\n") == 0 and "8192 CPUs" in result.stderr
 
 
-@settings(budget(ci=6, long=200), phases=[Phase.explicit, Phase.generate])  # an expected failure: no shrinking
+@settings(budget(ci=6, long=200))
 @given(st.sampled_from(["--import", "--compare"]),
        st.binary(max_size=300) | st.text(max_size=300).map(str.encode)
        | st.sampled_from([b"[" * 5_000, b'{"configs": NaN}', b"| model | t/s |\n|---|---|\n| x | nan \xc2\xb1 nan |\n"]))
-@pytest.mark.xfail(reason="bench --import/--compare of damaged files is fixed on branch `robust`", strict=False)
 def test_bench_import_and_compare_any_file(tmp_path: Path, cli, option: str, data: bytes) -> None:
     path = tmp_path / "input"
     path.write_bytes(data)

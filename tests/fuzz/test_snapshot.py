@@ -184,11 +184,7 @@ def test_doctor_reads_any_snapshot_tree(tmp_path: Path, cli, outside: Path, reci
     _assert_documented_outcome(result)
 
 
-SEC_BRANCH = pytest.mark.xfail(reason="a cmd/* file that links out of the snapshot is read; containment is fixed "
-                                     "on branch `sec`", strict=False)
-
-
-@pytest.mark.parametrize("link", [pytest.param("cmd/dmidecode_-t_memory", marks=SEC_BRANCH), "samples/activity.json",
+@pytest.mark.parametrize("link", ["cmd/dmidecode_-t_memory", "samples/activity.json",
                                   "fs/proc/meminfo", "fs/sys/devices/system/cpu/online"])
 def test_no_report_shows_a_file_outside_the_snapshot(tmp_path: Path, cli, outside: Path, link: str) -> None:
     recipe = {"base": "ci-vm", "files": {}, "samples": {}, "raw_samples": {}, "delete": [], "manifest": {"format": 1},
