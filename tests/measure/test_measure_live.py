@@ -17,8 +17,14 @@ from tunehost.host import samples as samples_module
 from tunehost.host.measure import take_measurement
 
 
-def leftovers() -> tuple[int, list[int]]:
-    return threading.active_count(), [c.pid for c in psutil.Process().children(recursive=True)]
+def leftovers() -> tuple[set[int], set[int]]:
+    """Threads and child processes alive now (by identity: one left over from an earlier test may end meanwhile)."""
+    return {t.ident for t in threading.enumerate()}, {c.pid for c in psutil.Process().children(recursive=True)}
+
+
+def new_since(before: tuple[set[int], set[int]]) -> tuple[set[int], set[int]]:
+    threads, children = leftovers()
+    return threads - before[0], children - before[1]
 
 
 @pytest.mark.live
@@ -27,7 +33,7 @@ def test_live_measurement_gives_a_bandwidth_or_says_why_and_leaves_nothing_behin
     host = open_host()
     host.measure = True
     data = take_measurement(host)
-    assert leftovers() == before
+    assert new_since(before) == (set(), set())
     facts = MeasureFacts.from_sample(json.loads(json.dumps(data)))  # what a snapshot would replay
     assert not facts.problems, facts.problems
     if facts.skipped:
@@ -53,11 +59,11 @@ def test_an_interrupted_probe_leaves_no_thread_and_no_memory(monkeypatch):
         return real_sum(chunk)
 
     monkeypatch.setattr(np, "sum", interrupted)
-    before = threading.active_count()
+    before = leftovers()
     rss = psutil.Process().memory_info().rss
     with pytest.raises(KeyboardInterrupt):
         measure_read_bandwidth(256 * 2**20, cpus=sorted(os.sched_getaffinity(0))[:2], repeats=3)
-    assert threading.active_count() == before
+    assert new_since(before)[0] == set()
     assert psutil.Process().memory_info().rss < rss + 128 * 2**20  # the 256 MiB array is gone
 
 
