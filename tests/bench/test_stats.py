@@ -107,6 +107,14 @@ def test_confidence_sequence_holds_at_every_round_at_once_where_repeated_t_inter
     assert naive > 0.15  # a 95 % t interval recomputed every round misses far more often than 5 %
 
 
+def test_confidence_sequence_holds_up_to_the_runners_round_cap():
+    # the engine may look at every round up to MAX_ROUNDS (a tiny model fits that many in the budget)
+    from tunehost.bench.runner import MAX_ROUNDS
+
+    data = np.random.default_rng(2027).normal(0.0, 1.0, size=(2000, MAX_ROUNDS))
+    assert _sequence_misses(data, mixture_radius) <= 0.05
+
+
 def test_variance_components_recover_the_two_noise_levels():
     data = rounds(100.0, between=0.05, within=0.01, n=400, reps=5, seed=1)
     between, within = variance_components(data)

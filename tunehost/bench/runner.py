@@ -47,7 +47,7 @@ DEFAULT_N_GEN = 128
 DEFAULT_REPS = 3
 DEFAULT_BUDGET_S = 120.0
 MIN_ROUNDS = 5  # = stats.MIN_ROUNDS: no verdict from fewer rounds, so the engine never stops before them
-MAX_ROUNDS = 40  # the budget usually ends a run first; the interval is valid wherever it stops
+MAX_ROUNDS = 200  # the budget usually ends a run first (a tiny model fits ~200 rounds in 120 s); the interval is valid wherever it stops
 HEAD_BYTES = 1024 * 1024  # the model's identity: sha256 of its first MiB (GGUF header + tensor table start)
 
 # llama-bench options tunehost sets itself -> what to use instead
