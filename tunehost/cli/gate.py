@@ -20,6 +20,7 @@ from typer.core import TyperCommand
 from tunehost.cli import cli_errors
 from tunehost.cli.doctor import QUICK_HELP, SNAPSHOT_HELP
 from tunehost.errors import TunehostError
+from tunehost.printable import one_line
 from tunehost.tuning.gate import (EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_SOFTWARE,
                                   EXIT_USAGE)
 
@@ -38,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
 
 def say(message: str) -> None:
-    typer.echo(f"gate: {message}", err=True)
+    typer.echo(f"gate: {one_line(message)}", err=True)  # summaries and paths come from the host
 
 
 def _seconds(value: float) -> float:
@@ -104,11 +105,12 @@ def run_gate(args: GateRun) -> int:
     try:
         checks = select_checks(loaded.checks, (), args.skip)
     except TunehostError as exc:
-        typer.echo(f"tunehost: error: {exc}", err=True)
+        typer.echo(f"tunehost: error: {one_line(exc)}", err=True)
         return EXIT_USAGE
     snapshot_out = args.out / "host" / "snapshot" if args.out is not None else None
     if snapshot_out is not None and snapshot_out.is_dir() and any(snapshot_out.iterdir()):
-        typer.echo(f"tunehost: error: {snapshot_out} already holds a snapshot; choose a new --out DIR", err=True)
+        typer.echo(f"tunehost: error: {one_line(snapshot_out)} already holds a snapshot; choose a new --out DIR",
+                   err=True)
         return EXIT_SOFTWARE
     try:
         quiet = None
@@ -126,7 +128,7 @@ def run_gate(args: GateRun) -> int:
         report = judge(facts, checks, loaded.warnings, strict=args.strict, quick=args.quick,
                        show_status=True)
     except TunehostError as exc:
-        typer.echo(f"tunehost: error: {exc}", err=True)
+        typer.echo(f"tunehost: error: {one_line(exc)}", err=True)
         return EXIT_SOFTWARE
     doc = report.to_json()
     for finding in doc["findings"]:
@@ -139,13 +141,14 @@ def run_gate(args: GateRun) -> int:
         try:
             summary = _record(facts, doc, host_dir, args, quiet)
         except (OSError, TunehostError) as exc:
-            typer.echo(f"tunehost: error: cannot write {host_dir}: {getattr(exc, 'strerror', None) or exc}", err=True)
+            typer.echo(f"tunehost: error: cannot write {one_line(host_dir)}: "
+                       f"{one_line(getattr(exc, 'strerror', None) or exc)}", err=True)
             return EXIT_SOFTWARE
 
     if not report.ready:
         say("host not ready for benchmarking (tunehost doctor):")
         for line in quiet_lines(doc, strict=args.strict):
-            typer.echo(line, err=True)
+            typer.echo(one_line(line), err=True)
         say("fix the findings above (`tunehost doctor` explains each; `tunehost apply` fixes what software can)")
         return EXIT_NOT_READY
     say("tunehost doctor: ready")
