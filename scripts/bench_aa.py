@@ -177,7 +177,8 @@ def main() -> int:
         args.json.write_text(json.dumps({"summary": summary, "runs": runs, "width_runs": widths}, indent=2))
     if candidate is not None:
         return 0
-    return 0 if not n or fp / n <= args.target else 1
+    rate = summary.get("false_positive_rate")
+    return 0 if rate is None or rate <= args.target else 1
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tunehost.errors import TunehostError
+from tunehost.printable import one_line
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_GGUF_VERSIONS = (2, 3)
@@ -373,8 +374,7 @@ class _Unusable(ValueError):
 
 def _printable(text: str, limit: int = 80) -> str:
     # a GGUF's strings reach the terminal: one printable line, never an escape sequence
-    clean = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
+    return one_line(text, limit)
 
 
 def _whole(key: str, value: Any, limits: tuple[int, int]) -> int:
@@ -457,8 +457,6 @@ def _display_name(name: str | None) -> str | None:
     """general.name is free text from whoever made the file: shown and written into units, so one printable line."""
     if name is None:
         return None
-    from tunehost.printable import one_line
-
     return one_line(name.strip(), MAX_NAME_CHARS) or None
 
 

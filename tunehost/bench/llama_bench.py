@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import re
 import signal
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tunehost.bounds import number
 from tunehost.errors import TunehostError
 
 BENCH_BINARY = "llama-bench"
@@ -170,17 +170,19 @@ def _decode_json(decode: Callable[[], Any], where: str) -> tuple[Any, ...]:
 
 def _throughput(value: Any, where: str, what: str = "t/s") -> float:
     """A tokens/s figure: a finite number above 0 (llama-bench reporting NaN, inf or a negative rate is broken)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+    rate = number(value, 0.0, above_low=True)
+    if rate is None:
         raise TunehostError(f"llama-bench {where} reports {what} {value!r}: not a positive finite number")
-    return float(value)
+    return rate
 
 
 def _spread(value: Any, where: str) -> float:
     if value is None:
         return 0.0
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+    spread = number(value, 0.0)
+    if spread is None:
         raise TunehostError(f"llama-bench {where} reports a stddev of {value!r}: not a finite number >= 0")
-    return float(value)
+    return spread
 
 
 # ---------------------------------------------------------------- parsing
@@ -233,14 +235,14 @@ def parse_json(text: str) -> list[BenchResult]:
 def parse_jsonl(text: str) -> list[BenchResult]:
     """Parse ``llama-bench -o jsonl``: one JSON object per line; other lines (stderr banners) are skipped."""
     results = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for line_no, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped.startswith("{"):
             continue
-        record = load_json(stripped, f"llama-bench JSONL line {number}")
+        record = load_json(stripped, f"llama-bench JSONL line {line_no}")
         if not isinstance(record, dict):
-            raise TunehostError(f"llama-bench JSONL line {number} is not a JSON object")
-        results.append(_result_from_record(record, f"JSONL line {number}"))
+            raise TunehostError(f"llama-bench JSONL line {line_no} is not a JSON object")
+        results.append(_result_from_record(record, f"JSONL line {line_no}"))
     return _nonempty(results)
 
 

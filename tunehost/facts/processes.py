@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tunehost.host.redact import REDACTED
+from tunehost.printable import one_line
 from tunehost.bounds import number, whole, whole_text
 from tunehost.cpulist import MAX_CPUS
 
@@ -397,10 +397,7 @@ def _process(row: Any) -> ProcessInfo | None:
 
 def _text(value: Any, limit: int = 4096) -> str | None:
     # a process picks its own argv and name: control characters (newlines, ANSI escapes) never reach a report
-    return _CONTROL.sub("?", value[:limit]) if isinstance(value, str) else None
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+    return one_line(value[:limit]) if isinstance(value, str) else None
 
 
 def _raw_facts(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from tunehost.errors import TunehostError
 from tunehost.host.commands import DEFAULT_TIMEOUT_S, CommandLog, CommandResult, LiveCommands, SnapshotCommands
 from tunehost.host.files import AccessLog, HostFiles, Refused, read_confined
+from tunehost.printable import one_line
 
 SNAPSHOT_FORMAT = 1
 
@@ -141,8 +142,7 @@ def _check_manifest(manifest: object, manifest_path: Path) -> None:
 def _shown(value: object) -> str:
     # one short printable line of a hostile value
     text = json.dumps(value) if isinstance(value, (bool, int, float, str)) or value is None else type(value).__name__
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return one_line(text, 40)
 
 
 def _open_snapshot(path: Path) -> Host:
