@@ -175,3 +175,20 @@ def test_verify_keeps_exit_2_for_drift_when_the_reader_stops_early(tmp_path):
     env = {"TUNEHOST_ROOT": str(root), "TUNEHOST_STATE_DIR": str(tmp_path / "state")}
     assert tunehost("verify", env=env)[0] == 2
     assert tunehost("verify", close_stdout=True, env=env) == (2, "")
+
+
+TOO_LONG = "9" * 5000  # the system refuses the path itself (ENAMETOOLONG), before tunehost can look at it
+
+
+@pytest.mark.parametrize("args", [("advise", "--model", TOO_LONG), ("bench", "--model", TOO_LONG),
+                                  ("doctor", "--snapshot", TOO_LONG), ("snapshot", TOO_LONG), ("fleet", TOO_LONG),
+                                  ("apply", "--dry-run", "--profile", TOO_LONG)])
+def test_a_path_the_system_refuses_is_one_line(cli, args):
+    line = one_error_line(cli(*args))
+    assert len(line) < 300 and ("too long" in line or "invalid profile name" in line)
+
+
+def test_the_gate_reports_a_refused_path_with_its_own_status_not_1(cli):
+    result = cli("gate", "--snapshot", TOO_LONG, "--", "true")
+    assert result.exit_code == 70 and "Traceback" not in result.output
+    assert "file name too long" in result.stderr

@@ -117,6 +117,15 @@ def test_threadripper_7965wx_lscpu_e_four_ccds(make_snapshot):
     assert "L3 is split in 4 groups (CCDs/CCXs) of 6 cores" in finding.summary
 
 
+def test_a_garbled_lscpu_maxmhz_is_no_reading():
+    # the real Threadripper table with one MAXMHZ turned into "nan" (found by the fuzz suite): unknown, not NaN
+    lines = corpus(TR_E).splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["12"])
+    lines[row] = lines[row].replace("5362.0000", "nan", 1)
+    rows = parse_lscpu_table("\n".join(lines))
+    assert rows[12].max_mhz is None and rows[13].max_mhz == 5362.0
+
+
 def test_threadripper_isolcpus_0_3_are_left_out(make_snapshot):
     # SOURCES: "machine boots with isolcpus=0-3 (CPUs 0-3 isolated: llama.cpp threads pinned there get no balancing)"
     fs = lscpu_topology_files(parse_lscpu_table(corpus(TR_E)))

@@ -94,6 +94,6 @@ def test_a_profile_too_large_is_refused_before_parsing(cli, root, tmp_path, prof
     assert "is larger than 1 MiB" in refused(cli, root, tmp_path, "apply", "--profile", "huge", "--yes")
 
 
-@pytest.mark.parametrize("name", ["", "../x", ".hidden", "a/b"])
+@pytest.mark.parametrize("name", ["", "../x", ".hidden", "a/b", "9" * 5000, "x\n[y]"])  # 5000: ENAMETOOLONG (fuzz)
 def test_bad_profile_names(cli, root, tmp_path, profiles, name):
     assert "invalid profile name" in refused(cli, root, tmp_path, "apply", "--profile", name, "--yes")

@@ -99,8 +99,19 @@ def check_range(option: str, value: int | float, low: int | float, high: int | f
         raise TunehostError(f"{option} must be between {low} and {high}{what}, not {value}")
 
 
+def error_text(exc: TunehostError | OSError) -> str:
+    """The one-line message for a TunehostError, or for an OSError: "PATH: file name too long"."""
+    if not isinstance(exc, OSError):
+        return str(exc)
+    from tunehost.printable import one_line
+
+    where = f"{one_line(exc.filename, 100)}: " if exc.filename is not None else ""
+    return f"{where}{(exc.strerror or exc.__class__.__name__).lower()}"
+
+
 def cli_errors(fn: F) -> F:
-    """Turn TunehostError (and a broken pipe, or Ctrl-C) into one line and a non-zero exit — never a traceback."""
+    """Turn TunehostError (and a broken pipe, Ctrl-C, or an OSError) into one line and a non-zero exit — never a
+    traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -114,6 +125,8 @@ def cli_errors(fn: F) -> F:
         except BrokenPipeError:  # the reader went away before the command knew its own status
             stdout_gone()
             raise typer.Exit(1) from None
+        except OSError as exc:  # a path the system refuses (too long, a loop, no permission) the command did not name
+            raise fail(error_text(exc)) from None
 
     return wrapper  # type: ignore[return-value]
 

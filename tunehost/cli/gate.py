@@ -17,7 +17,7 @@ from typing import Any, List, Optional
 import typer
 from typer.core import TyperCommand
 
-from tunehost.cli import cli_errors
+from tunehost.cli import cli_errors, error_text
 from tunehost.cli.doctor import QUICK_HELP, SNAPSHOT_HELP
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
@@ -78,7 +78,12 @@ def gate(
       126 COMMAND could not be executed, 127 COMMAND was not found
     With 64, 69, 70 and 75 COMMAND did not run.
     """
-    raise typer.Exit(run_gate(GateRun(list(command or []), wait_quiet, out, quick, strict, list(skip), snapshot)))
+    try:
+        status = run_gate(GateRun(list(command or []), wait_quiet, out, quick, strict, list(skip), snapshot))
+    except (TunehostError, OSError) as exc:  # the gate's own failure: never 1, which COMMAND may return
+        typer.echo(f"tunehost: error: {one_line(error_text(exc))}", err=True)
+        status = EXIT_SOFTWARE
+    raise typer.Exit(status)
 
 
 @dataclass(frozen=True)

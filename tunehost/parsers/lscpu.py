@@ -10,6 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tunehost.bounds import number_text
+
+MAX_MHZ = 100_000.0  # no CPU clock comes near 100 GHz
+
 
 @dataclass(frozen=True)
 class LscpuSummary:
@@ -48,10 +52,7 @@ class LscpuSummary:
 
     @property
     def max_mhz(self) -> float | None:
-        try:
-            return float(self.fields["CPU max MHz"])
-        except (KeyError, ValueError):
-            return None
+        return _float(self.fields.get("CPU max MHz"))
 
     @property
     def l3_instances(self) -> int | None:
@@ -95,10 +96,8 @@ def _int(value: str | None) -> int | None:
 
 
 def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value not in (None, "", "-") else None  # type: ignore[arg-type]
-    except ValueError:
-        return None
+    # a clock in MHz: "nan", "inf", "-" or an absurd figure is no reading
+    return number_text(value, 0.0, MAX_MHZ) if value not in (None, "", "-") else None
 
 
 def parse_lscpu_table(text: str | None) -> list[LscpuCpu]:

@@ -9,12 +9,16 @@ A profile names the state it wants, never how to reach it; the settings in tuneh
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from tunehost.errors import TunehostError
+from tunehost.printable import one_line
+
+PROFILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 
 PROFILES_ENV = "TUNEHOST_PROFILES_DIR"  # an extra directory searched before the built-in profiles
 MAX_INCLUDE_DEPTH = 32  # profiles included through profiles; the built-in ones use 1
@@ -119,8 +123,9 @@ def available_profiles(dirs: Iterable[Path] | None = None) -> list[str]:
 def read_raw(name: str, dirs: Iterable[Path] | None = None) -> RawProfile:
     """One profile file, parsed and checked on its own (includes not followed)."""
     dirs = list(dirs if dirs is not None else profile_dirs())
-    if not name or "/" in name or name.startswith("."):
-        raise TunehostError(f"invalid profile name {name!r}")
+    if not PROFILE_NAME.fullmatch(name):  # also keeps the file name within NAME_MAX
+        raise TunehostError(f"invalid profile name {one_line(repr(name), 80)}: letters, digits, '-', '_' and '.', "
+                            "not starting with '.', at most 64 characters")
     for d in dirs:
         path = d / f"{name}.toml"
         if path.is_file():
