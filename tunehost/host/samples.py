@@ -204,15 +204,12 @@ def _exe_file(exe_link: str | None, pid: int) -> dict[str, Any] | None:
             "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)), "libs": _ggml_libs(exe_link)}
 
 
-def _own_listeners(psutil: Any) -> dict[int, list[tuple[str, int]]]:
+def _listeners_by_pid(listeners: Any) -> dict[int, list[tuple[str, int]]]:
+    """The listeners sample (one system-wide socket scan per run) as {pid: [(address, port)]}."""
     found: dict[int, list[tuple[str, int]]] = {}
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except Exception:
-        return found
-    for conn in conns:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.pid is not None:
-            found.setdefault(conn.pid, []).append((conn.laddr.ip, conn.laddr.port))
+    for row in listeners if isinstance(listeners, list) else ():
+        if isinstance(row, dict) and isinstance(row.get("pid"), int):
+            found.setdefault(row["pid"], []).append((row["address"], row["port"]))
     return found
 
 
@@ -240,9 +237,8 @@ def _read_raw(proc: Any, info: Mapping[str, Any], listeners: Mapping[int, list[t
                       sockets, _exe_file(exe_link, pid), other_netns)
 
 
-def _process_rows(psutil: Any) -> dict[int, dict[str, Any]]:
+def _process_rows(psutil: Any, listeners: Mapping[int, list[tuple[str, int]]]) -> dict[int, dict[str, Any]]:
     rows: dict[int, dict[str, Any]] = {}
-    listeners = _own_listeners(psutil)
     for proc in psutil.process_iter(["pid", "ppid", "name", "username", "memory_info", "cmdline"]):
         info = proc.info
         pid = info["pid"]
@@ -266,7 +262,7 @@ def sample_processes(host: "Host") -> list[dict[str, Any]]:
     import psutil
 
     own = os.getpid()
-    rows = _process_rows(psutil)
+    rows = _process_rows(psutil, _listeners_by_pid(host.sample("listeners")))
     for row in rows.values():
         row["self"] = row["pid"] == own or row.get("ppid") == own
     return sorted(rows.values(), key=lambda r: r["pid"])
