@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tunehost.advise.flags import (EXPERT_TENSORS, adapt, expert_override, fit_supported, parse_fit_params,
                                    parse_help, read_caps)
-from tunehost.advise.plan import Flag
+from tunehost.launch import Flag
 from tunehost.host import open_host
 from tunehost.model import ROUTED_EXPERT_RE
 

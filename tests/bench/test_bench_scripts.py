@@ -26,7 +26,10 @@ def _fake_build(cache: Path, *, cpu: str | None = None) -> Path:
     for target in build.TARGETS:
         (root / "bin" / target).write_text("#!/bin/sh\n")
         (root / "bin" / target).chmod(0o755)
-    (root / build.MARKER_NAME).write_text(json.dumps({"cpu": cpu or build.cpu_fingerprint()}))
+    native = build.variants(build.cpu_flags())[0]
+    record = {"cpu": cpu or build.cpu_fingerprint(), "variant": native.name,
+              "key": build.cache_key(build.LLAMA_CPP_PYTHON_VERSION, native, cpu)}
+    (root / build.MARKER_NAME).write_text(json.dumps(record))
     return root
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 if TYPE_CHECKING:
-    from tunehost.advise.plan import Flag
+    from tunehost.launch import Flag
     from tunehost.host import Host
 
 HELP_TIMEOUT_S = 20.0
@@ -201,7 +201,7 @@ def adapt(flags: Iterable["Flag"], caps: ServerCaps | None) -> tuple[tuple["Flag
         out.append(replace(flag, name=spelling) if spelling != name else flag)
     if load_mode:
         mode = {("--no-mmap",): "none", ("--mlock",): "mmap+mlock"}.get(tuple(sorted(set(load_mode))), "mlock")
-        from tunehost.advise.plan import Flag
+        from tunehost.launch import Flag
 
         spelling = _known(caps, "--load-mode") or "--load-mode"  # the -lm short form reads poorly
         out.append(Flag(spelling, mode, "load the weights into RAM"

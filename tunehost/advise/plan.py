@@ -24,6 +24,7 @@ from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget
                                     fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget)
 from tunehost.cpulist import format_cpu_list
 from tunehost.errors import TunehostError
+from tunehost.launch import Flag, LaunchConfig
 from tunehost.model import ModelFacts
 
 MiB = 1024 * 1024
@@ -36,21 +37,6 @@ MIN_CPU_WEIGHTS_FOR_MLOCK = 256 * MiB
 N_BATCH, N_UBATCH = 2048, 512
 
 # ---- inputs and outputs ----
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One llama-server option: its name as printed, its value (None for a switch) and why."""
-
-    name: str
-    value: str | None
-    reason: str
-
-    def argv(self) -> list[str]:
-        return [self.name] if self.value is None else [self.name, self.value]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -153,6 +139,12 @@ class Plan:
         for f in self.flags:
             out.extend(f.argv())
         return out
+
+    def launch(self) -> LaunchConfig:
+        """The typed launch configuration every renderer, bench and tune consume."""
+        return LaunchConfig(model=self.model, flags=self.flags, server=self.server, env=self.env,
+                            pin_cpus=self.pin_cpus, nice=self.nice, mlock_wanted=self.mlock_wanted,
+                            name=self.model_name)
 
     def to_json(self) -> dict[str, Any]:
         return {

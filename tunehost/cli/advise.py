@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tunehost.advise.plan import Plan
+    from tunehost.launch import LaunchConfig
 
 FORMATS = ("human", "shell", "systemd", "json")
 EXIT_DOES_NOT_FIT = 2
@@ -128,9 +129,9 @@ def advise(
         data["snapshot"] = str(snapshot) if snapshot else None
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "shell":
-        typer.echo(render_shell(result))
+        typer.echo(render_shell(result.launch()))
     elif fmt == "systemd":
-        typer.echo(render_systemd(result, user=user_unit), nl=False)
+        typer.echo(render_systemd(result.launch(), user=user_unit), nl=False)
     else:
         render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
     if not result.fits:
@@ -160,7 +161,7 @@ def _fit_args(model_path: str, p: "Plan") -> list[str]:
 # ---- renderers ----
 
 
-def render_shell(p: "Plan") -> str:
+def render_shell(p: "LaunchConfig") -> str:
     """A ready command line: taskset -c CPUS env VARS llama-server FLAGS (one flag per line).
 
     Every word is shell-quoted; a word holding a control character is refused (TunehostError): in a command to
@@ -205,7 +206,7 @@ USER_UNIT_DIR = "~/.config/systemd/user"
 UNIT_FILE = "llama-server.service"
 
 
-def render_systemd(p: "Plan", *, user: bool = False) -> str:
+def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
     """A systemd service unit (ExecStart, CPUAffinity, LimitMEMLOCK, Nice, Environment) for the system manager, or
     with `user` for a user manager: no Nice below 0, no --prio, no LimitMEMLOCK above the user's hard limit, no
     system targets (a user manager cannot raise priority or limits, nor order itself after system units)."""
@@ -307,7 +308,7 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) 
             console.print(f"[dim]{escape(c.note)}[/]")
     console.print()
     console.print("[bold]command[/]")
-    console.print(escape(render_shell(p)))
+    console.print(escape(render_shell(p.launch())))
     console.print()
     if p.pin_cpus:
         from tunehost.cpulist import format_cpu_list
