@@ -38,6 +38,37 @@ SPLIT_NAME_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gg
 # (src/models/*.cpp load_arch_hparams: gemma2 -> set_swa_pattern(2), gemma3 -> 6, gpt-oss -> 2).
 DEFAULT_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2}
 
+# llama.cpp's recurrent and hybrid architectures (src/llama-arch.cpp llm_arch_is_recurrent / llm_arch_is_hybrid) and
+# how each one marks its recurrent layers (src/models/<arch>.cpp load_arch_hparams), which decides which layers get
+# a KV cache and which a recurrent state (src/llama-model.cpp llama_model::create_memory, the hybrid layer filters):
+#   all          every layer is recurrent, no KV cache at all (mamba, mamba2: llama_memory_recurrent)
+#   interval     `attention.recurrent_layers` (bool per layer) or else layer il is recurrent when
+#                (il + 1) % `full_attention_interval` != 0 (default 4); KV only on the others (qwen3next, qwen35*)
+#   no_kv_heads  layer il is recurrent when head_count_kv[il] == 0 (granitehybrid, jamba, lfm2)
+#   nemotron     recurrent when head_count_kv[il] == 0 and feed_forward_length[il] == 0; KV on layers with heads and
+#                no FFN; MLP-only layers have neither (nemotron_h, nemotron_h_moe)
+#   both         every layer has both a KV cache and a recurrent state (falcon-h1)
+RECURRENT_RULES: dict[str, str] = {
+    "mamba": "all",
+    "mamba2": "all",
+    "qwen3next": "interval",
+    "qwen35": "interval",
+    "qwen35moe": "interval",
+    "granitehybrid": "no_kv_heads",
+    "jamba": "no_kv_heads",
+    "lfm2": "no_kv_heads",
+    "lfm2moe": "no_kv_heads",
+    "nemotron_h": "nemotron",
+    "nemotron_h_moe": "nemotron",
+    "falcon-h1": "both",
+}
+# Recurrent or hybrid in llama.cpp, but with a state tunehost does not size (RWKV's wkv state, linear attention kinds)
+UNSIZED_RECURRENT = frozenset({
+    "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "plamo2", "kimi-linear", "minimax-01", "bailingmoe3", "glm5-next",
+    "qwen4exp", "kimi-k3",
+})
+DEFAULT_FULL_ATTENTION_INTERVAL = 4  # qwen3next/qwen35 load_arch_hparams
+
 # Arrays longer than this (tokenizer vocab, merges, token types) are skipped, not decoded, while reading.
 _SKIP_ARRAY_ABOVE = 4096
 
@@ -63,6 +94,15 @@ SHAPE_LIMITS: dict[str, tuple[int, int]] = {
     "expert_shared_count": (0, 1 << 14),
     "expert_feed_forward_length": (0, 1 << 24),
     "expert_shared_feed_forward_length": (0, 1 << 24),
+    "full_attention_interval": (1, 4096),
+    "nextn_predict_layers": (0, 64),
+    "attention.key_length_mla": (0, 1 << 16),
+    "attention.value_length_mla": (0, 1 << 16),
+    "ssm.conv_kernel": (0, 1 << 10),
+    "ssm.inner_size": (0, 1 << 20),
+    "ssm.state_size": (0, 1 << 16),
+    "ssm.group_count": (0, 1 << 14),
+    "shortconv.l_cache": (0, 1 << 10),
 }
 MAX_TENSOR_DIMS = 4  # GGML_MAX_DIMS
 MAX_TENSOR_ELEMENTS = 1 << 48
@@ -168,6 +208,40 @@ class WeightBytes:
 
 
 @dataclass(frozen=True)
+class RecurrentShape:
+    """The recurrent-state shape of a recurrent layer (`<arch>.ssm.*`, `<arch>.shortconv.l_cache`).
+
+    llama.cpp keeps, per recurrent layer and per sequence, one F32 conv-state row of `n_embd_r` values and one F32
+    SSM-state row of `n_embd_s` values (src/llama-hparams.cpp llama_hparams::n_embd_r / n_embd_s;
+    src/llama-memory-recurrent.cpp allocates them as [n_embd_r, n_seq] and [n_embd_s, n_seq]), whatever the context.
+    """
+
+    conv_kernel: int = 0  # ssm_d_conv
+    inner_size: int = 0  # ssm_d_inner
+    state_size: int = 0  # ssm_d_state
+    group_count: int = 0  # ssm_n_group (0 for mamba1)
+    shortconv_l_cache: int = 0  # LFM2's short convolution
+    embedding_length: int = 0
+
+    @property
+    def n_embd_r(self) -> int:
+        """Conv-state values per sequence (llama_hparams::n_embd_r)."""
+        if self.shortconv_l_cache:
+            return self.embedding_length * (self.shortconv_l_cache - 1)
+        return max(self.conv_kernel - 1, 0) * (self.inner_size + 2 * self.group_count * self.state_size)
+
+    @property
+    def n_embd_s(self) -> int:
+        """SSM-state values per sequence (llama_hparams::n_embd_s)."""
+        return self.state_size * self.inner_size
+
+    @property
+    def bytes_per_seq(self) -> int:
+        """Both rows as F32 (create_memory passes GGML_TYPE_F32 for type_r and type_s)."""
+        return 4 * (self.n_embd_r + self.n_embd_s)
+
+
+@dataclass(frozen=True)
 class QuantShare:
     """How much of the model one ggml type holds."""
 
@@ -205,6 +279,12 @@ class ModelFacts:
     key_length_swa: int | None = None
     value_length_swa: int | None = None
     swa_note: str | None = None
+    kv_layers: tuple[bool, ...] = ()  # layers with a KV cache; () = every layer
+    recurrent_layers: tuple[bool, ...] = ()  # layers with a recurrent state; () = none
+    recurrent: RecurrentShape | None = None
+    mla: bool = False  # multi-head latent attention: a K cache of key_length (kv_lora_rank + rope), no V cache
+    nextn_layers: int = 0  # trailing MTP blocks: no KV in the main context
+    memory_note: str | None = None
     file_type: str | None = None
     path: str | None = None
     parts: tuple[str, ...] = ()
@@ -219,6 +299,14 @@ class ModelFacts:
     @property
     def has_swa(self) -> bool:
         return any(self.swa_layers)
+
+    @property
+    def has_recurrent(self) -> bool:
+        return any(self.recurrent_layers)
+
+    def has_kv(self, il: int) -> bool:
+        """Whether llama.cpp gives layer `il` a KV cache in the main context."""
+        return self.kv_layers[il] if self.kv_layers else True
 
     @property
     def n_params(self) -> int:
@@ -251,6 +339,10 @@ class ModelFacts:
         sliding_window: int | None = None,
         sliding_window_pattern: int | Sequence[bool] | None = None,
         weights: WeightBytes | Mapping[str, Any] | None = None,
+        recurrent: RecurrentShape | Mapping[str, Any] | None = None,
+        recurrent_layers: Sequence[bool] | None = None,
+        full_attention_interval: int | None = None,
+        feed_forward_per_layer: Sequence[int] | None = None,
         **optional: Any,
     ) -> "ModelFacts":
         """Facts from a shape alone (no file): fills per-layer tuples and the SWA layout the way `read_model` does.
@@ -261,6 +353,13 @@ class ModelFacts:
             weights = WeightBytes(**{k: tuple(v) if isinstance(v, list) else v for k, v in weights.items()})
         kv = _per_layer(head_count_kv, block_count)
         swa, note = swa_layout(architecture, block_count, sliding_window, sliding_window_pattern)
+        if isinstance(recurrent, Mapping):
+            recurrent = RecurrentShape(**{"embedding_length": embedding_length, **recurrent})
+        layout = memory_layout(
+            LayoutInputs(architecture, block_count, kv, tuple(feed_forward_per_layer or ()),
+                         tuple(recurrent_layers) if recurrent_layers is not None else None,
+                         full_attention_interval, int(optional.get("nextn_layers", 0)), recurrent)
+        )
         return cls(
             architecture=architecture,
             block_count=block_count,
@@ -273,6 +372,10 @@ class ModelFacts:
             swa_layers=swa,
             swa_note=note,
             weights=weights or WeightBytes(),
+            kv_layers=layout.kv_layers,
+            recurrent_layers=layout.recurrent_layers,
+            recurrent=recurrent if layout.recurrent_layers else None,
+            memory_note=layout.note,
             **optional,
         )
 
@@ -312,6 +415,75 @@ def swa_layout(
             "KV counted as full attention (an over-estimate if llama.cpp uses SWA for it)"
         )
     return tuple(period == 0 or (il % period < period - 1) for il in range(block_count)), None
+
+
+@dataclass(frozen=True)
+class LayoutInputs:
+    """What decides which layers keep KV and which keep a recurrent state."""
+
+    architecture: str
+    block_count: int
+    head_count_kv: tuple[int, ...]
+    feed_forward: tuple[int, ...] = ()  # per layer; () = unknown
+    recurrent_flags: tuple[bool, ...] | None = None  # `<arch>.attention.recurrent_layers`
+    full_attention_interval: int | None = None
+    nextn_layers: int = 0
+    recurrent: RecurrentShape | None = None
+
+
+@dataclass(frozen=True)
+class MemoryLayout:
+    kv_layers: tuple[bool, ...]
+    recurrent_layers: tuple[bool, ...]
+    note: str | None = None
+
+
+def memory_layout(given: LayoutInputs) -> MemoryLayout:
+    """Per layer: a KV cache, a recurrent state, both or neither, as llama.cpp's create_memory decides it.
+
+    Trailing NextN/MTP blocks (`nextn_predict_layers`) never get KV in the main context (create_memory filters
+    il < n_layer()). The rule per architecture is RECURRENT_RULES; unknown hybrids are counted as full attention on
+    every layer with a note.
+    """
+    n = given.block_count
+    n_main = n - given.nextn_layers if 0 < given.nextn_layers < n else n
+    trunk = tuple(il < n_main for il in range(n))
+    rule = RECURRENT_RULES.get(given.architecture)
+    none = (False,) * n
+    if rule is None:
+        note = None
+        if given.architecture in UNSIZED_RECURRENT:
+            note = (f"{given.architecture} keeps a recurrent state tunehost does not size; KV counted on every layer "
+                    "(llama-fit-params gives the exact figure)")
+        return MemoryLayout(trunk, none, note)
+    if given.recurrent is None or given.recurrent.bytes_per_seq == 0:
+        if rule != "no_kv_heads":  # lfm2 and friends without ssm keys still split layers by head count
+            return MemoryLayout(trunk, none, f"{given.architecture} declares no ssm.* shape; recurrent state not counted")
+    kv = given.head_count_kv
+    if rule == "all":
+        recr = (True,) * n
+        attn = none
+    elif rule == "interval":
+        if given.recurrent_flags is not None and len(given.recurrent_flags) == n:
+            recr = tuple(bool(x) for x in given.recurrent_flags)
+        else:
+            period = given.full_attention_interval or DEFAULT_FULL_ATTENTION_INTERVAL
+            recr = tuple(il < n_main and (il + 1) % period != 0 for il in range(n))
+        attn = tuple(t and not r for t, r in zip(trunk, recr))
+        recr = tuple(t and r for t, r in zip(trunk, recr))
+    elif rule == "no_kv_heads":
+        recr = tuple(h == 0 for h in kv)
+        attn = tuple(t and not r for t, r in zip(trunk, recr))
+    elif rule == "nemotron":
+        ff = given.feed_forward if len(given.feed_forward) == n else (0,) * n
+        recr = tuple(t and h == 0 and f == 0 for t, h, f in zip(trunk, kv, ff))
+        attn = tuple(h > 0 and f == 0 for h, f in zip(kv, ff))
+    else:  # both
+        recr = (True,) * n
+        attn = trunk
+    if given.recurrent is None:
+        recr = none
+    return MemoryLayout(attn, recr, None)
 
 
 def split_parts(path: Path) -> tuple[Path, ...]:
@@ -414,7 +586,8 @@ def _facts_from(
     pattern = meta.pattern(f"{arch}.attention.sliding_window_pattern")
     swa, note = swa_layout(arch, block_count, sliding_window, pattern)
     ff = meta.raw(f"{arch}.feed_forward_length")
-    ff_max = max(meta.per_layer(f"{arch}.feed_forward_length", block_count), default=0) if ff is not None else None
+    ff_layers = meta.per_layer(f"{arch}.feed_forward_length", block_count) if ff is not None else ()
+    ff_max = max(ff_layers, default=0) if ff is not None else None
     vocab = meta.get_int(f"{arch}.vocab_size") or _vocab_from(tensors) or meta.array_len("tokenizer.ggml.tokens")
     file_type = meta.get_int("general.file_type", (0, 1 << 16))
     expert_count = meta.get_int(f"{arch}.expert_count") or 0
@@ -422,6 +595,20 @@ def _facts_from(
     if expert_count and expert_used > expert_count:
         raise _Unusable(f"{arch}.expert_used_count", f"{expert_used} (of {expert_count} experts)")
     _check_tensors(tensors, file_size)
+    recurrent = RecurrentShape(
+        conv_kernel=meta.get_int(f"{arch}.ssm.conv_kernel") or 0,
+        inner_size=meta.get_int(f"{arch}.ssm.inner_size") or 0,
+        state_size=meta.get_int(f"{arch}.ssm.state_size") or 0,
+        group_count=meta.get_int(f"{arch}.ssm.group_count") or 0,
+        shortconv_l_cache=meta.get_int(f"{arch}.shortconv.l_cache") or 0,
+        embedding_length=n_embd,
+    )
+    nextn = meta.get_int(f"{arch}.nextn_predict_layers") or 0
+    flags = meta.pattern(f"{arch}.attention.recurrent_layers")
+    layout = memory_layout(LayoutInputs(
+        arch, block_count, head_count_kv, ff_layers, tuple(bool(x) for x in flags) if isinstance(flags, list) else None,
+        meta.get_int(f"{arch}.full_attention_interval"), nextn, recurrent if recurrent.bytes_per_seq else None,
+    ))
     return ModelFacts(
         architecture=arch,
         name=_display_name(meta.get_str("general.name")),
@@ -444,6 +631,12 @@ def _facts_from(
         key_length_swa=meta.get_int(f"{arch}.attention.key_length_swa"),
         value_length_swa=meta.get_int(f"{arch}.attention.value_length_swa"),
         swa_note=note,
+        kv_layers=layout.kv_layers,
+        recurrent_layers=layout.recurrent_layers,
+        recurrent=recurrent if any(layout.recurrent_layers) else None,
+        mla=bool(meta.get_int(f"{arch}.attention.key_length_mla")),
+        nextn_layers=nextn,
+        memory_note=layout.note,
         file_type=_file_type_name(file_type),
         path=str(parts[0]),
         parts=tuple(str(p) for p in parts),

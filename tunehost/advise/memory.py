@@ -11,6 +11,13 @@ What this mirrors in llama.cpp (verified in ggml-org/llama.cpp, see docs in the 
   bytes per cell, times cells per stream, times streams.
 * SWA layers (src/llama-kv-cache-iswa.cpp): `size_swa = pad(min(n_ctx_seq, n_swa * (unified ? n_seq : 1) + n_ubatch),
   256)` cells per stream, or the full size with --swa-full.
+* Which layers keep KV (src/llama-model.cpp llama_model::create_memory): hybrid models keep KV only on their
+  attention layers and a recurrent state on the others (tunehost.model.memory_layout); trailing NextN/MTP blocks
+  keep none. MLA models (DeepSeek V2/V3, GLM-4.7-Flash..., GGUFs with `attention.key_length_mla`) keep one K row of
+  key_length = kv_lora_rank + rope dims per cell and no V cache (llama_kv_cache::llama_kv_cache: has_v = !is_mla).
+  Without flash attention V is stored transposed and padded to the widest layer's V row (TAG_V_CACHE_VARIABLE).
+* Recurrent state (src/llama-memory-recurrent.cpp): per recurrent layer one F32 row of n_embd_r (conv) and one of
+  n_embd_s (SSM) values per sequence, for max(1, n_seq_max) sequences, independent of the context size.
 * Layer placement (src/llama-model.cpp, load_tensors): `-ngl k` puts the output layer on the GPU once k >= 1, then
   the last k-1 repeating layers; k = n_layer + 1 is full offload; the token embeddings always stay on the CPU. KV of
   a layer lives with the layer.
@@ -63,15 +70,16 @@ def kv_row_bytes(cache_type: str, n_elements: int) -> int:
 
 
 def kv_type_fits(model: "ModelFacts", cache_type: str) -> bool:
-    """Whether every layer's K and V rows are whole blocks of `cache_type` (llama.cpp refuses a quantized KV cache
+    """Whether every KV layer's K and V rows are whole blocks of `cache_type` (llama.cpp refuses a quantized KV cache
     otherwise)."""
     for il in range(model.block_count):
-        swa = bool(model.swa_layers) and model.swa_layers[il]
-        k_dim = (model.key_length_swa if swa else None) or model.key_length
-        v_dim = (model.value_length_swa if swa else None) or model.value_length
+        if not model.has_kv(il):
+            continue
+        k_dim, v_dim = _kv_dims(model, il)
         try:
-            kv_row_bytes(cache_type, model.head_count_kv[il] * k_dim)
-            kv_row_bytes(cache_type, model.head_count_kv[il] * v_dim)
+            kv_row_bytes(cache_type, k_dim)
+            if not model.mla:
+                kv_row_bytes(cache_type, v_dim)
         except ValueError:
             return False
     return True
@@ -111,11 +119,27 @@ class KvLayout:
     n_stream: int  # 1 when unified, else one stream per slot
     cells_full: int  # per stream, full-attention layers
     cells_swa: int  # per stream, sliding-window layers
-    bytes_per_layer: tuple[int, ...]
+    kv_per_layer: tuple[int, ...]
+    state_per_layer: tuple[int, ...] = ()  # recurrent state (conv + SSM) of recurrent layers
+
+    @property
+    def bytes_per_layer(self) -> tuple[int, ...]:
+        """KV plus recurrent state per layer: what lives with the layer on its device (llama.cpp's "context")."""
+        if not self.state_per_layer:
+            return self.kv_per_layer
+        return tuple(k + s for k, s in zip(self.kv_per_layer, self.state_per_layer))
+
+    @property
+    def kv_total(self) -> int:
+        return sum(self.kv_per_layer)
+
+    @property
+    def state_total(self) -> int:
+        return sum(self.state_per_layer)
 
     @property
     def total(self) -> int:
-        return sum(self.bytes_per_layer)
+        return self.kv_total + self.state_total
 
 
 def kv_layout(model: ModelFacts, settings: ServerSettings) -> KvLayout:
@@ -136,21 +160,61 @@ def kv_layout(model: ModelFacts, settings: ServerSettings) -> KvLayout:
         cells_swa = n_ctx_seq
     else:
         cells_swa = pad(min(n_ctx_seq, window * (n_seq if unified else 1) + n_ubatch))
+    dims = [_kv_dims(model, il) for il in range(model.block_count)]
+    v_max = max((v for il, (_, v) in enumerate(dims) if model.has_kv(il)), default=0)
     per_layer = []
-    for il in range(model.block_count):
-        swa = bool(model.swa_layers) and model.swa_layers[il]
-        k_dim = (model.key_length_swa if swa else None) or model.key_length
-        v_dim = (model.value_length_swa if swa else None) or model.value_length
-        n_kv = model.head_count_kv[il]
-        cells = cells_swa if swa else n_ctx_seq
-        row = kv_row_bytes(settings.type_k, n_kv * k_dim) + kv_row_bytes(settings.type_v, n_kv * v_dim)
+    for il, (k_dim, v_dim) in enumerate(dims):
+        if not model.has_kv(il):
+            per_layer.append(0)
+            continue
+        if not settings.flash_attn:
+            v_dim = v_max  # V transposed: every layer padded to the widest V row
+        cells = cells_swa if model.has_swa and model.swa_layers[il] else n_ctx_seq
+        row = kv_row_bytes(settings.type_k, k_dim) + (0 if model.mla else kv_row_bytes(settings.type_v, v_dim))
         per_layer.append(n_stream * cells * row)
-    return KvLayout(n_ctx, n_ctx_seq, n_seq, n_stream, n_ctx_seq, cells_swa, tuple(per_layer))
+    state = recurrent_state_per_layer(model, n_seq)
+    return KvLayout(n_ctx, n_ctx_seq, n_seq, n_stream, n_ctx_seq, cells_swa, tuple(per_layer), state)
+
+
+def _kv_dims(model: ModelFacts, il: int) -> tuple[int, int]:
+    """(K, V) values per cell of layer `il`: heads times head size (llama_hparams::n_embd_k_gqa / n_embd_v_gqa)."""
+    swa = bool(model.swa_layers) and model.swa_layers[il]
+    k_dim = (model.key_length_swa if swa else None) or model.key_length
+    v_dim = (model.value_length_swa if swa else None) or model.value_length
+    n_kv = model.head_count_kv[il]
+    return n_kv * k_dim, n_kv * v_dim
+
+
+def recurrent_state_per_layer(model: ModelFacts, n_seq: int) -> tuple[int, ...]:
+    """Recurrent-state bytes per layer for `n_seq` sequences (0 on attention layers); () for models without one."""
+    if not model.has_recurrent or model.recurrent is None:
+        return ()
+    per_seq = model.recurrent.bytes_per_seq
+    rows = max(1, n_seq)  # create_memory: mem_size = max(1, n_seq_max), n_rs_seq = 0 without MTP drafting
+    return tuple(per_seq * rows if r else 0 for r in model.recurrent_layers)
 
 
 def kv_cache_bytes(model: ModelFacts, settings: ServerSettings) -> int:
     """Total KV cache bytes (all layers, all slots)."""
     return kv_layout(model, settings).total
+
+
+def context_detail(model: ModelFacts, settings: ServerSettings) -> str:
+    """One line on what the KV figure holds: tokens, slots, type, the layers with KV and any recurrent state."""
+    layout = kv_layout(model, settings)
+    n_kv = sum(1 for il in range(model.block_count) if model.has_kv(il))
+    slots = f"{layout.n_seq} slot{'s' if layout.n_seq > 1 else ''}"
+    parts = [f"{layout.n_ctx} tokens ({slots}), {settings.type_k}"]
+    if n_kv != model.block_count:
+        parts.append(f"KV on {n_kv} of {model.block_count} layers")
+    if model.mla:
+        parts.append("MLA: compressed K only")
+    if model.has_swa and layout.cells_swa < layout.n_ctx_seq:
+        parts.append(f"SWA layers hold {layout.cells_swa} cells")
+    if layout.state_total:
+        n_recr = sum(1 for r in model.recurrent_layers if r)
+        parts.append(f"+ recurrent state {layout.state_total / MiB:.1f} MiB ({n_recr} layers, F32, any context)")
+    return "; ".join(parts)
 
 
 def active_ffn_width(model: ModelFacts) -> int:

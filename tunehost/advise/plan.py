@@ -20,8 +20,8 @@ from typing import Any, Iterable
 
 from tunehost.advise.ceiling import NGL_ALL, Bandwidths, Ceiling, Placement, gpu_bandwidth, tg_ceiling_for
 from tunehost.advise.host_view import GpuView, HostView
-from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, fit_layers,
-                                    fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget)
+from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, context_detail,
+                                    fit_layers, fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget)
 from tunehost.cpulist import format_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.launch import Flag, LaunchConfig
@@ -210,7 +210,9 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
         warnings.append(f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only {gib(host.ram_available)} "
                         "is available (MemAvailable); it would page from disk")
 
-    budget_view = _budget_view(budget, extras, settings, gpu, host, path, pool_free)
+    if model.memory_note:
+        notes.append(model.memory_note)
+    budget_view = _budget_view(budget, extras, settings, gpu, host, path, pool_free, context_detail(model, settings))
     suggestions = _suggestions(model, settings, gpu, extra_gpu, path, fits, host)
     flags, env, pin, pin_reason, mlock_wanted, mlock_fix, nice = _flags(
         model, host, options, settings, spec, path, ngl, n_cpu_moe, overrides, budget, gpu, extra_gpu, ctx,
@@ -353,9 +355,7 @@ def _place(model: ModelFacts, settings: ServerSettings, host: HostView, gpu: Gpu
 
 
 def _budget_view(b: MemoryBudget, extras: Iterable[BudgetRow], settings: ServerSettings, gpu: GpuView | None,
-                 host: HostView, path: str, pool_free: int | None) -> PlanBudget:
-    kv_detail = (f"{settings.n_ctx} tokens ({settings.n_parallel} slot{'s' if settings.n_parallel > 1 else ''}), "
-                 f"{settings.type_k}")
+                 host: HostView, path: str, pool_free: int | None, kv_detail: str) -> PlanBudget:
     rows = [BudgetRow("weights", b.weights_gpu, b.weights_cpu),
             BudgetRow("KV cache", b.kv_gpu, b.kv_cpu, kv_detail),
             BudgetRow("compute buffers", b.compute_gpu, b.compute_cpu, f"ubatch {settings.n_ubatch}"),
