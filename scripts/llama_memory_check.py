@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Check tunehost's KV-cache and recurrent-state arithmetic against llama.cpp itself.
+
+    TUNEHOST_LLAMA_BIN_DIR=... python scripts/llama_memory_check.py            # capture, then compare
+    python scripts/llama_memory_check.py --compare-only                          # compare the stored figures
+
+For every model shape in tests/advise/data/llama_memory_table.json (metadata rebuilt from each model's published
+config), this writes a GGUF with that metadata and the tensor table llama.cpp expects, and an empty data region (a
+sparse file: a 60 GB model takes no disk), then runs the real `llama-fit-params -v` on the CPU for each case
+(context, KV types, slots, flash attention, --swa-full). llama-fit-params loads the model and creates the context
+with no_alloc (common/fit.cpp common_get_device_memory_data_impl), so nothing is read or allocated, and the load log
+prints what llama.cpp would allocate:
+
+    llama_kv_cache: size = 1088.00 MiB ( 65536 cells,  12 layers,  1/1 seqs), K (q8_0): 544.00 MiB, V (q8_0): ...
+    llama_memory_recurrent: size = 75.38 MiB (1 cells, 48 layers, 1 seqs 0 rs_seq), R (f32): 3.38 MiB, S ...
+    llama_context:        CPU compute buffer size =   300.75 MiB
+
+The tensor table is found by asking llama.cpp: a GGUF without a tensor the architecture needs fails to load with
+"missing tensor 'NAME'", one with a wrong shape with "tensor 'NAME' has wrong shape; expected A, got B"; a tensor
+found for one layer is added to every layer of the same kind (KV / recurrent / FFN / NextN / dense-lead).
+
+The figures are written back into the table ("llama_cpp" of each case); tests/advise/test_llama_memory_table.py
+checks tunehost against them (within 5 %) without llama.cpp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import gguf
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tunehost.advise.memory import MiB, ServerSettings, compute_buffer_bytes, kv_layout  # noqa: E402
+from tunehost.model import read_model  # noqa: E402
+
+TABLE = ROOT / "tests" / "advise" / "data" / "llama_memory_table.json"
+TOLERANCE = 0.05
+RUN_TIMEOUT_S = 120
+MAX_DISCOVERY_RUNS = 400
+_DEFAULT_KEYS = {  # every architecture reads some of these; extra keys are ignored by llama.cpp
+    "attention.layer_norm_rms_epsilon": 1e-6,
+    "attention.layer_norm_epsilon": 1e-5,
+    "rope.freq_base": 10000.0,
+}
+_F32_MARKS = ("norm", "ssm_a", "ssm_d", "ssm_conv1d", "ssm_dt", "bias", "sinks", "exp_probs_b", "shortconv.conv")
+
+_MISSING = re.compile(r"missing tensor '([^']+)'")
+_WRONG = re.compile(r"tensor '([^']+)' has wrong shape; expected ([0-9, ]+), got")
+_KEY = re.compile(r"key not found in model: (\S+)")
+_KV = re.compile(r"llama_kv_cache: size = +([0-9.]+) MiB")
+_RS = re.compile(r"llama_memory_recurrent: size = +([0-9.]+) MiB")
+_COMPUTE = re.compile(r"llama_context: +(\S+) compute buffer size = +([0-9.]+) MiB")
+_LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
+
+
+def write_gguf(path: Path, arch: str, metadata: dict, tensors: dict[str, tuple[int, ...]] | None = None) -> Path:
+    """A GGUF with `metadata` (keys without the "<arch>." prefix unless they contain "general."/"tokenizer.") and
+    tensor infos for `tensors` (name -> ne, GGUF order), data region left sparse."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_string("tokenizer.ggml.model", "none")
+    for key, value in {**_DEFAULT_KEYS, **metadata}.items():
+        full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"
+        if isinstance(value, bool):
+            writer.add_bool(full, value)
+        elif isinstance(value, int):
+            writer.add_uint32(full, value)
+        elif isinstance(value, float):
+            writer.add_float32(full, value)
+        elif isinstance(value, str):
+            writer.add_string(full, value)
+        elif isinstance(value, list):
+            kind = gguf.GGUFValueType.BOOL if value and isinstance(value[0], bool) else None
+            if kind is None:
+                kind = gguf.GGUFValueType.FLOAT32 if value and isinstance(value[0], float) else gguf.GGUFValueType.INT32
+            writer.add_key_value(full, value, gguf.GGUFValueType.ARRAY, sub_type=kind)
+        else:
+            raise ValueError(f"{key}: unsupported metadata value {value!r}")
+    total = 0
+    for name, ne in (tensors or {}).items():
+        f32 = len(ne) == 1 or any(mark in name for mark in _F32_MARKS)
+        dtype = np.float32 if f32 else np.float16
+        nbytes = int(np.prod(ne)) * (4 if f32 else 2)
+        writer.add_tensor_info(name, tuple(reversed(ne)), np.dtype(dtype), nbytes)
+        total += gguf.GGUFWriter.ggml_pad(nbytes, writer.data_alignment)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    size = path.stat().st_size
+    with path.open("r+b") as fh:  # the data region: a hole, no disk used
+        fh.truncate(gguf.GGUFWriter.ggml_pad(size, writer.data_alignment) + total)
+    return path
+
+
+def case_args(case: dict) -> list[str]:
+    """llama-fit-params options for one case (names checked in common/arg.cpp)."""
+    args = ["-c", str(case["ctx"]), "-ctk", case.get("ctk", "f16"), "-ctv", case.get("ctv", case.get("ctk", "f16")),
+            "-np", str(case.get("np", 1)), "-fa", "on" if case.get("fa", True) else "off",
+            "-b", str(case.get("batch", 2048)), "-ub", str(case.get("ubatch", 512))]
+    if case.get("kvu"):
+        args.append("-kvu")
+    if case.get("swa_full"):
+        args.append("--swa-full")
+    return args
+
+
+def settings_for(case: dict) -> ServerSettings:
+    """The same case as tunehost's ServerSettings."""
+    return ServerSettings(n_ctx=case["ctx"], n_parallel=case.get("np", 1), kv_unified=bool(case.get("kvu")),
+                          type_k=case.get("ctk", "f16"), type_v=case.get("ctv", case.get("ctk", "f16")),
+                          n_batch=case.get("batch", 2048), n_ubatch=case.get("ubatch", 512),
+                          swa_full=bool(case.get("swa_full")), flash_attn=case.get("fa", True))
+
+
+def run_fit(binary: Path, model: Path, args: list[str]) -> tuple[int, str]:
+    proc = subprocess.run([str(binary), "-m", str(model), "-v", "-t", "1", *args], capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _kind(model_meta: dict, il: int, facts) -> tuple:
+    lead = int(model_meta.get("leading_dense_block_count", 0))
+    ff = model_meta.get("feed_forward_length")
+    ff_il = ff[il] if isinstance(ff, list) else ff
+    recr = bool(facts.recurrent_layers) and facts.recurrent_layers[il]
+    return (facts.has_kv(il), recr, bool(ff_il), il < lead, il >= facts.block_count - facts.nextn_layers)
+
+
+def discover(binary: Path, entry: dict, workdir: Path, log) -> tuple[Path, dict[str, tuple[int, ...]]]:
+    """The tensor table llama.cpp wants for this shape, found by loading and reading its complaints."""
+    arch, meta = entry["arch"], entry["metadata"]
+    path = workdir / f"{entry['name']}.gguf"
+    tensors: dict[str, tuple[int, ...]] = {}
+    facts = read_model(write_gguf(path, arch, meta))
+    kinds = [_kind(meta, il, facts) for il in range(facts.block_count)]
+    probe = entry["cases"][0]
+    for _ in range(MAX_DISCOVERY_RUNS):
+        write_gguf(path, arch, meta, tensors)
+        rc, out = run_fit(binary, path, case_args({**probe, "ctx": 512}))
+        if rc == 0:
+            return path, tensors
+        if m := _WRONG.search(out):
+            name, ne = m.group(1), tuple(int(x) for x in m.group(2).split(","))
+            for other in _same_kind(name, kinds):
+                if tensors.get(other) is not None:
+                    tensors[other] = ne
+            tensors[name] = ne
+            continue
+        if m := _MISSING.search(out):
+            name = m.group(1)
+            known = _known_shape(name, tensors)
+            for other in _same_kind(name, kinds):
+                tensors.setdefault(other, known)
+            tensors[name] = known
+            continue
+        if m := _KEY.search(out):
+            raise RuntimeError(f"{entry['name']}: llama.cpp needs key {m.group(1)}")
+        raise RuntimeError(f"{entry['name']}: llama-fit-params failed:\n{out[-3000:]}")
+    raise RuntimeError(f"{entry['name']}: no loadable tensor table after {MAX_DISCOVERY_RUNS} runs")
+
+
+def _same_kind(name: str, kinds: list[tuple]) -> list[str]:
+    m = _LAYER.match(name)
+    if not m:
+        return [name]
+    il, rest = int(m.group(1)), m.group(2)
+    if il >= len(kinds):
+        return [name]
+    return [f"blk.{j}.{rest}" for j, k in enumerate(kinds) if k == kinds[il]]
+
+
+def _known_shape(name: str, tensors: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    m = _LAYER.match(name)
+    if m:
+        for other, ne in tensors.items():
+            mo = _LAYER.match(other)
+            if mo and mo.group(2) == m.group(2):
+                return ne
+    return (1,)
+
+
+def measure(binary: Path, path: Path, case: dict) -> dict:
+    rc, out = run_fit(binary, path, case_args(case))
+    if rc != 0:
+        raise RuntimeError(f"{path.name} {case}: llama-fit-params failed:\n{out[-2000:]}")
+    kv = sum(float(x) for x in _KV.findall(out))
+    rs = sum(float(x) for x in _RS.findall(out))
+    compute = sum(float(size) for _, size in _COMPUTE.findall(out))
+    return {"kv_mib": round(kv, 2), "state_mib": round(rs, 2), "compute_mib": round(compute, 2)}
+
+
+def tunehost_figures(path: Path, case: dict) -> dict:
+    facts = read_model(path)
+    layout = kv_layout(facts, settings_for(case))
+    return {"kv_mib": layout.kv_total / MiB, "state_mib": layout.state_total / MiB,
+            "compute_mib": compute_buffer_bytes(facts, settings_for(case)) / MiB}
+
+
+def within(ours: float, theirs: float, tolerance: float = TOLERANCE) -> bool:
+    """Within `tolerance` of llama.cpp's figure; two figures under 0.01 MiB (its print precision) agree."""
+    if theirs < 0.01:
+        return ours < 0.01 + tolerance
+    return abs(ours - theirs) <= tolerance * theirs + 0.005
+
+
+def capture(binary: Path, table: list[dict], only: set[str], log) -> None:
+    with tempfile.TemporaryDirectory(prefix="tunehost-llama-memory-") as tmp:
+        for entry in table:
+            if only and entry["name"] not in only:
+                continue
+            log(f"{entry['name']}: finding the tensor table ...")
+            path, tensors = discover(binary, entry, Path(tmp), log)
+            log(f"{entry['name']}: {len(tensors)} tensors, {path.stat().st_size / 2**30:.1f} GiB (sparse)")
+            for case in entry["cases"]:
+                case["llama_cpp"] = measure(binary, path, case)
+            path.unlink()
+
+
+def report(table: list[dict], tmp: Path) -> int:
+    bad = 0
+    print(f"{'model':28} {'arch':15} {'ctx':>7} {'np':>3} {'type':5} {'KV tunehost':>12} {'KV llama.cpp':>12} "
+          f"{'state th':>9} {'state lc':>9} {'ok':3} {'compute th/lc':>15}")
+    for entry in table:
+        path = write_gguf(tmp / f"{entry['name']}.gguf", entry["arch"], entry["metadata"])
+        for case in entry["cases"]:
+            theirs = case.get("llama_cpp")
+            if not theirs:
+                continue
+            ours = tunehost_figures(path, case)
+            ok = within(ours["kv_mib"], theirs["kv_mib"]) and within(ours["state_mib"], theirs["state_mib"])
+            bad += not ok
+            slots = f"{case.get('np', 1)}{'u' if case.get('kvu') else ''}"
+            kind = case.get("ctk", "f16") + ("" if case.get("fa", True) else "/nofa") + (
+                "/swafull" if case.get("swa_full") else "")
+            print(f"{entry['name']:28} {entry['arch']:15} {case['ctx']:>7} {slots:>3} {kind:5} "
+                  f"{ours['kv_mib']:>10.2f}Mi {theirs['kv_mib']:>10.2f}Mi {ours['state_mib']:>9.2f} "
+                  f"{theirs['state_mib']:>9.2f} {'yes' if ok else 'NO':3} "
+                  f"{ours['compute_mib']:>7.0f}/{theirs['compute_mib']:<7.0f}")
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compare-only", action="store_true", help="do not run llama.cpp; compare stored figures")
+    parser.add_argument("--only", action="append", default=[], help="capture only this model (repeatable)")
+    parser.add_argument("--bin-dir", default=os.environ.get("TUNEHOST_LLAMA_BIN_DIR"))
+    args = parser.parse_args(argv)
+    table = json.loads(TABLE.read_text())
+    if not args.compare_only:
+        if not args.bin_dir:
+            parser.error("--bin-dir or TUNEHOST_LLAMA_BIN_DIR is needed to run llama-fit-params")
+        binary = Path(args.bin_dir) / "llama-fit-params"
+        capture(binary, table, set(args.only), lambda text: print(text, file=sys.stderr))
+        TABLE.write_text(json.dumps(table, indent=1) + "\n")
+    with tempfile.TemporaryDirectory(prefix="tunehost-llama-memory-") as tmp:
+        bad = report(table, Path(tmp))
+    print(f"{bad} case(s) outside ±{TOLERANCE:.0%}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
