@@ -323,18 +323,57 @@ def _place(model: ModelFacts, settings: ServerSettings, host: HostView, gpu: Gpu
         return "unified", layer_budget(model, settings, n + 1), n + 1, 0, (), "estimate"
     free = (gpu.free_bytes or 0) - extra_gpu
     if options.fit is not None:
-        fit = options.fit
-        k = n + 1 if fit.gpu_layers < 0 or fit.gpu_layers > n else fit.gpu_layers
-        experts = fit.cpu_expert_layers
-        if experts and k == n + 1 and experts == tuple(range(len(experts))):
-            return "moe", moe_budget(model, settings, len(experts)), k, len(experts), (), "probe"
-        if experts is None and fit.overrides:
-            notes.append("llama-fit-params overrides tensors in a way tunehost does not model; "
-                         "the budget below is tunehost's estimate for its -ngl")
-            return ("split" if k <= n else "gpu"), layer_budget(model, settings, k), k, 0, fit.overrides, "probe"
-        if k == 0:
-            return "cpu", layer_budget(model, settings, 0), 0, 0, (), "probe"
-        return ("gpu" if k == n + 1 else "split"), layer_budget(model, settings, k), k, 0, (), "probe"
+        probed = _probe_place(model, settings, options.fit, notes)
+        own = _estimate_place(model, settings, gpu, free, extra_gpu, [], [])
+        said = fit_disagreement(n, (probed[2], probed[3]), (own[2], own[3]))
+        if said:
+            notes.append(said)
+        return probed
+    return _estimate_place(model, settings, gpu, free, extra_gpu, warnings, notes)
+
+
+def fit_disagreement(n_layer: int, probe: tuple[int, int], own: tuple[int, int]) -> str | None:
+    """One line when llama-fit-params' (-ngl, --n-cpu-moe) differs from tunehost's own estimate; None when they agree."""
+    def text(ngl: int, ncmoe: int) -> str:
+        return ("-ngl all" if ngl > n_layer else f"-ngl {ngl}") + (f" --n-cpu-moe {ncmoe}" if ncmoe else "")
+
+    if probe == own or (probe[0] > n_layer and own[0] > n_layer and probe[1] == own[1]):
+        return None
+    delta = ""
+    if probe[0] > n_layer and own[0] > n_layer:
+        more = own[1] - probe[1]
+        delta = (f": tunehost would keep {abs(more)} more layer{'s' if abs(more) != 1 else ''} of experts "
+                 f"{'in RAM' if more > 0 else 'on the GPU'}")
+    return (f"llama-fit-params placed {text(*probe)}, tunehost's own estimate is {text(*own)}{delta}; "
+            "the plan follows llama-fit-params (it measures the allocations of this build)")
+
+
+def _probe_place(model: ModelFacts, settings: ServerSettings, fit: FitPlacement, notes: list[str]):
+    """The placement llama-fit-params printed, with tunehost's budget for it."""
+    n = model.block_count
+    k = n + 1 if fit.gpu_layers < 0 or fit.gpu_layers > n else fit.gpu_layers
+    experts = fit.cpu_expert_layers
+    if experts and k == n + 1:
+        if experts != tuple(range(len(experts))):
+            # recent llama-fit-params overflows the experts of the LAST layers (-ot blk.K..blk.n-1); the same count
+            # from the front is --n-cpu-moe N, the same bytes in RAM for layers of one size
+            notes.append(f"llama-fit-params keeps the routed experts of {len(experts)} layers "
+                         f"({experts[0]}-{experts[-1]}) in RAM; written as --n-cpu-moe {len(experts)}, the same "
+                         "number of layers counted from the first")
+        return "moe", moe_budget(model, settings, len(experts)), k, len(experts), (), "probe"
+    if experts is None and fit.overrides:
+        notes.append("llama-fit-params overrides tensors in a way tunehost does not model; "
+                     "the budget below is tunehost's estimate for its -ngl")
+        return ("split" if k <= n else "gpu"), layer_budget(model, settings, k), k, 0, fit.overrides, "probe"
+    if k == 0:
+        return "cpu", layer_budget(model, settings, 0), 0, 0, (), "probe"
+    return ("gpu" if k == n + 1 else "split"), layer_budget(model, settings, k), k, 0, (), "probe"
+
+
+def _estimate_place(model: ModelFacts, settings: ServerSettings, gpu: GpuView, free: int, extra_gpu: int,
+                    warnings: list[str], notes: list[str]):
+    """tunehost's own placement for `free` bytes of VRAM."""
+    n = model.block_count
     full = layer_budget(model, settings, n + 1)
     if full.fits_gpu(free):
         return "gpu", full, n + 1, 0, (), "estimate"
