@@ -55,12 +55,12 @@ _DEFAULT_KEYS = {  # every architecture reads some of these; extra keys are igno
 }
 _F32_MARKS = ("norm", "ssm_a", "ssm_d", "ssm_conv1d", "ssm_dt", "bias", "sinks", "exp_probs_b", "shortconv.conv")
 
-_MISSING = re.compile(r"missing tensor '([^']+)'")
+_MISSING = re.compile(r"(?:missing tensor '([^']+)'|tensor '([^']+)' not found)")
 _WRONG = re.compile(r"tensor '([^']+)' has wrong shape; expected ([0-9, ]+), got")
 _KEY = re.compile(r"key not found in model: (\S+)")
 _KV = re.compile(r"llama_kv_cache: size = +([0-9.]+) MiB")
 _RS = re.compile(r"llama_memory_recurrent: size = +([0-9.]+) MiB")
-_COMPUTE = re.compile(r"llama_context: +(\S+) compute buffer size = +([0-9.]+) MiB")
+_COMPUTE = re.compile(r"(\S+) compute buffer size = +([0-9.]+) MiB")
 _LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
@@ -123,10 +123,29 @@ def settings_for(case: dict) -> ServerSettings:
                           swa_full=bool(case.get("swa_full")), flash_attn=case.get("fa", True))
 
 
-def run_fit(binary: Path, model: Path, args: list[str]) -> tuple[int, str]:
-    proc = subprocess.run([str(binary), "-m", str(model), "-v", "-t", "1", *args], capture_output=True, text=True,
+def run_fit(binary: Path, model: Path, args: list[str], mode: str = "errors") -> tuple[int, str]:
+    """llama-fit-params in one of three modes:
+
+    errors   the fit itself (fails on a CPU-only build after loading), llama.cpp's error lines only
+    print    --fit-print on: load, create the context, print the memory estimate, exit 0
+    verbose  --fit-print on -v: the same with the whole load log (KV, recurrent state, compute buffers)
+    """
+    extra = {"errors": [], "print": ["-fitp", "on"], "verbose": ["-fitp", "on", "-v"]}[mode]
+    proc = subprocess.run([str(binary), "-m", str(model), "-t", "1", *extra, *args], capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def _complaint(binary: Path, path: Path, args: list[str]) -> tuple[str, re.Match | None]:
+    """What llama.cpp says is wrong with the file. Its log is written by a thread that a failing exit can cut short,
+    so an answer without a recognised line is asked again."""
+    out = ""
+    for _ in range(5):
+        _, out = run_fit(binary, path, args)
+        for kind, pattern in (("wrong", _WRONG), ("missing", _MISSING), ("key", _KEY)):
+            if m := pattern.search(out):
+                return kind, m
+    return out, None
 
 
 def _kind(model_meta: dict, il: int, facts) -> tuple:
@@ -147,27 +166,34 @@ def discover(binary: Path, entry: dict, workdir: Path, log) -> tuple[Path, dict[
     probe = entry["cases"][0]
     for _ in range(MAX_DISCOVERY_RUNS):
         write_gguf(path, arch, meta, tensors)
-        rc, out = run_fit(binary, path, case_args({**probe, "ctx": 512}))
-        if rc == 0:
+        args = case_args({**probe, "ctx": 512})
+        rc, out = run_fit(binary, path, args, "verbose")
+        if rc == 0 or _KV.search(out) or _RS.search(out):  # loaded and sized its memory (a later step may crash)
             return path, tensors
-        if m := _WRONG.search(out):
+        kind, m = _complaint(binary, path, args)
+        if m is None:
+            raise RuntimeError(f"{entry['name']}: llama-fit-params failed:\n{_errors(kind)}")
+        if kind == "wrong":
             name, ne = m.group(1), tuple(int(x) for x in m.group(2).split(","))
             for other in _same_kind(name, kinds):
                 if tensors.get(other) is not None:
                     tensors[other] = ne
             tensors[name] = ne
-            continue
-        if m := _MISSING.search(out):
-            name = m.group(1)
+        elif kind == "missing":
+            name = m.group(1) or m.group(2)
             known = _known_shape(name, tensors)
             for other in _same_kind(name, kinds):
                 tensors.setdefault(other, known)
             tensors[name] = known
-            continue
-        if m := _KEY.search(out):
+        else:
             raise RuntimeError(f"{entry['name']}: llama.cpp needs key {m.group(1)}")
-        raise RuntimeError(f"{entry['name']}: llama-fit-params failed:\n{out[-3000:]}")
     raise RuntimeError(f"{entry['name']}: no loadable tensor table after {MAX_DISCOVERY_RUNS} runs")
+
+
+def _errors(out: str) -> str:
+    """llama.cpp's error lines (" E "), or the output's end."""
+    lines = [line for line in out.splitlines() if " E " in line]
+    return "\n".join(lines[-8:]) or out[-2000:]
 
 
 def _same_kind(name: str, kinds: list[tuple]) -> list[str]:
@@ -191,13 +217,15 @@ def _known_shape(name: str, tensors: dict[str, tuple[int, ...]]) -> tuple[int, .
 
 
 def measure(binary: Path, path: Path, case: dict) -> dict:
-    rc, out = run_fit(binary, path, case_args(case))
-    if rc != 0:
-        raise RuntimeError(f"{path.name} {case}: llama-fit-params failed:\n{out[-2000:]}")
+    rc, out = run_fit(binary, path, case_args(case), "verbose")
+    if not (_KV.search(out) or _RS.search(out)):
+        raise RuntimeError(f"{path.name} {case}: llama-fit-params failed:\n{_errors(out)}")
     kv = sum(float(x) for x in _KV.findall(out))
     rs = sum(float(x) for x in _RS.findall(out))
-    compute = sum(float(size) for _, size in _COMPUTE.findall(out))
-    return {"kv_mib": round(kv, 2), "state_mib": round(rs, 2), "compute_mib": round(compute, 2)}
+    # the compute buffer needs the graph reserve, which crashes on some placeholder tensors (then: None)
+    compute = sum(float(size) for _, size in _COMPUTE.findall(out)) if rc == 0 else None
+    return {"kv_mib": round(kv, 2), "state_mib": round(rs, 2),
+            "compute_mib": round(compute, 2) if compute is not None else None}
 
 
 def tunehost_figures(path: Path, case: dict) -> dict:
@@ -246,7 +274,7 @@ def report(table: list[dict], tmp: Path) -> int:
             print(f"{entry['name']:28} {entry['arch']:15} {case['ctx']:>7} {slots:>3} {kind:5} "
                   f"{ours['kv_mib']:>10.2f}Mi {theirs['kv_mib']:>10.2f}Mi {ours['state_mib']:>9.2f} "
                   f"{theirs['state_mib']:>9.2f} {'yes' if ok else 'NO':3} "
-                  f"{ours['compute_mib']:>7.0f}/{theirs['compute_mib']:<7.0f}")
+                  f"{ours['compute_mib']:>7.0f}/{theirs['compute_mib'] or float('nan'):<7.0f}")
     return bad
 
 
