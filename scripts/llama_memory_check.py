@@ -136,6 +136,20 @@ def run_fit(binary: Path, model: Path, args: list[str], mode: str = "errors") ->
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def _sized(binary: Path, path: Path, args: list[str], tries: int = 4, need: tuple[bool, bool] = (False, False)
+           ) -> tuple[int, str] | None:
+    """A verbose run whose log shows the KV cache and/or recurrent state being sized (`need`: which must show; a
+    crash in the graph reserve that follows can cut the log short: asked again), or None."""
+    for _ in range(tries):
+        rc, out = run_fit(binary, path, args, "verbose")
+        kv, rs = bool(_KV.search(out)), bool(_RS.search(out))
+        if (kv or rs) and (kv or not need[0]) and (rs or not need[1]):
+            return rc, out
+        if "failed to load model" in out or "not found" in out or "wrong shape" in out:
+            return None
+    return None
+
+
 def _complaint(binary: Path, path: Path, args: list[str]) -> tuple[str, re.Match | None]:
     """What llama.cpp says is wrong with the file. Its log is written by a thread that a failing exit can cut short,
     so an answer without a recognised line is asked again."""
@@ -164,11 +178,13 @@ def discover(binary: Path, entry: dict, workdir: Path, log) -> tuple[Path, dict[
     facts = read_model(write_gguf(path, arch, meta))
     kinds = [_kind(meta, il, facts) for il in range(facts.block_count)]
     probe = entry["cases"][0]
+    for suffix in entry.get("seed_per_layer", ()):  # e.g. attn_norm: without blk.0's, glm4moe loads as MTP-only
+        for il in range(facts.block_count):
+            tensors[f"blk.{il}.{suffix}"] = (facts.embedding_length,)
     for _ in range(MAX_DISCOVERY_RUNS):
         write_gguf(path, arch, meta, tensors)
         args = case_args({**probe, "ctx": 512})
-        rc, out = run_fit(binary, path, args, "verbose")
-        if rc == 0 or _KV.search(out) or _RS.search(out):  # loaded and sized its memory (a later step may crash)
+        if _sized(binary, path, args, tries=2) is not None:  # loaded and sized its memory
             return path, tensors
         kind, m = _complaint(binary, path, args)
         if m is None:
@@ -217,9 +233,12 @@ def _known_shape(name: str, tensors: dict[str, tuple[int, ...]]) -> tuple[int, .
 
 
 def measure(binary: Path, path: Path, case: dict) -> dict:
-    rc, out = run_fit(binary, path, case_args(case), "verbose")
-    if not (_KV.search(out) or _RS.search(out)):
-        raise RuntimeError(f"{path.name} {case}: llama-fit-params failed:\n{_errors(out)}")
+    facts = read_model(path)
+    need = (any(facts.has_kv(il) for il in range(facts.block_count)), facts.has_recurrent)
+    sized = _sized(binary, path, case_args(case), tries=8, need=need)
+    if sized is None:
+        raise RuntimeError(f"{path.name} {case}: llama-fit-params did not size its memory")
+    rc, out = sized
     kv = sum(float(x) for x in _KV.findall(out))
     rs = sum(float(x) for x in _RS.findall(out))
     # the compute buffer needs the graph reserve, which crashes on some placeholder tensors (then: None)
