@@ -111,3 +111,23 @@ def test_fit_disagreement_counts_expert_layers():
     said = fit_disagreement(48, (49, 40), (49, 44))
     assert said is not None and "--n-cpu-moe 40" in said and "4 more layers of experts in RAM" in said
     assert "-ngl 30" in (fit_disagreement(48, (30, 0), (49, 0)) or "")
+
+
+def test_qwen3_coder_next_64k_q8_0_on_a_12_gb_card_is_within_one_of_the_published_n_cpu_moe():
+    """The issue's case: the published, llama-fit-params-derived answer is --n-cpu-moe 40 (tunehost said 44 when it
+    counted KV on all 48 layers). Weights: the UD-Q4_K_XL GGUF's tensor bytes by group, spread over 48 layers."""
+    from tunehost.advise.memory import fit_moe
+    from tunehost.model import WeightBytes
+
+    n, routed_total, rest = 48, 46_913_290_240, 1_864_190_976 + 163_774_464  # routed experts; attention+shared
+    routed, other = routed_total // n, rest // n
+    weights = WeightBytes(routed_experts=routed_total, shared_experts=163_774_464, other=1_864_190_976 + 2 * 330_612_736,
+                          token_embd=330_612_736, output=330_612_736, per_layer=(routed + other,) * n,
+                          routed_experts_per_layer=(routed,) * n, largest_routed_expert_layer=routed)
+    model = qwen3next(weights=weights, vocab_size=151936, expert_count=512, expert_used_count=10,
+                      expert_feed_forward_length=512, expert_shared_feed_forward_length=512, expert_shared_count=1)
+    settings = ServerSettings(n_ctx=65536, type_k="q8_0", type_v="q8_0")
+    free = int(11.5 * 1024) * 1024 * 1024  # an RTX 4070's 12282 MiB less the desktop's and driver's share
+    placement = fit_moe(model, settings, free)
+    assert placement.fits
+    assert abs(placement.n_cpu_moe - 40) <= 1
