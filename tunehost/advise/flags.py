@@ -217,7 +217,8 @@ def fit_supported(caps: ServerCaps | None) -> bool:
 
 
 __all__ = ["ServerCaps", "FitProbe", "parse_help", "read_caps", "adapt", "expert_override", "fit_supported",
-           "parse_fit_params", "fit_params_path", "run_fit_params", "EXPERT_TENSORS"]
+           "parse_fit_params", "fit_params_path", "run_fit_params", "EXPERT_TENSORS", "FitEstimate", "parse_fit_print",
+           "run_fit_print", "compare_estimate"]
 
 
 # ---- llama-fit-params: llama.cpp's own placement (tools/fit-params/fit-params.cpp) ----
@@ -291,3 +292,80 @@ def run_fit_params(host: "Host", binary: str, args: list[str]) -> tuple[FitProbe
     if probe is None:
         return None, "llama-fit-params printed no placement"
     return probe, None
+
+
+# ---- llama-fit-params --fit-print on: llama.cpp's own memory estimate for a placement (common/fit.cpp) ----
+
+_FIT_PRINT_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9_.:-]{0,63}) (\d{1,9}) (\d{1,9}) (\d{1,9})\s*$")
+FIT_DISAGREE = 0.05  # beyond this share of llama.cpp's figure, tunehost's budget and llama.cpp's are said to differ
+
+
+@dataclass(frozen=True)
+class DeviceEstimate:
+    """One line of `--fit-print on` output: MiB of weights, context (KV + recurrent state) and compute buffer."""
+
+    device: str  # "CUDA0", "Vulkan0", ... or "Host"
+    model_mib: int
+    context_mib: int
+    compute_mib: int
+
+
+@dataclass(frozen=True)
+class FitEstimate:
+    """llama.cpp's estimate for the plan's own flags: it loads the model and creates the context without allocating
+    (common_fit_print -> common_get_device_memory_data_impl, no_alloc), so every figure is what this build would
+    allocate, per device."""
+
+    devices: tuple[DeviceEstimate, ...]
+    command: str = ""
+
+    @property
+    def context_mib(self) -> int:
+        return sum(d.context_mib for d in self.devices)
+
+    @property
+    def model_mib(self) -> int:
+        return sum(d.model_mib for d in self.devices)
+
+    @property
+    def compute_mib(self) -> int:
+        return sum(d.compute_mib for d in self.devices)
+
+
+def parse_fit_print(stdout: str | None, command: str = "") -> FitEstimate | None:
+    """`NAME model context compute` lines (MiB), one per device and one for Host; None when there are none."""
+    devices = []
+    for line in (stdout or "").splitlines()[-64:]:
+        match = _FIT_PRINT_LINE.match(line.strip())
+        if match:
+            devices.append(DeviceEstimate(match.group(1), *(int(match.group(i)) for i in (2, 3, 4))))
+    return FitEstimate(tuple(devices), command) if devices else None
+
+
+def run_fit_print(host: "Host", binary: str, args: list[str]) -> tuple[FitEstimate | None, str | None]:
+    """`llama-fit-params --fit-print on` with the plan's flags; (estimate, None) or (None, why not)."""
+    argv = [binary, *args, "-fitp", "on"]
+    result = host.run(argv, timeout=FIT_TIMEOUT_S)
+    if result is None:
+        return None, f"{binary} is not runnable here"
+    if not result.ok:
+        last = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [f"exit status {result.rc}"]
+        return None, f"llama-fit-params --fit-print failed: {last[0][:200]}"
+    estimate = parse_fit_print(result.stdout, " ".join(argv))
+    return (estimate, None) if estimate else (None, "llama-fit-params --fit-print printed no estimate")
+
+
+def compare_estimate(estimate: FitEstimate, kv_bytes: int, weights_bytes: int, compute_bytes: int) -> tuple[str, ...]:
+    """Notes putting llama.cpp's figures beside tunehost's; a KV/state or weights difference beyond FIT_DISAGREE
+    is said as a disagreement (tunehost's compute buffer is a deliberate over-estimate, so only shown)."""
+    mib = 1024 * 1024
+    per_device = "; ".join(f"{d.device}: weights {d.model_mib}, KV+state {d.context_mib}, compute {d.compute_mib}"
+                           for d in estimate.devices)
+    notes = [f"llama.cpp's own estimate for this plan (llama-fit-params --fit-print, MiB): {per_device}; tunehost: "
+             f"weights {weights_bytes // mib}, KV+state {kv_bytes // mib}, compute {compute_bytes // mib}"]
+    for label, theirs, ours in (("KV cache and recurrent state", estimate.context_mib, kv_bytes / mib),
+                                ("weights", estimate.model_mib, weights_bytes / mib)):
+        if theirs and abs(ours - theirs) > FIT_DISAGREE * theirs + 1:
+            notes.append(f"tunehost's {label} ({ours:.0f} MiB) differs from llama.cpp's ({theirs} MiB) by "
+                         f"{(ours - theirs) / theirs:+.0%}: llama.cpp's figure is the one it will allocate")
+    return tuple(notes)

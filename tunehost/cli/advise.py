@@ -119,6 +119,8 @@ def advise(
         # live: the pinned per-core probe now; a snapshot: what its doctor run measured (samples/measure.json)
         options = _with(options, ram_bandwidth_gbps=read_bandwidth(host))
     result = apply_caps(plan(facts_model, view, options), caps)
+    if live_probe:
+        result = _with_estimate(host, fit_params_path(host, view.llama_server), options.model_path, result)
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
 
@@ -148,6 +150,27 @@ def _note(p: "Plan", text: str) -> "Plan":
     from dataclasses import replace
 
     return replace(p, notes=p.notes + (text,))
+
+
+def _with_estimate(host, fit_bin: str | None, model_path: str, result: "Plan") -> "Plan":
+    """llama.cpp's own memory estimate for the finished plan's flags beside tunehost's budget (live hosts only)."""
+    from tunehost.advise.flags import compare_estimate, run_fit_print
+
+    if not fit_bin:
+        return result
+    args = _fit_args(model_path, result)[:-2]  # the placement is the plan's: no fitting, so no -fitt
+    for name in ("-ngl", "--n-cpu-moe", "-ot"):
+        value = result.value(name)
+        if value:
+            args += [name, value]
+    estimate, why = run_fit_print(host, fit_bin, args)
+    if estimate is None:
+        return _note(result, f"no llama.cpp memory estimate beside tunehost's: {why}")
+    rows = {r.label: r.gpu + r.ram for r in result.budget.rows}
+    for text in compare_estimate(estimate, rows.get("KV cache", 0), rows.get("weights", 0),
+                                 rows.get("compute buffers", 0)):
+        result = _note(result, text)
+    return result
 
 
 def _fit_args(model_path: str, p: "Plan") -> list[str]:
