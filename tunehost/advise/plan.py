@@ -221,9 +221,11 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     if options.fit_option and gpu is not None and path in ("gpu", "moe", "split"):
         margin = max(1, (HEADROOM_MMPROJ if options.mmproj else HEADROOM_TEXT) // MiB)
         alternatives = ((
-            "let llama-server place the layers itself at start-up, against the memory free then (this build has "
-            "--fit): replace -ngl/--n-cpu-moe with", (
-                Flag("--fit", "on", "adjust the unset placement options to the free device memory"),
+            "let llama-server place the layers itself at start-up, against the memory free then: this build fits "
+            "by default (--fit on), but only what is left unset, and an explicit -ngl (or -ot) stops it placing "
+            "layers (common/fit.cpp). Drop -ngl/--n-cpu-moe and write", (
+                Flag("--fit", "on", "llama.cpp's default, stated: adjust the unset placement options to the free "
+                                    "device memory"),
                 Flag("--fit-target", str(margin), f"leave {margin} MiB free per device"),
                 Flag("--fit-ctx", str(ctx * options.parallel), "never shrink the context below this"),
             )),)
