@@ -3,6 +3,7 @@
 
     TUNEHOST_LLAMA_BIN_DIR=... python scripts/llama_memory_check.py            # capture, then compare
     python scripts/llama_memory_check.py --compare-only                          # compare the stored figures
+    python scripts/llama_memory_check.py --only qwen3-coder-next --write-models /tmp/m --quant Q4_K  # for advise
 
 For every model shape in tests/advise/data/llama_memory_table.json (metadata rebuilt from each model's published
 config), this writes a GGUF with that metadata and the tensor table llama.cpp expects, and an empty data region (a
@@ -64,9 +65,26 @@ _COMPUTE = re.compile(r"(\S+) compute buffer size = +([0-9.]+) MiB")
 _LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
-def write_gguf(path: Path, arch: str, metadata: dict, tensors: dict[str, tuple[int, ...]] | None = None) -> Path:
+# --quant: matrices as this type where their rows are whole blocks (else Q8_0, else F16), for a realistic file size
+QUANT_TYPES = {"Q4_K": (gguf.GGMLQuantizationType.Q4_K, 256, 144), "Q8_0": (gguf.GGMLQuantizationType.Q8_0, 32, 34)}
+
+
+def _tensor_type(name: str, ne: tuple[int, ...], quant: str | None) -> tuple[gguf.GGMLQuantizationType, int]:
+    """(type, bytes) of one sparse tensor."""
+    elements = int(np.prod(ne))
+    if len(ne) == 1 or any(mark in name for mark in _F32_MARKS):
+        return gguf.GGMLQuantizationType.F32, 4 * elements
+    for kind in ((quant,) if quant else ()) + ("Q8_0",) * bool(quant):
+        qtype, block, size = QUANT_TYPES[kind]
+        if ne[0] % block == 0:
+            return qtype, elements // block * size
+    return gguf.GGMLQuantizationType.F16, 2 * elements
+
+
+def write_gguf(path: Path, arch: str, metadata: dict, tensors: dict[str, tuple[int, ...]] | None = None,
+               quant: str | None = None) -> Path:
     """A GGUF with `metadata` (keys without the "<arch>." prefix unless they contain "general."/"tokenizer.") and
-    tensor infos for `tensors` (name -> ne, GGUF order), data region left sparse."""
+    tensor infos for `tensors` (name -> ne, GGUF order), data region left sparse; matrices F16, or `quant`."""
     writer = gguf.GGUFWriter(str(path), arch)
     writer.add_string("tokenizer.ggml.model", "none")
     for key, value in {**_DEFAULT_KEYS, **metadata}.items():
@@ -88,10 +106,8 @@ def write_gguf(path: Path, arch: str, metadata: dict, tensors: dict[str, tuple[i
             raise ValueError(f"{key}: unsupported metadata value {value!r}")
     total = 0
     for name, ne in (tensors or {}).items():
-        f32 = len(ne) == 1 or any(mark in name for mark in _F32_MARKS)
-        dtype = np.float32 if f32 else np.float16
-        nbytes = int(np.prod(ne)) * (4 if f32 else 2)
-        writer.add_tensor_info(name, tuple(reversed(ne)), np.dtype(dtype), nbytes)
+        qtype, nbytes = _tensor_type(name, ne, quant)
+        writer.add_tensor_info(name, tuple(reversed(ne)), np.dtype(np.float32), nbytes, raw_dtype=qtype)
         total += gguf.GGUFWriter.ggml_pad(nbytes, writer.data_alignment)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -261,6 +277,18 @@ def within(ours: float, theirs: float, tolerance: float = TOLERANCE) -> bool:
     return abs(ours - theirs) <= tolerance * theirs + 0.005
 
 
+def write_models(binary: Path, table: list[dict], only: set[str], out_dir: Path, quant: str | None, log) -> None:
+    """Sparse GGUFs of the table's shapes, with the tensor table llama.cpp wants, into `out_dir` (for advise)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tunehost-llama-memory-") as tmp:
+        for entry in table:
+            if only and entry["name"] not in only:
+                continue
+            _, tensors = discover(binary, entry, Path(tmp), log)
+            path = write_gguf(out_dir / f"{entry['name']}.gguf", entry["arch"], entry["metadata"], tensors, quant)
+            log(f"{path}: {len(tensors)} tensors, {read_model(path).weights.total / 2**30:.1f} GiB of weights")
+
+
 def capture(binary: Path, table: list[dict], only: set[str], log) -> None:
     with tempfile.TemporaryDirectory(prefix="tunehost-llama-memory-") as tmp:
         for entry in table:
@@ -302,8 +330,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-only", action="store_true", help="do not run llama.cpp; compare stored figures")
     parser.add_argument("--only", action="append", default=[], help="capture only this model (repeatable)")
     parser.add_argument("--bin-dir", default=os.environ.get("TUNEHOST_LLAMA_BIN_DIR"))
+    parser.add_argument("--write-models", metavar="DIR", help="only write the sparse GGUFs (for advise) into DIR")
+    parser.add_argument("--quant", choices=sorted(QUANT_TYPES), help="with --write-models: matrices of this type")
     args = parser.parse_args(argv)
     table = json.loads(TABLE.read_text())
+    if args.write_models:
+        if not args.bin_dir:
+            parser.error("--bin-dir or TUNEHOST_LLAMA_BIN_DIR is needed to run llama-fit-params")
+        write_models(Path(args.bin_dir) / "llama-fit-params", table, set(args.only), Path(args.write_models),
+                     args.quant, lambda text: print(text, file=sys.stderr))
+        return 0
     if not args.compare_only:
         if not args.bin_dir:
             parser.error("--bin-dir or TUNEHOST_LLAMA_BIN_DIR is needed to run llama-fit-params")
