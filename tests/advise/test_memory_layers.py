@@ -131,3 +131,14 @@ def test_qwen3_coder_next_64k_q8_0_on_a_12_gb_card_is_within_one_of_the_publishe
     placement = fit_moe(model, settings, free)
     assert placement.fits
     assert abs(placement.n_cpu_moe - 40) <= 1
+
+
+def test_context_unset_gives_the_trained_context_to_the_unified_pool_or_to_every_slot_under_fit():
+    model = ModelFacts.from_shape(architecture="llama", block_count=1, embedding_length=256, head_count=2,
+                                  head_count_kv=1, key_length=128, context_length=8192)
+    auto = kv_layout(model, ServerSettings(n_ctx=0, n_parallel=-1))  # llama-server's default: 4 slots, unified
+    assert (auto.n_seq, auto.n_stream, auto.n_ctx, auto.n_ctx_seq) == (4, 1, 8192, 8192)
+    split = kv_layout(model, ServerSettings(n_ctx=0, n_parallel=4))  # -np 4: fit gives each stream 8192 cells
+    assert (split.n_stream, split.n_ctx, split.n_ctx_seq) == (4, 32768, 8192)
+    no_fit = kv_layout(model, ServerSettings(n_ctx=0, n_parallel=4, fit=False))  # -fit off: slots share it
+    assert (no_fit.n_ctx, no_fit.n_ctx_seq) == (8192, 2048)

@@ -99,6 +99,7 @@ class ServerSettings:
     swa_full: bool = False  # --swa-full
     flash_attn: bool = True  # -fa (auto resolves to on for CUDA builds that support the model)
     mmproj: bool = False  # -mm given: larger headroom
+    fit: bool = True  # -fit (on by default): with -c 0 and one KV stream per slot, every slot gets the trained context
 
     def slots(self) -> tuple[int, bool]:
         """(sequences, unified) after llama-server resolves -np auto."""
@@ -148,6 +149,10 @@ def kv_layout(model: ModelFacts, settings: ServerSettings) -> KvLayout:
     if not n_ctx:
         raise ValueError("n_ctx is 0 and the model declares no context_length")
     n_seq, unified = settings.slots()
+    if not settings.n_ctx and settings.fit and not unified:
+        # common/fit.cpp common_params_fit_impl: "context size unset and KV cache not unified -> using n_ctx_train *
+        # n_streams" (it shrinks it again only when that does not fit the devices, which this arithmetic cannot see)
+        n_ctx *= n_seq
     n_ctx = pad(n_ctx)
     if unified:
         n_ctx_seq, n_stream = n_ctx, 1
