@@ -277,3 +277,20 @@ def test_apply_caps_adapts_to_an_old_build() -> None:
     assert p.flag("--n-cpu-moe") is None
     ot = p.value("-ot")
     assert ot.startswith(r"blk\.(0|1|2|") and ot.endswith(r")\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU")
+
+
+def test_a_probe_is_followed_and_tunehost_s_own_estimate_is_said_beside_it() -> None:
+    from tunehost.advise.plan import FitPlacement
+
+    own = _plan("12700f-3060", "qwen30b")
+    n_own = int(own.value("--n-cpu-moe"))
+    # recent llama-fit-params send the experts of the LAST layers to the CPU: blk.K..blk.47
+    trailing = tuple(range(48 - (n_own - 2), 48))
+    probed = _plan("12700f-3060", "qwen30b", fit=FitPlacement(-1, trailing, ("x",) * len(trailing), "llama-fit-params"))
+    assert probed.source == "probe"
+    assert probed.value("--n-cpu-moe") == str(n_own - 2)
+    assert any(f"--n-cpu-moe {n_own - 2}, tunehost's own estimate is -ngl all --n-cpu-moe {n_own}" in n
+               and "2 more layers of experts in RAM" in n for n in probed.notes)
+    assert any("written as --n-cpu-moe" in n for n in probed.notes)
+    same = _plan("12700f-3060", "qwen30b", fit=FitPlacement(-1, tuple(range(n_own)), (), "llama-fit-params"))
+    assert not any("own estimate" in n for n in same.notes)
