@@ -27,8 +27,18 @@ def test_parse_fit_print_ignores_anything_else():
 def test_compare_states_both_and_says_a_disagreement():
     est = parse_fit_print(PRINTED)
     assert isinstance(est, FitEstimate)
-    agree = compare_estimate(est, 891 * MiB, (8774 + 45245) * MiB, 1300 * MiB)
+    agree = compare_estimate(est, 891 * MiB, 8774 * MiB, 1300 * MiB)
     assert len(agree) == 1 and "CUDA0: weights 8774, KV+state 891, compute 1102" in agree[0]
-    hybrid_counted_everywhere = compare_estimate(est, 3267 * MiB, (8774 + 45245) * MiB, 1300 * MiB)
+    hybrid_counted_everywhere = compare_estimate(est, 3267 * MiB, 8774 * MiB, 1300 * MiB)
     assert len(hybrid_counted_everywhere) == 2
     assert "KV cache and recurrent state (3267 MiB) differs from llama.cpp's (891 MiB)" in hybrid_counted_everywhere[1]
+
+
+def test_host_weights_are_not_compared_only_gpu_weights_are():
+    cpu_only = parse_fit_print("Host 282 4352 274\n")  # an mmap'd file: llama.cpp counts only what it copies
+    assert cpu_only is not None
+    assert len(compare_estimate(cpu_only, 4352 * MiB, 0, 366 * MiB)) == 1
+    gpu = parse_fit_print(PRINTED)
+    assert gpu is not None
+    said = compare_estimate(gpu, 891 * MiB, 12000 * MiB, 1300 * MiB)
+    assert len(said) == 2 and "GPU weights (12000 MiB) differs from llama.cpp's (8774 MiB)" in said[1]

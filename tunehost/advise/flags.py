@@ -355,16 +355,21 @@ def run_fit_print(host: "Host", binary: str, args: list[str]) -> tuple[FitEstima
     return (estimate, None) if estimate else (None, "llama-fit-params --fit-print printed no estimate")
 
 
-def compare_estimate(estimate: FitEstimate, kv_bytes: int, weights_bytes: int, compute_bytes: int) -> tuple[str, ...]:
-    """Notes putting llama.cpp's figures beside tunehost's; a KV/state or weights difference beyond FIT_DISAGREE
-    is said as a disagreement (tunehost's compute buffer is a deliberate over-estimate, so only shown)."""
+def compare_estimate(estimate: FitEstimate, kv_bytes: int, gpu_weights_bytes: int, compute_bytes: int
+                     ) -> tuple[str, ...]:
+    """Notes putting llama.cpp's figures beside tunehost's; a KV/state difference, or a GPU-weights difference, beyond
+    FIT_DISAGREE is said as a disagreement. Host "model" is not compared: llama.cpp counts only the weights it copies
+    into RAM there (the token embeddings of an mmap'd file), not the mapped file; tunehost's compute buffer is a
+    deliberate over-estimate, so it is only shown."""
     mib = 1024 * 1024
     per_device = "; ".join(f"{d.device}: weights {d.model_mib}, KV+state {d.context_mib}, compute {d.compute_mib}"
                            for d in estimate.devices)
+    gpu_model = sum(d.model_mib for d in estimate.devices if d.device != "Host")
+    ours = f"GPU weights {gpu_weights_bytes // mib}, " if gpu_model or gpu_weights_bytes else ""
     notes = [f"llama.cpp's own estimate for this plan (llama-fit-params --fit-print, MiB): {per_device}; tunehost: "
-             f"weights {weights_bytes // mib}, KV+state {kv_bytes // mib}, compute {compute_bytes // mib}"]
+             f"{ours}KV+state {kv_bytes // mib}, compute {compute_bytes // mib}"]
     for label, theirs, ours in (("KV cache and recurrent state", estimate.context_mib, kv_bytes / mib),
-                                ("weights", estimate.model_mib, weights_bytes / mib)):
+                                ("GPU weights", gpu_model, gpu_weights_bytes / mib)):
         if theirs and abs(ours - theirs) > FIT_DISAGREE * theirs + 1:
             notes.append(f"tunehost's {label} ({ours:.0f} MiB) differs from llama.cpp's ({theirs} MiB) by "
                          f"{(ours - theirs) / theirs:+.0%}: llama.cpp's figure is the one it will allocate")

@@ -166,9 +166,10 @@ def _with_estimate(host, fit_bin: str | None, model_path: str, result: "Plan") -
     estimate, why = run_fit_print(host, fit_bin, args)
     if estimate is None:
         return _note(result, f"no llama.cpp memory estimate beside tunehost's: {why}")
-    rows = {r.label: r.gpu + r.ram for r in result.budget.rows}
-    for text in compare_estimate(estimate, rows.get("KV cache", 0), rows.get("weights", 0),
-                                 rows.get("compute buffers", 0)):
+    rows = {r.label: r for r in result.budget.rows}
+    total = {label: r.gpu + r.ram for label, r in rows.items()}
+    gpu_weights = rows["weights"].gpu if "weights" in rows and result.path != "unified" else 0
+    for text in compare_estimate(estimate, total.get("KV cache", 0), gpu_weights, total.get("compute buffers", 0)):
         result = _note(result, text)
     return result
 
