@@ -31,10 +31,23 @@ def test_table_covers_the_architectures_the_issue_names():
     assert {"llama", "gemma3", "gpt-oss", "qwen3moe", "qwen3next", "deepseek2", "glm4moe"} <= measured
 
 
+@pytest.fixture(scope="module")
+def header_gguf(tmp_path_factory):
+    """One header-only GGUF per model shape, written once for all its cases."""
+    written: dict[str, Path] = {}
+
+    def get(entry: dict) -> Path:
+        if entry["name"] not in written:
+            path = tmp_path_factory.mktemp("shapes") / f"{entry['name']}.gguf"
+            written[entry["name"]] = CHECK.write_gguf(path, entry["arch"], entry["metadata"])
+        return written[entry["name"]]
+
+    return get
+
+
 @pytest.mark.parametrize(("entry", "case"), CASES)
-def test_kv_and_state_within_five_percent_of_llama_cpp(entry: dict, case: dict, tmp_path: Path):
-    path = CHECK.write_gguf(tmp_path / "model.gguf", entry["arch"], entry["metadata"])
-    ours = CHECK.tunehost_figures(path, case)
+def test_kv_and_state_within_five_percent_of_llama_cpp(entry: dict, case: dict, header_gguf):
+    ours = CHECK.tunehost_figures(header_gguf(entry), case)
     theirs = case["llama_cpp"]
     assert CHECK.within(ours["kv_mib"], theirs["kv_mib"]), (ours["kv_mib"], theirs["kv_mib"])
     assert CHECK.within(ours["state_mib"], theirs["state_mib"]), (ours["state_mib"], theirs["state_mib"])
