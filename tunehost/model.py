@@ -68,6 +68,12 @@ UNSIZED_RECURRENT = frozenset({
     "qwen4exp", "kimi-k3",
 })
 DEFAULT_FULL_ATTENTION_INTERVAL = 4  # qwen3next/qwen35 load_arch_hparams
+# Architectures whose recurrent state keeps rollback snapshots for MTP/EAGLE3 drafting (src/llama-arch.cpp
+# llm_arch_supports_rs_rollback; llama_context clamps n_rs_seq to 0 for every other one)
+RS_ROLLBACK_ARCHS = frozenset({
+    "kimi-k3", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5-next", "nemotron_h", "nemotron_h_moe", "lfm2",
+    "lfm2moe", "bailingmoe3",
+})
 
 # Arrays longer than this (tokenizer vocab, merges, token types) are skipped, not decoded, while reading.
 _SKIP_ARRAY_ABOVE = 4096

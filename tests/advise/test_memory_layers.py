@@ -142,3 +142,12 @@ def test_context_unset_gives_the_trained_context_to_the_unified_pool_or_to_every
     assert (split.n_stream, split.n_ctx, split.n_ctx_seq) == (4, 32768, 8192)
     no_fit = kv_layout(model, ServerSettings(n_ctx=0, n_parallel=4, fit=False))  # -fit off: slots share it
     assert (no_fit.n_ctx, no_fit.n_ctx_seq) == (8192, 2048)
+
+
+def test_mtp_drafting_keeps_recurrent_state_snapshots_where_llama_cpp_rolls_back():
+    qwen35 = qwen3next(architecture="qwen35moe", block_count=40)
+    plain = kv_layout(qwen35, ServerSettings(n_ctx=4096)).state_total
+    assert kv_layout(qwen35, ServerSettings(n_ctx=4096, n_rs_seq=3)).state_total == 4 * plain
+    next_ = qwen3next()  # qwen3next has no rollback: llama_context clamps n_rs_seq to 0
+    assert kv_layout(next_, ServerSettings(n_ctx=4096, n_rs_seq=3)).state_total == \
+        kv_layout(next_, ServerSettings(n_ctx=4096)).state_total

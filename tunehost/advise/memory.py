@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunehost.model import ModelFacts
+from tunehost.model import RS_ROLLBACK_ARCHS, ModelFacts
 
 MiB = 1024 * 1024
 HEADROOM_TEXT = 512 * MiB  # CUDA context, cuBLAS workspace and allocator slack for a text-only server
@@ -100,6 +100,7 @@ class ServerSettings:
     flash_attn: bool = True  # -fa (auto resolves to on for CUDA builds that support the model)
     mmproj: bool = False  # -mm given: larger headroom
     fit: bool = True  # -fit (on by default): with -c 0 and one KV stream per slot, every slot gets the trained context
+    n_rs_seq: int = 0  # recurrent-state snapshots per slot: --spec-draft-n-max with MTP/EAGLE3 drafting (default 3)
 
     def slots(self) -> tuple[int, bool]:
         """(sequences, unified) after llama-server resolves -np auto."""
@@ -177,7 +178,7 @@ def kv_layout(model: ModelFacts, settings: ServerSettings) -> KvLayout:
         cells = cells_swa if model.has_swa and model.swa_layers[il] else n_ctx_seq
         row = kv_row_bytes(settings.type_k, k_dim) + (0 if model.mla else kv_row_bytes(settings.type_v, v_dim))
         per_layer.append(n_stream * cells * row)
-    state = recurrent_state_per_layer(model, n_seq)
+    state = recurrent_state_per_layer(model, n_seq, settings.n_rs_seq)
     return KvLayout(n_ctx, n_ctx_seq, n_seq, n_stream, n_ctx_seq, cells_swa, tuple(per_layer), state)
 
 
@@ -190,13 +191,18 @@ def _kv_dims(model: ModelFacts, il: int) -> tuple[int, int]:
     return n_kv * k_dim, n_kv * v_dim
 
 
-def recurrent_state_per_layer(model: ModelFacts, n_seq: int) -> tuple[int, ...]:
-    """Recurrent-state bytes per layer for `n_seq` sequences (0 on attention layers); () for models without one."""
+def recurrent_state_per_layer(model: ModelFacts, n_seq: int, n_rs_seq: int = 0) -> tuple[int, ...]:
+    """Recurrent-state bytes per layer for `n_seq` sequences (0 on attention layers); () for models without one.
+
+    llama_memory_recurrent allocates mem_size * (1 + n_rs_seq) rows, mem_size = max(1, n_seq_max); n_rs_seq is
+    --spec-draft-n-max when MTP/EAGLE3 drafting needs rollback snapshots (common/common.h need_n_rs_seq), and 0 for
+    architectures without rollback (src/llama-context.cpp clamps it; tunehost.model.RS_ROLLBACK_ARCHS).
+    """
     if not model.has_recurrent or model.recurrent is None:
         return ()
-    per_seq = model.recurrent.bytes_per_seq
-    rows = max(1, n_seq)  # create_memory: mem_size = max(1, n_seq_max), n_rs_seq = 0 without MTP drafting
-    return tuple(per_seq * rows if r else 0 for r in model.recurrent_layers)
+    snapshots = n_rs_seq if model.architecture in RS_ROLLBACK_ARCHS else 0
+    rows = max(1, n_seq) * (1 + max(0, snapshots))
+    return tuple(model.recurrent.bytes_per_seq * rows if r else 0 for r in model.recurrent_layers)
 
 
 def kv_cache_bytes(model: ModelFacts, settings: ServerSettings) -> int:
