@@ -151,3 +151,13 @@ def test_mtp_drafting_keeps_recurrent_state_snapshots_where_llama_cpp_rolls_back
     next_ = qwen3next()  # qwen3next has no rollback: llama_context clamps n_rs_seq to 0
     assert kv_layout(next_, ServerSettings(n_ctx=4096, n_rs_seq=3)).state_total == \
         kv_layout(next_, ServerSettings(n_ctx=4096)).state_total
+
+
+def test_mtp_context_holds_kv_for_the_nextn_blocks_only():
+    from tunehost.advise.memory import mtp_kv_bytes
+
+    glm = ModelFacts.from_shape(architecture="glm4moe", block_count=47, embedding_length=4096, head_count=96,
+                                head_count_kv=8, key_length=128, nextn_layers=1)
+    settings = ServerSettings(n_ctx=32768)
+    assert mtp_kv_bytes(glm, settings) == 32768 * 2 * 8 * 128 * 2  # one layer, K and V, f16
+    assert mtp_kv_bytes(qwen3next(), settings) == 0  # no NextN blocks declared

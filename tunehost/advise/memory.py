@@ -182,6 +182,21 @@ def kv_layout(model: ModelFacts, settings: ServerSettings) -> KvLayout:
     return KvLayout(n_ctx, n_ctx_seq, n_seq, n_stream, n_ctx_seq, cells_swa, tuple(per_layer), state)
 
 
+def mtp_kv_bytes(model: ModelFacts, settings: ServerSettings) -> int:
+    """KV of the MTP draft context (--spec-type draft-mtp): a plain KV cache holding only the NextN blocks
+    (src/llama-model.cpp create_memory, LLAMA_CONTEXT_TYPE_MTP: filter il >= n_layer()), as large as the main
+    context (common/common.cpp: the draft context follows it). 0 for a model without NextN blocks."""
+    if not model.nextn_layers:
+        return 0
+    layout = kv_layout(model, settings)
+    total = 0
+    for il in range(model.block_count - model.nextn_layers, model.block_count):
+        k_dim, v_dim = _kv_dims(model, il)
+        row = kv_row_bytes(settings.type_k, k_dim) + (0 if model.mla else kv_row_bytes(settings.type_v, v_dim))
+        total += layout.n_stream * layout.n_ctx_seq * row
+    return total
+
+
 def _kv_dims(model: ModelFacts, il: int) -> tuple[int, int]:
     """(K, V) values per cell of layer `il`: heads times head size (llama_hparams::n_embd_k_gqa / n_embd_v_gqa)."""
     swa = bool(model.swa_layers) and model.swa_layers[il]

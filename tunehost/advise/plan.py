@@ -21,7 +21,8 @@ from typing import Any, Iterable
 from tunehost.advise.ceiling import NGL_ALL, Bandwidths, Ceiling, Placement, gpu_bandwidth, tg_ceiling_for
 from tunehost.advise.host_view import GpuView, HostView
 from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, context_detail,
-                                    fit_layers, fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget)
+                                    fit_layers, fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget,
+                                    mtp_kv_bytes)
 from tunehost.cpulist import format_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.launch import Flag, LaunchConfig
@@ -184,7 +185,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     settings = ServerSettings(n_ctx=ctx * options.parallel, n_parallel=options.parallel, type_k=kv_type,
                               type_v=kv_type, n_batch=N_BATCH, n_ubatch=N_UBATCH, flash_attn=True,
                               mmproj=bool(options.mmproj), n_rs_seq=SPEC_DRAFT_N_MAX if spec == "mtp" else 0)
-    extras = _extras(options, settings)
+    extras = _extras(model, options, settings, spec)
     extra_gpu = sum(r.gpu for r in extras)
 
     gpu, why_no_gpu = _choose_gpu(host)
@@ -269,8 +270,13 @@ def _validate(model: ModelFacts, options: AdviseOptions) -> None:
         raise TunehostError(f"{options.model_path}: the model declares no context length; pass --ctx")
 
 
-def _extras(options: AdviseOptions, settings: ServerSettings) -> tuple[BudgetRow, ...]:
+def _extras(model: ModelFacts, options: AdviseOptions, settings: ServerSettings, spec: str | None
+            ) -> tuple[BudgetRow, ...]:
     rows = []
+    mtp_kv = mtp_kv_bytes(model, settings) if spec == "mtp" else 0
+    if mtp_kv:
+        rows.append(BudgetRow("MTP context", mtp_kv, 0, f"KV of the {model.nextn_layers} NextN block"
+                              f"{'s' if model.nextn_layers > 1 else ''} at the same context ({settings.type_k})"))
     if options.draft_model is not None:
         d = options.draft_model
         kv = kv_cache_bytes(d, replace(settings, mmproj=False))
