@@ -176,8 +176,7 @@ def kv_layout(model: ModelFacts, settings: ServerSettings) -> KvLayout:
         if not settings.flash_attn:
             v_dim = v_max  # V transposed: every layer padded to the widest V row
         cells = cells_swa if model.has_swa and model.swa_layers[il] else n_ctx_seq
-        row = kv_row_bytes(settings.type_k, k_dim) + (0 if model.mla else kv_row_bytes(settings.type_v, v_dim))
-        per_layer.append(n_stream * cells * row)
+        per_layer.append(n_stream * cells * _cell_bytes(model, settings, k_dim, v_dim))
     state = recurrent_state_per_layer(model, n_seq, settings.n_rs_seq)
     return KvLayout(n_ctx, n_ctx_seq, n_seq, n_stream, n_ctx_seq, cells_swa, tuple(per_layer), state)
 
@@ -191,10 +190,13 @@ def mtp_kv_bytes(model: ModelFacts, settings: ServerSettings) -> int:
     layout = kv_layout(model, settings)
     total = 0
     for il in range(model.block_count - model.nextn_layers, model.block_count):
-        k_dim, v_dim = _kv_dims(model, il)
-        row = kv_row_bytes(settings.type_k, k_dim) + (0 if model.mla else kv_row_bytes(settings.type_v, v_dim))
-        total += layout.n_stream * layout.n_ctx_seq * row
+        total += layout.n_stream * layout.n_ctx_seq * _cell_bytes(model, settings, *_kv_dims(model, il))
     return total
+
+
+def _cell_bytes(model: ModelFacts, settings: ServerSettings, k_dim: int, v_dim: int) -> int:
+    """One cell of one layer: a K row and, unless the model uses MLA, a V row."""
+    return kv_row_bytes(settings.type_k, k_dim) + (0 if model.mla else kv_row_bytes(settings.type_v, v_dim))
 
 
 def _kv_dims(model: ModelFacts, il: int) -> tuple[int, int]:
