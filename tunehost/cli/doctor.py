@@ -36,6 +36,8 @@ QUICK_HELP = "Do not measure (memory bandwidth, CPU clocks under load): judge th
 def enable_measuring(host, *, quick: bool) -> None:
     """Let this run take the `measure` sample on the live host, unless --quick (a snapshot replays its own)."""
     host.measure = host.live and not quick
+    if host.measure:
+        import tunehost.probes.measure  # noqa: F401 (registers the `measure` sampler with the host layer)
     if quick:
         host.measure_off_reason = "not measured (--quick)"
 

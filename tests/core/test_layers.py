@@ -1,0 +1,115 @@
+"""One way down through the code: the layer contract in pyproject.toml ([tool.importlinter]) holds, every package is
+in a layer, and no tunehost module imports itself back through others (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("tunehost", "checks")   # checks/ installs as tunehost.checks; from the source tree it is `checks`
+
+
+def _layers() -> list[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return [name.strip() for layer in contract["layers"] for name in layer.replace(":", "|").split("|")]
+
+
+def test_the_layer_contract_is_kept() -> None:
+    """lint-imports exits 0 only when every layer imports from the layers below it alone."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def test_every_package_and_top_module_sits_in_a_layer() -> None:
+    """A new package or top-level module cannot escape the contract by being left out of it."""
+    layered = set(_layers())
+    found = {f"tunehost.{p.stem}" for p in (ROOT / "tunehost").glob("*.py") if p.stem not in ("__init__", "__main__")}
+    found |= {f"tunehost.{p.parent.name}" for p in (ROOT / "tunehost").glob("*/__init__.py")}
+    found.add("checks")
+    assert found - layered == set()
+    assert layered - found == set()   # no stale name either
+
+
+def test_nothing_imports_the_checks_through_the_installed_name() -> None:
+    """The linted graph sees checks/ as `checks`: an import of `tunehost.checks...` from the code would slip past it
+    (checks load through their entry points only)."""
+    offenders = []
+    for path in sorted((ROOT / "tunehost").rglob("*.py")) + sorted((ROOT / "checks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.startswith("tunehost.checks")]
+    assert offenders == []
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph.modules):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    graph = grimp.ImportGraph()
+    for name in ("a", "a.b", "a.c", "a.d"):
+        graph.add_module(name)
+    graph.add_import(importer="a.b", imported="a.c")
+    graph.add_import(importer="a.c", imported="a.b")
+    graph.add_import(importer="a.d", imported="a.b")
+    assert _cycles(graph) == [["a.b", "a.c"]]
+
+
+def test_no_import_cycle_among_tunehost_modules() -> None:
+    """Every import that runs (function-level ones included; `if TYPE_CHECKING:` ones never run) points one way."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        graph = grimp.build_graph(*PACKAGES, include_external_packages=False, exclude_type_checking_imports=True,
+                                  cache_dir=None)
+    finally:
+        sys.path.remove(str(ROOT))
+    assert len(graph.modules) > 90
+    assert _cycles(graph) == []
