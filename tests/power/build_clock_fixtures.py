@@ -156,6 +156,20 @@ def vostro_thermald() -> Fixture:
         {"format": 1, "cpu_mhz_all": {str(n): 1000 for n in range(4)}, "cpu_mhz_source": "scaling_cur_freq"})
 
 
+def xps13_9310() -> Fixture:
+    _, files = laptop_cpu(4, "GenuineIntel", "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz")
+    return Fixture(
+        "xps13-9310-i7-1165g7-2ghz-under-stress-71pct-of-base",
+        "https://github.com/sebanc/brunch/issues/1591 (u9wy, 2022-07-20: Dell XPS 13 2-in-1 9310, i7-1165G7)",
+        "\"Even if i run a CPU stress test the frequency doesn't go past 2GHz\" on an i7-1165G7 @ 2.80GHz, with the "
+        "firmware's performance options and Turbo Boost enabled: all four cores at 2000 MHz (cpu_mhz_all; the "
+        "reporter did not name the tool, recorded as scaling_cur_freq), 71 % of the 2.8 GHz base. Base 2.8 GHz "
+        "(the model name) and 4 cores / 8 threads: Intel's i7-1165G7 spec. The report gives no power limit, "
+        "temperature or profile, so the snapshot has none and the cause is unknown.",
+        files, {"cpu-clocks": ["warn"], "power-limits": ["skip"]},
+        {"format": 1, "cpu_mhz_all": {str(n): 2000 for n in range(4)}, "cpu_mhz_source": "scaling_cur_freq"})
+
+
 def strix_mmio() -> Fixture:
     files = rapl_zone(f"{POWERCAP}/intel-rapl:0", "package-0", [("long_term", 175000000, None)])
     files.update(rapl_zone(f"{POWERCAP}/intel-rapl-mmio:0", "package-0",
@@ -194,6 +208,7 @@ FIXTURES = [
     lambda: steamdeck(False),
     thinkpad_p14s,
     vostro_thermald,
+    xps13_9310,
     strix_mmio,
     surface_pro7,
     lambda: profile("laptop-mode-tools-212-platform-profile-balanced",
