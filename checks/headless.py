@@ -50,7 +50,8 @@ class HeadlessCheck(Check):
         held = f"{ram / 2**30:.1f} GiB RAM" if ram >= 2**30 else f"{ram / 2**20:.0f} MiB RAM"
         if vram:
             mib = sum(n for n, _ in vram.values())
-            shares = [f"{n / total:.0%} of {name}" for (name, total), n in _per_gpu(vram).items() if total]
+            shares = [f"{n / total:.0%} of {name}" if n >= total / 100 else f"under 1% of {name}"
+                      for (name, total), n in _per_gpu(vram).items() if total]
             text = (f"the graphical session ({names}) holds {mib:.0f} MiB of VRAM on the inference GPU"
                     + (f" ({', '.join(shares)})" if shares else "") + f" and {held}")
             why = ("VRAM the compositor holds is VRAM llama.cpp cannot use for layers or KV cache, and the display "
