@@ -113,3 +113,23 @@ def test_no_import_cycle_among_tunehost_modules() -> None:
         sys.path.remove(str(ROOT))
     assert len(graph.modules) > 90
     assert _cycles(graph) == []
+
+
+def test_the_host_layer_loads_no_probe_until_a_run_that_measures_declares_it() -> None:
+    """host/ alone registers its own samplers; `doctor`'s enable_measuring imports the probes, which declare the
+    `measure` sampler to the host layer (a fresh interpreter: nothing imported before)."""
+    code = (
+        "import sys\n"
+        "from tunehost.host import open_host\n"
+        "from tunehost.host.samples import SAMPLERS\n"
+        "host = open_host()\n"
+        "assert 'nvml' in SAMPLERS and 'measure' not in SAMPLERS, sorted(SAMPLERS)\n"
+        "assert not [m for m in sys.modules if m.startswith(('tunehost.probes', 'tunehost.facts', 'tunehost.advise'))]\n"
+        "from tunehost.cli.doctor import enable_measuring\n"
+        "enable_measuring(host, quick=True)\n"
+        "assert 'measure' not in SAMPLERS\n"
+        "enable_measuring(host, quick=False)\n"
+        "assert 'measure' in SAMPLERS\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
