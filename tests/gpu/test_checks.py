@@ -494,3 +494,21 @@ def test_headless_follows_the_share_of_the_card(make_snapshot):
                          samples={"nvml": nvml, "processes": [{"pid": 1342, "name": "Xorg", "rss_bytes": 2**28}]})
     [found] = run(HeadlessCheck(), snap)
     assert found.severity is S.WARN and "245 MiB of VRAM" in found.summary and "12% of" in found.summary
+
+
+CORPUS_VERDICTS = {   # every corpus nvidia-smi capture (../shared/corpus/SOURCES.md), judged by impact
+    "a100-sxm4-80gb-mig-enabled-x16-gen4-p0-q-x.txt": ["info"],           # MIG, 80999 MiB free
+    "a10g-x8-of-x16-gen1-idle-p8-q-x.txt": ["ok"],                         # Xorg 22 MiB of 23 GB, no display
+    "quadro-p2000-x8-of-x16-gen1-idle-p8-q-x.txt": ["ok"],
+    "rtx2080-x8-of-x16-gen1-idle-p8-i9-9900k-q.txt": ["ok"],               # Xorg 4 MiB
+    "rtx3080-x16-gen4-loaded-p2-q-x.txt": ["warn"],                        # 660 MiB free, no holder listed
+    "rtx3090-x16-gen1-of-4-idle-p8-q-x.txt": ["ok"],
+    "rtx4090-gen3-host-devicemax4-hostmax3-idle-p8-q.txt": ["warn"],       # desktop 524 MiB
+    "tesla-t4-x8-of-x16-gen3-p0-q-x.txt": ["warn"],                        # python 1005 MiB
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_VERDICTS))
+def test_gpu_memory_on_every_corpus_capture(make_snapshot, name):
+    assert sorted(p.name for p in (DATA / "corpus" / "nvidia-smi").iterdir()) == sorted(CORPUS_VERDICTS)
+    assert [f.severity.value for f in run(GpuMemoryCheck(), nvsmi(make_snapshot, name))] == CORPUS_VERDICTS[name]
