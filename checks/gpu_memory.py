@@ -117,8 +117,13 @@ class GpuMemoryCheck(Check):
         if g.display_active or held_impact(held, g.memory_total_mib):
             said = True
             yield self._desktop(g, desktop, held, has_igpu, ev)
-        if free_impact(g.memory_free_mib, g.memory_total_mib) == "full":
-            yield self._full(g, ev)   # whatever else was said: one finding never hides another
+        # whatever else was said, the free VRAM is judged too: one finding never hides another
+        unlisted = max(0, (g.memory_used_mib or 0) - sum(p.used_mib or 0 for p in procs))
+        impact = free_impact(g.memory_free_mib, g.memory_total_mib)
+        if impact == "full":
+            yield self._full(g, ev)
+        elif impact == "tight" and g.processes is not None and held_impact(unlisted, g.memory_total_mib) == "warn":
+            yield self._unlisted(g, unlisted, ev)
         elif not said:
             yield self._rest(g, held, ev, drm_note)
 
@@ -136,6 +141,18 @@ class GpuMemoryCheck(Check):
         if busy:  # a job at work may be the one the user runs: costly, not necessarily the host's fault
             return self.warn(summary, ev, fix=fix, detail=WHY)
         return self.fail(summary, ev, fix=fix, detail=WHY)
+
+    def _unlisted(self, g: GpuInfo, unlisted: int, ev: dict[str, str]) -> Finding:
+        """Less than half the VRAM free, and most of what is used held by no listed process."""
+        state = "at rest" if g.idle else f"while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" \
+            if g.idle is False else "when read"
+        held = "no process is listed as holding it" if unlisted == g.memory_used_mib else \
+            f"{unlisted} MiB of it is held by no listed process"
+        fix = Fix("Find what holds the memory (nvidia-smi lists processes of this container only; run it on the host):",
+                  ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",)
+                  if g.vendor == "nvidia" else ("sudo tunehost doctor",))
+        return self.warn(f"{g.label}: only {_mib(g.memory_free_mib)} of {_mib(g.memory_total_mib)} free {state}, "
+                         f"and {held} (another container or user?)", ev, fix=fix, detail=WHY)
 
     def _desktop(self, g: GpuInfo, desktop: list[GpuProcess], held: int, has_igpu: bool,
                  ev: dict[str, str]) -> Finding:
@@ -177,13 +194,5 @@ class GpuMemoryCheck(Check):
                                          "root):", ("sudo tunehost doctor",)), detail=WHY)
             return self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free; which processes hold VRAM is "
                            f"unknown: {why}", ev)
-        if free_impact(free, total) == "tight" and not g.processes:
-            state = "at rest" if g.idle else f"while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" \
-                if g.idle is False else "when read"
-            yield_fix = Fix("Find what holds the memory (nvidia-smi lists processes of this container only; run it on "
-                            "the host):", ("nvidia-smi --query-compute-apps=pid,process_name,used_memory "
-                                           "--format=csv",) if g.vendor == "nvidia" else ("sudo tunehost doctor",))
-            return self.warn(f"{g.label}: only {_mib(free)} of {_mib(total)} free {state}, and no process is "
-                             "listed as holding it (another container or user?)", ev, fix=yield_fix, detail=WHY)
         rest = f"the desktop holds only {held} MiB" if held else "nothing else holds VRAM"
         return self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free, {rest}", ev)
