@@ -457,12 +457,17 @@ def test_desktop_holding_12_percent_of_a_2gb_card_warns(make_snapshot):
     assert found.severity is S.WARN and "the desktop holds 245 MiB (12%) of its 2048 MiB" in found.summary
 
 
-def test_full_gpu_is_reported_beside_the_display_finding(make_snapshot):
-    # the real RTX 4090 desktop capture (display active, Xorg + gnome-shell + apps, idle P8) with 106 MiB free
+def rtx4090_with(make_snapshot, used: int, free: int):
+    """The real RTX 4090 desktop capture (display active, Xorg + gnome-shell + apps: 524 MiB, idle P8), its used and
+    free VRAM replaced."""
     text = corpus("nvidia-smi/rtx4090-gen3-host-devicemax4-hostmax3-idle-p8-q.txt")
-    text = text.replace("Used                              : 609 MiB", "Used                              : 24102 MiB")
-    text = text.replace("Free                              : 23599 MiB", "Free                              : 106 MiB")
-    found = run(GpuMemoryCheck(), make_snapshot(cmd={"nvidia-smi -q": text}))
+    text = text.replace("Used                              : 609 MiB", f"Used                              : {used} MiB")
+    text = text.replace("Free                              : 23599 MiB", f"Free                              : {free} MiB")
+    return make_snapshot(cmd={"nvidia-smi -q": text})
+
+
+def test_full_gpu_is_reported_beside_the_display_finding(make_snapshot):
+    found = run(GpuMemoryCheck(), rtx4090_with(make_snapshot, 24102, 106))
     assert sev(found) == [S.WARN, S.FAIL]
     assert "also drives the display" in found[0].summary
     assert "is full: only 106 MiB of 24.0 GiB free" in found[1].summary
@@ -515,10 +520,6 @@ def test_gpu_memory_on_every_corpus_capture(make_snapshot, name):
 
 
 def test_vram_held_by_no_listed_process_is_reported_beside_the_display_finding(make_snapshot):
-    # the real RTX 4090 desktop capture with 16000 MiB used: the listed desktop explains 524 MiB of it
-    text = corpus("nvidia-smi/rtx4090-gen3-host-devicemax4-hostmax3-idle-p8-q.txt")
-    text = text.replace("Used                              : 609 MiB", "Used                              : 16000 MiB")
-    text = text.replace("Free                              : 23599 MiB", "Free                              : 8208 MiB")
-    found = run(GpuMemoryCheck(), make_snapshot(cmd={"nvidia-smi -q": text}))
+    found = run(GpuMemoryCheck(), rtx4090_with(make_snapshot, 16000, 8208))   # the desktop explains 524 MiB of it
     assert sev(found) == [S.WARN, S.WARN]
     assert "only 8208 MiB of 24.0 GiB free at rest, and 15476 MiB of it is held by no listed process" in found[1].summary
