@@ -29,6 +29,17 @@ def test_the_layer_contract_is_kept() -> None:
     assert "0 broken" in result.stdout
 
 
+def test_the_contract_breaks_when_a_lower_layer_imports_a_higher_one(tmp_path) -> None:
+    """The same tool on the same code, with facts/ placed below host/: it must report facts importing host."""
+    config = tmp_path / "reversed.toml"
+    config.write_text('[tool.importlinter]\nroot_packages = ["tunehost"]\n\n[[tool.importlinter.contracts]]\n'
+                      'name = "reversed"\ntype = "layers"\nlayers = ["tunehost.host", "tunehost.facts"]\n')
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(lint), "--no-cache", "--config", str(config)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0 and "tunehost.facts is not allowed to import tunehost.host" in result.stdout
+
+
 def test_every_package_and_top_module_sits_in_a_layer() -> None:
     """A new package or top-level module cannot escape the contract by being left out of it."""
     layered = set(_layers())
