@@ -144,3 +144,16 @@ def test_the_host_layer_loads_no_probe_until_a_run_that_measures_declares_it() -
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_annotation_only_circles_stay_inside_one_package() -> None:
+    """Counting `if TYPE_CHECKING:` imports too, a circle may only join a package to its own modules (the Host class
+    and the samplers whose signatures name it), never two packages."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        graph = grimp.build_graph(*PACKAGES, include_external_packages=False, exclude_type_checking_imports=False,
+                                  cache_dir=None)
+    finally:
+        sys.path.remove(str(ROOT))
+    packages = [{".".join(m.split(".")[:2]) for m in circle} for circle in _cycles(graph)]
+    assert all(len(p) == 1 for p in packages), packages
