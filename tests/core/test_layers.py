@@ -114,14 +114,18 @@ def test_the_cycle_finder_finds_a_circle() -> None:
     assert _cycles(graph) == [["a.b", "a.c"]]
 
 
-def test_no_import_cycle_among_tunehost_modules() -> None:
-    """Every import that runs (function-level ones included; `if TYPE_CHECKING:` ones never run) points one way."""
+def _graph(*, runtime_only: bool) -> grimp.ImportGraph:
     sys.path.insert(0, str(ROOT))
     try:
-        graph = grimp.build_graph(*PACKAGES, include_external_packages=False, exclude_type_checking_imports=True,
-                                  cache_dir=None)
+        return grimp.build_graph(*PACKAGES, include_external_packages=False,
+                                 exclude_type_checking_imports=runtime_only, cache_dir=None)
     finally:
         sys.path.remove(str(ROOT))
+
+
+def test_no_import_cycle_among_tunehost_modules() -> None:
+    """Every import that runs (function-level ones included; `if TYPE_CHECKING:` ones never run) points one way."""
+    graph = _graph(runtime_only=True)
     assert len(graph.modules) > 90
     assert _cycles(graph) == []
 
@@ -149,11 +153,5 @@ def test_the_host_layer_loads_no_probe_until_a_run_that_measures_declares_it() -
 def test_annotation_only_circles_stay_inside_one_package() -> None:
     """Counting `if TYPE_CHECKING:` imports too, a circle may only join a package to its own modules (the Host class
     and the samplers whose signatures name it), never two packages."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        graph = grimp.build_graph(*PACKAGES, include_external_packages=False, exclude_type_checking_imports=False,
-                                  cache_dir=None)
-    finally:
-        sys.path.remove(str(ROOT))
-    packages = [{".".join(m.split(".")[:2]) for m in circle} for circle in _cycles(graph)]
+    packages = [{".".join(m.split(".")[:2]) for m in circle} for circle in _cycles(_graph(runtime_only=False))]
     assert all(len(p) == 1 for p in packages), packages
