@@ -7,15 +7,19 @@ from dataclasses import dataclass
 from tunehost.check import Check, Fix
 from tunehost.bounds import whole_text
 from tunehost.cpulist import format_cpu_list
-from tunehost.facts.clocks import ClockFacts, ClockReference, clock_reference
+from tunehost.facts.clocks import ClockFacts, ClockReference, clock_reference, throttle_causes
 from tunehost.facts.cpu import CpuFacts
 from tunehost.facts.measure import SAMPLE_FILE, MeasureFacts
 from tunehost.facts.power import PowerFacts
 from tunehost.facts.power_limits import PLATFORM_PROFILE, PowerLimitFacts
+from tunehost.facts.thermal import ThermalFacts
 from tunehost.facts.topology import EFFICIENCY, PERFORMANCE, CpuTopology
 
 CLAMP_RATIO = 0.6     # below 60 % of the base clock under load: clamped, not a normal turbo/thermal variation
 BOOST_RATIO = 0.8     # single-core below 80 % of cpuinfo_max_freq *and* below base: the boost is not reached
+# all-core below 90 % of base under a CPU-bound load: throttled (base is what the part guarantees on every core at
+# its rated power; the probe's own spread is a few %)
+THROTTLE_RATIO = 0.9
 KIND_LABEL = {PERFORMANCE: "P-cores", EFFICIENCY: "E-cores", None: "cores"}
 PHASE_LABEL = {"single": "single-core", "all": "all-core"}
 WHY = ("Prompt processing is compute-bound and token generation needs the cores awake: a CPU held far below its "
@@ -33,6 +37,10 @@ CLAMP_FIX = ("The settings allow full speed, so something below them holds the c
              "suspend-resume cycle or a reboot clears it; update the BIOS), BD PROCHOT from a worn battery or weak "
              "adapter, or heat (check thermals). Set the performance profile, check power limits and thermals, "
              "then suspend and resume once (or reboot) and measure again.")
+THROTTLE_FIX = ("Below base under load the CPU is throttled: a power limit (power-limits names the ruling PL1 and "
+                "how to raise it within the cooling), heat (thermals: clean the fans, check the paste), a "
+                "scaling_max_freq cap (cpu-frequency), or a power profile other than performance. Fix the cause "
+                "named in the summary, then measure again.")
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,11 @@ class CpuClocksCheck(Check):
         if clamped:
             yield self._clamped(clamped, cpu, facts.get(PowerLimitFacts), facts.get(PowerFacts), evidence)
             return
+        throttled = [r for r in judged if r.phase == "all" and r.ref.base_mhz
+                     and r.mhz < THROTTLE_RATIO * r.ref.base_mhz]
+        if throttled:
+            yield self._throttled(throttled, facts, evidence)
+            return
         slow_boost = [r for r in judged if r.phase == "single" and r.ref.max_mhz and r.mhz < BOOST_RATIO * r.ref.max_mhz
                       and (r.ref.base_mhz is None or r.mhz < r.ref.base_mhz)]
         if slow_boost:
@@ -114,6 +127,30 @@ class CpuClocksCheck(Check):
             evidence.setdefault(key, value)
         summary += _while(list(said.values()))
         return self.fail(summary, evidence, fix=Fix(CLAMP_FIX, CLAMP_COMMANDS), detail=WHY)
+
+    def _throttled(self, throttled: list[Reading], facts, evidence: dict):
+        """All-core below base (not far enough for a clamp): throttling, with what the host shows as its cause."""
+        worst = min(throttled, key=lambda r: r.mhz / (r.ref.base_mhz or 1))
+        base = worst.ref.base_mhz or 1.0
+        cpus = sorted({r.cpu for r in throttled})
+        limits, power = facts.get(PowerLimitFacts), facts.get(PowerFacts)
+        causes = throttle_causes(facts.get(CpuFacts), cpus, limits, facts.get(ThermalFacts), power.ppd_profile)
+        for cause in causes:
+            for key, value in cause.evidence.items():
+                evidence.setdefault(key, value)
+        summary = (f"CPU throttled under an all-core load: {_mhz(worst.mhz)} on CPU {worst.cpu} is "
+                   f"{worst.mhz / base:.0%} of its {_mhz(base)} base (CPUs {format_cpu_list(cpus)})")
+        summary += ("; held by " + "; ".join(c.what for c in causes) if causes else
+                    "; nothing readable explains it (a firmware or embedded-controller limit, BD PROCHOT?)")
+        if limits.on_battery:
+            return self.info(f"{summary}, on battery: laptops often hold the clock on battery; measure again on AC "
+                             "power", evidence)
+        commands = []
+        if any(c.profile for c in causes):
+            commands.append("powerprofilesctl set performance" if power.ppd_profile
+                            else f"echo performance | sudo tee {PLATFORM_PROFILE}")
+        commands += [CLAMP_COMMANDS[1], "tunehost doctor --check cpu-frequency --check cpu-clocks"]
+        return self.warn(summary, evidence, fix=Fix(THROTTLE_FIX, tuple(commands)), detail=WHY)
 
     def _summary(self, judged: list[Reading]) -> str:
         parts = []

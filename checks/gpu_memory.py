@@ -6,12 +6,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
-from tunehost.facts.gpu import GpuFacts, GpuInfo, GpuProcess
+from tunehost.facts.gpu import FULL_FREE_MIB, GpuFacts, GpuInfo, GpuProcess, free_impact, held_impact
 from tunehost.facts.processes import DISPLAY_PROCESSES as DESKTOP_PROCESSES, INFERENCE_PROCESSES
-
-DESKTOP_WARN_MIB = 512   # a desktop holding this much VRAM costs layers or context on any card size
-OTHERS_WARN_MIB = 512
-DESKTOP_NOTABLE_MIB = 128   # an Xorg holding a few MiB (display on another GPU) is no news
 
 WHY = ("VRAM that other processes hold is VRAM llama.cpp cannot use for layers or KV cache: fewer -ngl layers or a "
        "shorter context, and every layer left on the CPU costs token-generation speed.")
@@ -111,19 +107,52 @@ class GpuMemoryCheck(Check):
             text = "; ".join(_proc(p) for p in others)
             fix = Fix("Stop what you do not need before running llama.cpp (another model server keeps its model "
                       "resident):", tuple(c for c in (_stop_command(p) for p in others) if c))
-            total = g.memory_total_mib or 0
-            if held >= OTHERS_WARN_MIB or (total and held >= total * 0.1) or servers:
+            if held_impact(held, g.memory_total_mib) == "warn" or servers:
                 yield self.warn(f"{g.label}: {held} MiB of VRAM held by other processes: {text}", ev, fix=fix,
                                 detail=WHY)
             else:
                 yield self.info(f"{g.label}: {held} MiB of VRAM held by other processes: {text}", ev, fix=fix,
                                 detail=WHY)
         held = sum(p.used_mib or 0 for p in desktop)
-        if g.display_active or held >= DESKTOP_NOTABLE_MIB:
+        if g.display_active or held_impact(held, g.memory_total_mib):
             said = True
             yield self._desktop(g, desktop, held, has_igpu, ev)
-        if not said:
+        # whatever else was said, the free VRAM is judged too: one finding never hides another
+        unlisted = max(0, (g.memory_used_mib or 0) - sum(p.used_mib or 0 for p in procs))
+        impact = free_impact(g.memory_free_mib, g.memory_total_mib)
+        if impact == "full":
+            yield self._full(g, ev)
+        elif impact == "tight" and g.processes is not None and held_impact(unlisted, g.memory_total_mib) == "warn":
+            yield self._unlisted(g, unlisted, ev)
+        elif not said:
             yield self._rest(g, held, ev, drm_note)
+
+    def _full(self, g: GpuInfo, ev: dict[str, str]) -> Finding:
+        """Free VRAM below what llama.cpp needs before its first layer: nothing can be offloaded."""
+        busy = g.idle is False
+        state = f" while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" if busy else ""
+        summary = (f"{g.label} is full: only {_mib(g.memory_free_mib)} of {_mib(g.memory_total_mib)} free{state}; "
+                   f"llama.cpp needs about {FULL_FREE_MIB} MiB for its buffers before it can offload a single layer")
+        listing = ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
+                   if g.vendor == "nvidia" else "sudo tunehost doctor")
+        fix = Fix("Free the VRAM before running llama.cpp: stop what holds it (named in the findings above; nvidia-smi "
+                  "in a container lists only that container's processes), then check again:",
+                  (listing, "tunehost doctor --check gpu-memory"))
+        if busy:  # a job at work may be the one the user runs: costly, not necessarily the host's fault
+            return self.warn(summary, ev, fix=fix, detail=WHY)
+        return self.fail(summary, ev, fix=fix, detail=WHY)
+
+    def _unlisted(self, g: GpuInfo, unlisted: int, ev: dict[str, str]) -> Finding:
+        """Less than half the VRAM free, and most of what is used held by no listed process."""
+        state = "at rest" if g.idle else f"while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" \
+            if g.idle is False else "when read"
+        held = "no process is listed as holding it" if unlisted == g.memory_used_mib else \
+            f"{unlisted} MiB of it is held by no listed process"
+        fix = Fix("Find what holds the memory (nvidia-smi lists processes of this container only; run it on the host):",
+                  ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",)
+                  if g.vendor == "nvidia" else ("sudo tunehost doctor",))
+        return self.warn(f"{g.label}: only {_mib(g.memory_free_mib)} of {_mib(g.memory_total_mib)} free {state}, "
+                         f"and {held} (another container or user?)", ev, fix=fix, detail=WHY)
 
     def _desktop(self, g: GpuInfo, desktop: list[GpuProcess], held: int, has_igpu: bool,
                  ev: dict[str, str]) -> Finding:
@@ -145,9 +174,10 @@ class GpuMemoryCheck(Check):
         if g.processes is None:
             return self.info(f"{g.label} also drives the display{where}; how much VRAM the desktop holds is unknown "
                              "(no per-process list)", ev, fix=fix, detail=WHY)
-        summary = (f"{g.label} also drives the display{where}: the desktop holds {held} MiB of its "
+        share = f" ({held / g.memory_total_mib:.0%})" if g.memory_total_mib else ""
+        summary = (f"{g.label} also drives the display{where}: the desktop holds {held} MiB{share} of its "
                    f"{_mib(g.memory_total_mib)} ({names})")
-        if held >= DESKTOP_WARN_MIB:
+        if held_impact(held, g.memory_total_mib) == "warn":
             return self.warn(summary, ev, fix=fix, detail=WHY)
         return self.info(summary, ev, fix=fix, detail=WHY)
 
@@ -157,20 +187,12 @@ class GpuMemoryCheck(Check):
             why = ("the driver lists no processes" if g.vendor == "nvidia" else
                    "no DRM fdinfo memory lines were readable" + (f" ({drm_note})" if drm_note else
                                                                  " (kernel before 5.19 for amdgpu / 6.4 for i915?)"))
-            if free is not None and total and free < total * 0.5:
+            if free_impact(free, total) == "tight":
                 return self.warn(f"{g.label}: only {_mib(free)} of {_mib(total)} free, and which processes hold it "
                                  f"is unknown: {why}", ev,
                                  fix=Fix("Find what holds the memory (per-process GPU memory of other users needs "
                                          "root):", ("sudo tunehost doctor",)), detail=WHY)
             return self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free; which processes hold VRAM is "
                            f"unknown: {why}", ev)
-        if free is not None and total and free < total * 0.5 and not g.processes:
-            state = "at rest" if g.idle else f"while busy ({g.pstate or 'load'}, {g.utilization_pct}% used)" \
-                if g.idle is False else "when read"
-            yield_fix = Fix("Find what holds the memory (nvidia-smi lists processes of this container only; run it on "
-                            "the host):", ("nvidia-smi --query-compute-apps=pid,process_name,used_memory "
-                                           "--format=csv",) if g.vendor == "nvidia" else ("sudo tunehost doctor",))
-            return self.warn(f"{g.label}: only {_mib(free)} of {_mib(total)} free {state}, and no process is "
-                             "listed as holding it (another container or user?)", ev, fix=yield_fix, detail=WHY)
         rest = f"the desktop holds only {held} MiB" if held else "nothing else holds VRAM"
         return self.ok(f"{g.label}: {_mib(free)} of {_mib(total)} free, {rest}", ev)

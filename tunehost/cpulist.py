@@ -1,14 +1,12 @@
-"""CPU lists in the kernel's notation ("0-3,8,10-11"): parsing, formatting, and the online CPUs of a host."""
+"""CPU lists in the kernel's notation ("0-3,8,10-11"): parsing and formatting (tunehost.facts.cpu.online_cpus reads
+a host's online CPUs)."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from tunehost.errors import TunehostError
-
-if TYPE_CHECKING:
-    from tunehost.host import Host
 
 ONLINE = "/sys/devices/system/cpu/online"
 # The most CPUs a Linux kernel can have: x86-64's NR_CPUS_RANGE_END is 8192 (arch/x86/Kconfig, "default 8192 if SMP"),
@@ -59,14 +57,3 @@ def format_cpu_list(cpus: Iterable[int]) -> str:
         parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
         i = j + 1
     return ",".join(parts)
-
-
-def online_cpus(host: "Host") -> list[int] | None:
-    """The online CPUs from sysfs; None when the file is absent or garbled (unknown, never a guess)."""
-    text = host.files.read_value(ONLINE)
-    if text is None:
-        return None
-    try:
-        return parse_cpu_list(text)
-    except TunehostError:
-        return None

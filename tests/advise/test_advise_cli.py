@@ -114,7 +114,7 @@ def test_a_snapshot_with_a_measurement_gives_the_ram_ceiling_without_measuring(c
                                                                                monkeypatch) -> None:
     import shutil
 
-    from tunehost.advise import bandwidth
+    from tunehost.probes import bandwidth
 
     monkeypatch.setattr(bandwidth, "measure_read_bandwidth", lambda *a, **k: pytest.fail("a snapshot was measured"))
     snap = tmp_path / "snap"

@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tunehost.advise.bandwidth import (
-    GB,
-    MIN_PROBE_BYTES,
-    bytes_per_token,
-    cpu_moe_bytes_per_token,
-    measure_read_bandwidth,
-    probe_size,
-    split_tg_ceiling,
-    tg_ceiling,
-)
+from tunehost.advise.bandwidth import GB, bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling, tg_ceiling
+from tunehost.probes.bandwidth import MIN_PROBE_BYTES, measure_read_bandwidth, probe_size
 from tunehost.advise.memory import MiB
 from tunehost.model import read_model
 

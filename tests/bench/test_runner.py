@@ -360,7 +360,7 @@ def test_measure_with_a_fake_invoke_builds_a_complete_result(tmp_path: Path):
 
 def test_ceiling_follows_ngl_on_the_rtx3060_snapshot(tmp_path, monkeypatch):
     from tests.conftest import SNAPSHOTS, write_tiny_gguf
-    from tunehost.advise import bandwidth
+    from tunehost.probes import bandwidth
     from tunehost.bench.runner import tg_ceiling
     from tunehost.host import open_host
 

@@ -1,6 +1,7 @@
 import pytest
 
-from tunehost.cpulist import MAX_CPUS, format_cpu_list, online_cpus, parse_cpu_list
+from tunehost.cpulist import MAX_CPUS, format_cpu_list, parse_cpu_list
+from tunehost.facts.cpu import online_cpus
 from tunehost.errors import TunehostError
 from tunehost.host import open_host
 

@@ -103,3 +103,24 @@ def test_nvidia_smi_process_command_lines_are_scrubbed_to_the_executable_name():
     assert scrub_command_output(("nvidia-smi", "-q", "-x"), xml) == \
         "<process_info><process_name>chrome</process_name></process_info>"
     assert scrub_command_output(("tuned-adm", "active"), "Name : /x --y") == "Name : /x --y"
+
+
+def test_declared_reads_are_taken_and_a_broken_one_is_one_line(monkeypatch):
+    from tunehost.host import snapshot
+
+    taken = []
+    monkeypatch.setattr(snapshot, "DECLARED_READS", {"a plugin": taken.append, "broken": lambda host: 1 / 0})
+    assert snapshot.take_declared_reads("the host") == ["broken inputs not recorded: ZeroDivisionError: division by zero"]
+    assert taken == ["the host"]
+
+
+@pytest.mark.live
+def test_advise_declares_its_reads_and_a_recording_host_stores_them(tmp_path):
+    import tunehost.advise.flags  # noqa: F401 (declares advise's reads)
+    from tunehost.host.snapshot import DECLARED_READS, take_declared_reads
+
+    assert DECLARED_READS["advise"] is tunehost.advise.flags.read_advise_inputs
+    host = open_host(record=True)
+    assert take_declared_reads(host) == []
+    write_snapshot(host, tmp_path / "snap")
+    assert (tmp_path / "snap" / "fs" / "proc" / "self" / "limits").is_file()   # the memlock limit advise reads

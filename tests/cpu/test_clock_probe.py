@@ -1,4 +1,4 @@
-"""The clock load probe (tunehost/host/clock_probe.py): on this machine, on a fake sysfs root (a live Host whose files
+"""The clock load probe (tunehost/probes/clock_probe.py): on this machine, on a fake sysfs root (a live Host whose files
 are a tmp tree), and its promises: children pinned, never left behind (also on KeyboardInterrupt), the budget kept
 as a number of windows (no timing asserted), the sample's keys valid for MeasureFacts."""
 
@@ -13,8 +13,8 @@ from tunehost.facts.cpu import CpuFacts
 from tunehost.facts.measure import MeasureFacts
 from tunehost.facts.topology import CpuTopology
 from tunehost.host import Host, open_host
-from tunehost.host import clock_probe
-from tunehost.host.clock_probe import choose_cpus, probe_clocks
+from tunehost.probes import clock_probe
+from tunehost.probes.clock_probe import choose_cpus, probe_clocks
 from tunehost.host.commands import LiveCommands
 from tunehost.host.files import HostFiles
 

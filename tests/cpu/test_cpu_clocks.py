@@ -150,3 +150,62 @@ def test_garbage_reference_files_are_unknown(make_snapshot, tmp_path):
     # no base clock left (scaling_max_freq is a ceiling, not a base): the all-core clock cannot be judged
     assert severities(findings) == ["skip"] and "no base_frequency" in findings[0].summary
     assert all("\x1b" not in f.summary for f in findings)
+
+
+# --- below base under an all-core load: throttled, with the cause the host shows (issue 20) -----------------------
+
+XPS = DATA / "clocks" / "xps13-9310-i7-1165g7-2ghz-under-stress-71pct-of-base"
+P_CORES_ALL = {"format": 1, "cpu_mhz_all": {str(n): 1350 for n in range(0, 12, 2)}, "cpu_mhz_source": "aperf-mperf"}
+
+
+def i7_1370p_with(make_snapshot, measure, **extra_fs):
+    """The corpus EliteBook (P-core base 1.9 GHz) with extra files: the causes a throttled host shows."""
+    fs = {**grep_h_files(corpus(I7_1370P)), **grep_h_files(corpus(I7_1370P_TOPO))}
+    fs.update(extra_fs)
+    return make_snapshot(fs=fs, samples={"measure": measure})
+
+
+def test_all_core_at_71_percent_of_base_is_throttling_with_the_cause_unknown():
+    # sebanc/brunch#1591: an i7-1165G7 @ 2.80GHz that never passes 2 GHz under a stress test (71 %; was "ok")
+    [finding] = judge(XPS)
+    assert finding.severity.value == "warn"
+    assert "2000 MHz on CPU 0 is 71% of its 2800 MHz base (CPUs 0-3)" in finding.summary
+    assert "nothing readable explains it" in finding.summary
+
+
+def test_throttling_names_platform_profile_and_power_limit(make_snapshot):
+    rapl = "/sys/class/powercap/intel-rapl:0"
+    findings = judge(i7_1370p_with(make_snapshot, P_CORES_ALL, **{
+        "/sys/firmware/acpi/platform_profile": "low-power\n",
+        f"{rapl}/name": "package-0\n", f"{rapl}/enabled": "1\n", f"{rapl}/constraint_0_name": "long_term\n",
+        f"{rapl}/constraint_0_power_limit_uw": "12000000\n", f"{rapl}/constraint_0_max_power_uw": "28000000\n"}))
+    assert severities(findings) == ["warn"]
+    summary = findings[0].summary
+    assert "1350 MHz on CPU 0 is 71% of its 1900 MHz base" in summary
+    assert "the package power limit PL1 of 12 W (MSR, below the rated 28 W)" in summary
+    assert "platform_profile low-power" in summary
+    assert findings[0].evidence["/sys/firmware/acpi/platform_profile"] == "low-power"
+    assert findings[0].fix.commands[0] == "echo performance | sudo tee /sys/firmware/acpi/platform_profile"
+
+
+def test_throttling_names_heat_and_a_scaling_max_freq_cap(make_snapshot):
+    hw = "/sys/class/hwmon/hwmon3"
+    caps = {f"/sys/devices/system/cpu/cpufreq/policy{n}/scaling_max_freq": "1500000\n" for n in range(0, 12, 2)}
+    findings = judge(i7_1370p_with(make_snapshot, P_CORES_ALL, **caps, **{
+        f"{hw}/name": "coretemp\n", f"{hw}/temp1_label": "Package id 0\n", f"{hw}/temp1_input": "98000\n",
+        f"{hw}/temp1_crit": "100000\n"}))
+    assert severities(findings) == ["warn"]
+    assert "heat: coretemp Package id 0 at 98 °C of its 100 °C limit" in findings[0].summary
+    assert "scaling_max_freq caps it at 1500 MHz" in findings[0].summary
+
+
+def test_throttling_on_battery_is_info(make_snapshot):
+    findings = judge(i7_1370p_with(make_snapshot, P_CORES_ALL, **{
+        "/sys/class/power_supply/AC/type": "Mains\n", "/sys/class/power_supply/AC/online": "0\n",
+        "/sys/class/power_supply/BAT0/type": "Battery\n"}))
+    assert severities(findings) == ["info"] and "on battery" in findings[0].summary
+
+
+def test_all_core_within_ten_percent_of_base_is_fine(make_snapshot):
+    measure = {"format": 1, "cpu_mhz_all": {str(n): 1720 for n in range(0, 12, 2)}}   # 90.5 % of 1900
+    assert severities(judge(i7_1370p_with(make_snapshot, measure))) == ["ok"]

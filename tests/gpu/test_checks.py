@@ -429,3 +429,97 @@ def test_desktop_holding_300_mib_on_a_12gb_card_is_info_not_warn(make_snapshot):
     procs = [{"pid": 1342, "name": "Xorg"}, {"pid": 1688, "name": "gnome-shell"}]
     [found] = run(GpuMemoryCheck(), make_snapshot(samples={"nvml": nvml, "processes": procs}))
     assert found.severity is S.INFO and "the desktop holds 300 MiB" in found.summary
+
+
+# --- severity by impact (issue 20): share of the card held, free VRAM against what llama.cpp needs -----------------
+
+
+def test_impact_thresholds():
+    from tunehost.facts.gpu import free_impact, held_impact
+
+    assert held_impact(245, 2048) == "warn"      # 12 % of a 2 GB card
+    assert held_impact(511, 24564) == "info" and held_impact(512, 24564) == "warn"
+    assert held_impact(300, 12288) == "info"     # 2.4 %: worth knowing
+    assert held_impact(22, 23028) is None and held_impact(127, None) is None
+    assert free_impact(106, 2048) == "full" and free_impact(511, None) == "full"
+    assert free_impact(660, 10240) == "tight" and free_impact(5120, 10240) is None
+    assert free_impact(None, 8192) is None
+
+
+def test_desktop_holding_12_percent_of_a_2gb_card_warns(make_snapshot):
+    # the desktop-12700f-rtx3060 NVML sample (Xorg + gnome-shell on the only GPU) on a 2 GB card: 245 MiB is 12 % of it
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    gpu = nvml["gpus"][0]
+    gpu.update(memory_total_mib=2048, memory_used_mib=250, memory_free_mib=1798)
+    gpu["processes"] = [{"pid": 1342, "used_mib": 180, "type": "G"}, {"pid": 1688, "used_mib": 65, "type": "G"}]
+    procs = [{"pid": 1342, "name": "Xorg"}, {"pid": 1688, "name": "gnome-shell"}]
+    [found] = run(GpuMemoryCheck(), make_snapshot(samples={"nvml": nvml, "processes": procs}))
+    assert found.severity is S.WARN and "the desktop holds 245 MiB (12%) of its 2048 MiB" in found.summary
+
+
+def rtx4090_with(make_snapshot, used: int, free: int):
+    """The real RTX 4090 desktop capture (display active, Xorg + gnome-shell + apps: 524 MiB, idle P8), its used and
+    free VRAM replaced."""
+    text = corpus("nvidia-smi/rtx4090-gen3-host-devicemax4-hostmax3-idle-p8-q.txt")
+    text = text.replace("Used                              : 609 MiB", f"Used                              : {used} MiB")
+    text = text.replace("Free                              : 23599 MiB", f"Free                              : {free} MiB")
+    return make_snapshot(cmd={"nvidia-smi -q": text})
+
+
+def test_full_gpu_is_reported_beside_the_display_finding(make_snapshot):
+    found = run(GpuMemoryCheck(), rtx4090_with(make_snapshot, 24102, 106))
+    assert sev(found) == [S.WARN, S.FAIL]
+    assert "also drives the display" in found[0].summary
+    assert "is full: only 106 MiB of 24.0 GiB free" in found[1].summary
+    assert "tunehost doctor --check gpu-memory" in found[1].fix.commands
+
+
+def test_full_gpu_while_busy_is_a_warning_not_a_fail(make_snapshot):
+    # the real RTX 3080 capture at work (P2, no process visible from the container) with 300 MiB free
+    text = corpus("nvidia-smi/rtx3080-x16-gen4-loaded-p2-q-x.txt").replace("<free>660 MiB</free>",
+                                                                           "<free>300 MiB</free>", 1)
+    [found] = run(GpuMemoryCheck(), make_snapshot(cmd={"nvidia-smi -q -x": text}))
+    assert found.severity is S.WARN and "is full: only 300 MiB" in found.summary and "while busy (P2" in found.summary
+
+
+def test_headless_follows_the_share_of_the_card(make_snapshot):
+    from tunehost.checks.headless import HeadlessCheck
+
+    # the real RTX 2080 capture: Xorg holds 4 MiB of 8 GB and drives no display -> worth a line, not a warning
+    snap = make_snapshot(cmd={"nvidia-smi -q": corpus("nvidia-smi/rtx2080-x8-of-x16-gen1-idle-p8-i9-9900k-q.txt"),
+                              "systemctl get-default": "graphical.target\n"},
+                         samples={"processes": [{"pid": 1505, "name": "Xorg", "rss_bytes": 90 * 2**20}]})
+    [found] = run(HeadlessCheck(), snap)
+    assert found.severity is S.INFO and "4 MiB of VRAM" in found.summary and "little" in found.summary
+    # 12 % of a 2 GB card -> warn
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    nvml["gpus"][0].update(memory_total_mib=2048, memory_used_mib=250, memory_free_mib=1798, display_active=False)
+    nvml["gpus"][0]["processes"] = [{"pid": 1342, "used_mib": 245, "type": "G"}]
+    snap = make_snapshot(cmd={"systemctl get-default": "graphical.target\n"},
+                         samples={"nvml": nvml, "processes": [{"pid": 1342, "name": "Xorg", "rss_bytes": 2**28}]})
+    [found] = run(HeadlessCheck(), snap)
+    assert found.severity is S.WARN and "245 MiB of VRAM" in found.summary and "12% of" in found.summary
+
+
+CORPUS_VERDICTS = {   # every corpus nvidia-smi capture (../shared/corpus/SOURCES.md), judged by impact
+    "a100-sxm4-80gb-mig-enabled-x16-gen4-p0-q-x.txt": ["info"],           # MIG, 80999 MiB free
+    "a10g-x8-of-x16-gen1-idle-p8-q-x.txt": ["ok"],                         # Xorg 22 MiB of 23 GB, no display
+    "quadro-p2000-x8-of-x16-gen1-idle-p8-q-x.txt": ["ok"],
+    "rtx2080-x8-of-x16-gen1-idle-p8-i9-9900k-q.txt": ["ok"],               # Xorg 4 MiB
+    "rtx3080-x16-gen4-loaded-p2-q-x.txt": ["warn"],                        # 660 MiB free, no holder listed
+    "rtx3090-x16-gen1-of-4-idle-p8-q-x.txt": ["ok"],
+    "rtx4090-gen3-host-devicemax4-hostmax3-idle-p8-q.txt": ["warn"],       # desktop 524 MiB
+    "tesla-t4-x8-of-x16-gen3-p0-q-x.txt": ["warn"],                        # python 1005 MiB
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_VERDICTS))
+def test_gpu_memory_on_every_corpus_capture(make_snapshot, name):
+    assert sorted(p.name for p in (DATA / "corpus" / "nvidia-smi").iterdir()) == sorted(CORPUS_VERDICTS)
+    assert [f.severity.value for f in run(GpuMemoryCheck(), nvsmi(make_snapshot, name))] == CORPUS_VERDICTS[name]
+
+
+def test_vram_held_by_no_listed_process_is_reported_beside_the_display_finding(make_snapshot):
+    found = run(GpuMemoryCheck(), rtx4090_with(make_snapshot, 16000, 8208))   # the desktop explains 524 MiB of it
+    assert sev(found) == [S.WARN, S.WARN]
+    assert "only 8208 MiB of 24.0 GiB free at rest, and 15476 MiB of it is held by no listed process" in found[1].summary

@@ -79,8 +79,11 @@ def with_pynvml(monkeypatch):
     return install
 
 
-def test_nvml_sampler_is_registered():
-    assert SAMPLERS["nvml"] is sample_nvml
+def test_nvml_sampler_is_registered_and_runs_the_nvml_reader(monkeypatch):
+    from tunehost.host import nvml
+
+    monkeypatch.setattr(nvml, "sample_nvml", lambda host: {"read by": host})
+    assert SAMPLERS["nvml"]("the host") == {"read by": "the host"}
 
 
 def test_pynvml_import_failure_is_unknown(monkeypatch):

@@ -9,12 +9,12 @@ import threading
 import psutil
 import pytest
 
-from tunehost.advise.bandwidth import measure_read_bandwidth
+from tunehost.probes.bandwidth import measure_read_bandwidth
 from tunehost.facts import HostFacts
 from tunehost.facts.measure import MeasureFacts
 from tunehost.host import open_host
 from tunehost.host import samples as samples_module
-from tunehost.host.measure import take_measurement
+from tunehost.probes.measure import take_measurement
 
 
 def leftovers() -> tuple[set[int], set[int]]:

@@ -62,6 +62,11 @@ def rapl_zone(path: str, name: str, constraints: list[tuple[str, int, int | None
     return files
 
 
+def all_cores_read(mhz: int, cores: int = 4) -> dict:
+    """A measure.json of every core at `mhz` under an all-core load, as a tool reading scaling_cur_freq shows it."""
+    return {"format": 1, "cpu_mhz_all": {str(n): mhz for n in range(cores)}, "cpu_mhz_source": "scaling_cur_freq"}
+
+
 def laptop_cpu(cores: int, vendor: str, model: str, **freq: str) -> tuple[list[int], dict[str, str]]:
     cpus = machine(packages=1, cores_per_package=cores, smt=True, l3_cores=cores, l3_kb=[16384])
     ids = [c["cpu"] for c in cpus]
@@ -135,7 +140,7 @@ def thinkpad_p14s() -> Fixture:
         "scaling_governor and powerprofilesctl both say performance (\"Degraded: no\"), temperatures 55-60 C. "
         "Base 1.8 GHz / max 4.9 GHz and 4 cores / 8 threads: Intel's i7-10610U spec.",
         files, {"cpu-clocks": ["fail"], "power-limits": ["skip"]},
-        {"format": 1, "cpu_mhz_all": {str(n): 400 for n in range(4)}, "cpu_mhz_source": "scaling_cur_freq"},
+        all_cores_read(400),
         {"powerprofilesctl get": "performance\n"})
 
 
@@ -153,7 +158,21 @@ def vostro_thermald() -> Fixture:
         "Base 1.0 GHz / max 3.6 GHz, 4 cores / 8 threads: Intel's i5-1035G1 spec. The clock is at the (low) base "
         "clock, so cpu-clocks is ok; the power limit is what power-limits flags.",
         files, {"cpu-clocks": ["ok"], "power-limits": ["warn"]},
-        {"format": 1, "cpu_mhz_all": {str(n): 1000 for n in range(4)}, "cpu_mhz_source": "scaling_cur_freq"})
+        all_cores_read(1000))
+
+
+def xps13_9310() -> Fixture:
+    _, files = laptop_cpu(4, "GenuineIntel", "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz")
+    return Fixture(
+        "xps13-9310-i7-1165g7-2ghz-under-stress-71pct-of-base",
+        "https://github.com/sebanc/brunch/issues/1591 (u9wy, 2022-07-20: Dell XPS 13 2-in-1 9310, i7-1165G7)",
+        "\"Even if i run a CPU stress test the frequency doesn't go past 2GHz\" on an i7-1165G7 @ 2.80GHz, with the "
+        "firmware's performance options and Turbo Boost enabled: all four cores at 2000 MHz (cpu_mhz_all; the "
+        "reporter did not name the tool, recorded as scaling_cur_freq), 71 % of the 2.8 GHz base. Base 2.8 GHz "
+        "(the model name) and 4 cores / 8 threads: Intel's i7-1165G7 spec. The report gives no power limit, "
+        "temperature or profile, so the snapshot has none and the cause is unknown.",
+        files, {"cpu-clocks": ["warn"], "power-limits": ["skip"]},
+        all_cores_read(2000))
 
 
 def strix_mmio() -> Fixture:
@@ -194,6 +213,7 @@ FIXTURES = [
     lambda: steamdeck(False),
     thinkpad_p14s,
     vostro_thermald,
+    xps13_9310,
     strix_mmio,
     surface_pro7,
     lambda: profile("laptop-mode-tools-212-platform-profile-balanced",

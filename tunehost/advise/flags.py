@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping
 
+from tunehost.host.snapshot import declare_reads
+
 if TYPE_CHECKING:
     from tunehost.launch import Flag
     from tunehost.host import Host
@@ -100,6 +102,16 @@ def read_caps(host: "Host", server: str | None) -> ServerCaps | None:
     if not caps.names:
         return None
     return replace(caps, source=f"{server} --help")
+
+
+@declare_reads("advise")
+def read_advise_inputs(host: "Host") -> None:
+    """What `tunehost advise --snapshot` reads beyond the checks: the memlock limit (/proc/self/limits) and
+    llama-server's --help, read through `host` so that a recording run stores them."""
+    from tunehost.advise.host_view import HostView
+    from tunehost.facts import HostFacts
+
+    read_caps(host, HostView.from_facts(HostFacts(host)).llama_server)
 
 
 def expert_override(layers: Iterable[int]) -> str:

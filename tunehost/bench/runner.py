@@ -339,7 +339,8 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "
     with host RAM at the peak the configured DIMMs allow (tunehost.advise.ceiling, shared with advise).
 
     Measured before the rounds (never while llama-bench runs); {"error": ...} when the model cannot be read."""
-    from tunehost.advise.bandwidth import bytes_per_token, measure_read_bandwidth
+    from tunehost.advise.bandwidth import bytes_per_token
+    from tunehost.probes.bandwidth import measure_read_bandwidth
     from tunehost.advise.ceiling import placement_from_flags, tg_ceiling_for
     from tunehost.model import read_model
 
@@ -353,7 +354,7 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "
     bandwidth = None
     if placement.path != "gpu":
         if host is not None and host.live:
-            from tunehost.host.measure import probe_memory
+            from tunehost.probes.measure import probe_memory
 
             bandwidth = probe_memory(host)  # one pinned thread per physical core, as doctor measures
         else:

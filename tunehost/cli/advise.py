@@ -114,7 +114,7 @@ def advise(
             else:
                 options = _with(options, fit_note=f"placement is tunehost's estimate: {why}")
     if live_probe or not host.live:
-        from tunehost.host.measure import read_bandwidth
+        from tunehost.probes.measure import read_bandwidth
 
         # live: the pinned per-core probe now; a snapshot: what its doctor run measured (samples/measure.json)
         options = _with(options, ram_bandwidth_gbps=read_bandwidth(host))

@@ -36,6 +36,8 @@ QUICK_HELP = "Do not measure (memory bandwidth, CPU clocks under load): judge th
 def enable_measuring(host, *, quick: bool) -> None:
     """Let this run take the `measure` sample on the live host, unless --quick (a snapshot replays its own)."""
     host.measure = host.live and not quick
+    if host.measure:
+        import tunehost.probes.measure  # noqa: F401 (registers the `measure` sampler with the host layer)
     if quick:
         host.measure_off_reason = "not measured (--quick)"
 
@@ -81,10 +83,13 @@ def judge(facts: "HostFacts", checks: list, warnings: tuple[str, ...] | list[str
 
 
 def record_snapshot(facts: "HostFacts", directory: Path) -> None:
-    """Write what a recording host (open_host(record=True)) has read, plus advise's inputs, as a snapshot."""
-    from tunehost.host.snapshot import write_snapshot
+    """Write what a recording host (open_host(record=True)) has read, plus what each consumer declared it reads
+    beyond the checks (advise: tunehost.advise.flags.read_advise_inputs), as a snapshot."""
+    import tunehost.advise.flags  # noqa: F401 (advise declares its reads to the host layer)
+    from tunehost.host.snapshot import take_declared_reads, write_snapshot
 
-    _record_advise_inputs(facts)
+    for problem in take_declared_reads(facts.host):  # the snapshot is still useful for doctor without them
+        typer.echo(f"tunehost: warning: {one_line(problem)}", err=True)
     write_snapshot(facts.host, directory)
 
 
@@ -154,18 +159,6 @@ def snapshot(
     record_snapshot(facts, directory)
     files = sum(1 for p in Path(directory).rglob("*") if p.is_file())
     typer.echo(f"snapshot written to {directory} ({files} files); replay with: tunehost doctor --snapshot {directory}")
-
-
-def _record_advise_inputs(facts) -> None:
-    """What `tunehost advise --snapshot` reads beyond the checks: the memlock limit and llama-server's --help."""
-    try:
-        from tunehost.advise.flags import read_caps
-        from tunehost.advise.host_view import HostView
-
-        view = HostView.from_facts(facts)
-        read_caps(facts.host, view.llama_server)
-    except Exception as exc:  # the snapshot is still useful for doctor without these
-        typer.echo(f"tunehost: warning: advise inputs not recorded: {exc}", err=True)
 
 
 def _print_checks(checks: list, json_out: bool) -> None:

@@ -19,8 +19,12 @@ from typing import TYPE_CHECKING, Mapping
 
 from tunehost.bounds import whole_text
 from tunehost.facts.cpu import CPU_ROOT, CpuFacts
+from tunehost.facts.power_limits import PLATFORM_PROFILE
+from tunehost.facts.thermal import throttle_evidence
 
 if TYPE_CHECKING:
+    from tunehost.facts.power_limits import PowerLimitFacts
+    from tunehost.facts.thermal import ThermalFacts
     from tunehost.host import Host
 
 CPPC_FILES = ("nominal_freq", "nominal_perf", "highest_perf", "reference_perf")
@@ -118,3 +122,56 @@ def clock_reference(cpu_facts: CpuFacts, clocks: ClockFacts, cpu: int) -> ClockR
     if nominal:
         return ClockReference(cpu, max_mhz, nominal / 1000, "/proc/cpuinfo model name")
     return ClockReference(cpu, max_mhz, None, None)
+
+
+# --- why a CPU runs below its base clock under load ------------------------------------------------------------
+
+THERMAL_MARGIN_C = 5.0   # a CPU sensor within this of its critical limit is being held back by heat
+SLOW_PROFILES = {"low-power", "quiet", "cool", "balanced", "balanced-power", "power-saver"}
+
+
+@dataclass(frozen=True)
+class ThrottleCause:
+    """One readable reason for clocks below base under load: what it is (one phrase) and where it was read."""
+
+    what: str                                        # "the RAPL PL1 of 15 W (MMIO)"
+    evidence: Mapping[str, str] = field(default_factory=dict)
+    profile: bool = False                            # fixed by choosing the performance profile
+
+
+def throttle_causes(cpu: CpuFacts, cpus: list[int], limits: "PowerLimitFacts", thermal: "ThermalFacts",
+                    ppd_profile: str | None) -> tuple[ThrottleCause, ...]:
+    """What can hold `cpus` below their base clock under load, as far as the host shows it: a scaling_max_freq
+    below base, the ruling RAPL PL1, a CPU sensor at its thermal limit (or thermal-throttle counters), a
+    platform_profile or power-profiles-daemon profile other than performance. () when nothing readable says."""
+    found: list[ThrottleCause] = []
+    capped = [c for c in cpu.per_cpu if c.cpu in cpus and c.scaling_max_khz and (c.base_khz or cpu.nominal_khz)
+              and c.scaling_max_khz < (c.base_khz or cpu.nominal_khz or 0)]
+    if capped:
+        top = max(c.scaling_max_khz or 0 for c in capped)
+        found.append(ThrottleCause(f"scaling_max_freq caps it at {top / 1000:.0f} MHz",
+                                   cpu.grouped_evidence("scaling_max_freq", capped)))
+    ruling = limits.ruling_limit()
+    if ruling is not None:
+        zone, pl1 = ruling
+        watts = (pl1.limit_uw or 0) / 1e6
+        rated = f", below the rated {pl1.max_uw / 1e6:g} W" if pl1.max_uw and (pl1.limit_uw or 0) < pl1.max_uw else ""
+        found.append(ThrottleCause(f"the package power limit PL1 of {watts:g} W ({zone.kind}{rated})",
+                                   {f"{zone.path}/constraint_{pl1.index}_power_limit_uw": str(pl1.limit_uw)}))
+    hot = [r for r in thermal.cpu if r.value_c is not None and r.crit_c is not None
+           and r.value_c >= r.crit_c - THERMAL_MARGIN_C]
+    if hot:
+        worst = max(hot, key=lambda r: r.value_c or 0)
+        found.append(ThrottleCause(f"heat: {worst.chip} {worst.label} at {worst.value_c:.0f} °C of its "
+                                   f"{worst.crit_c:.0f} °C limit", {worst.source or worst.chip: worst.raw}))
+    else:
+        counters = throttle_evidence(thermal.throttle)
+        if counters:
+            found.append(ThrottleCause("heat: thermal-throttle counters have counted since boot", counters))
+    if limits.platform_profile in SLOW_PROFILES:
+        found.append(ThrottleCause(f"platform_profile {limits.platform_profile}",
+                                   {PLATFORM_PROFILE: limits.platform_profile}, profile=True))
+    if ppd_profile in SLOW_PROFILES:
+        found.append(ThrottleCause(f"the power-profiles-daemon profile {ppd_profile}",
+                                   {"powerprofilesctl get": ppd_profile}, profile=True))
+    return tuple(found)

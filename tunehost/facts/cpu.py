@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from tunehost.cpulist import format_cpu_list, online_cpus, parse_cpu_list
+from tunehost.cpulist import ONLINE, format_cpu_list, parse_cpu_list
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
@@ -325,3 +325,14 @@ def _cpuinfo_identity(text: str | None) -> tuple[str | None, str | None]:
         elif key in ("model name", "Model Name") and value:
             model = value
     return vendor, model
+
+
+def online_cpus(host: "Host") -> list[int] | None:
+    """The online CPUs from sysfs; None when the file is absent or garbled (unknown, never a guess)."""
+    text = host.files.read_value(ONLINE)
+    if text is None:
+        return None
+    try:
+        return parse_cpu_list(text)
+    except TunehostError:
+        return None

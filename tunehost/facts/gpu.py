@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tunehost.host import Host
 
 __all__ = ["GpuFacts", "GpuInfo", "GpuProcess", "MigDevice", "PcieLink", "link_gen", "parse_pp_dpm_pcie",
-           "AMD_APU_DEVICE_IDS"]
+           "AMD_APU_DEVICE_IDS", "held_impact", "free_impact"]
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 DRM = "/sys/class/drm"
@@ -47,6 +47,33 @@ AMD_APU_DEVICE_IDS: dict[str, str] = {
     "0x1900": "Hawk Point", "0x1901": "Hawk Point", "0x150e": "Strix Point", "0x1114": "Krackan Point",
     "0x1902": "Krackan Point", "0x1586": "Strix Halo",
 }
+
+# What VRAM taken by others costs llama.cpp (docs/checks.md, gpu-memory): gpu-memory and headless judge by these alone.
+HELD_NOTABLE_MIB = 128     # less, held by a display server (Xorg for a monitor on another GPU), is no news
+HELD_WARN_MIB = 512        # layers or context lost on any card size
+HELD_WARN_SHARE = 0.10     # ... or this share of the card: 12 % of a 2 GB card is a fifth of what a 1B model needs
+# llama.cpp's backend context and compute buffers take ~300-500 MiB before the first layer (CUDA, ROCm, Vulkan)
+FULL_FREE_MIB = 512        # free below this: not one layer can be offloaded, the GPU is full
+TIGHT_FREE_SHARE = 0.5     # free below half the card while nothing listed explains it: another container or user
+
+
+def held_impact(held_mib: float, total_mib: float | None) -> str | None:
+    """"warn" when VRAM held by others costs layers (>= HELD_WARN_MIB or >= HELD_WARN_SHARE of the card), "info" when
+    notable (>= HELD_NOTABLE_MIB), None when it is no news."""
+    if held_mib >= HELD_WARN_MIB or (total_mib and held_mib >= HELD_WARN_SHARE * total_mib):
+        return "warn"
+    return "info" if held_mib >= HELD_NOTABLE_MIB else None
+
+
+def free_impact(free_mib: int | None, total_mib: int | None) -> str | None:
+    """"full" when free VRAM cannot hold llama.cpp's buffers plus one layer, "tight" below half the card, else None
+    (None too when unknown)."""
+    if free_mib is None:
+        return None
+    if free_mib < FULL_FREE_MIB:
+        return "full"
+    return "tight" if total_mib and free_mib < TIGHT_FREE_SHARE * total_mib else None
+
 
 # GT/s per lane -> PCIe generation
 _GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from tunehost.host.samples import sampler
 from tunehost.parsers.nvidia_smi import decode_clock_reasons
 
 if TYPE_CHECKING:
@@ -62,7 +61,6 @@ def _error_text(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
 
 
-@sampler("nvml")
 def sample_nvml(host: "Host") -> dict[str, Any]:
     """All NVIDIA GPUs as NVML reports them; {"error": ..., "gpus": []} when NVML cannot be used."""
     try:

@@ -356,11 +356,16 @@ def sample_listeners(host: "Host") -> list[dict[str, Any]]:
     return unique
 
 
-try:  # the NVML sampler registers itself; pynvml is imported only when it runs live
-    import tunehost.host.nvml  # noqa: E402,F401 (imported for its @sampler registration)
-except ImportError:  # pragma: no cover - a partial install must not break the other samplers
-    pass
-import tunehost.host.measure  # noqa: E402,F401 (imported for its @sampler registration)
+@sampler("nvml")
+def sample_nvml(host: "Host") -> dict[str, Any]:
+    """NVIDIA GPUs through NVML (tunehost.host.nvml, imported only when this live sampler runs)."""
+    from tunehost.host.nvml import sample_nvml as read_nvml
+
+    return read_nvml(host)
+
+
+# The `measure` sampler lives in the probes layer (tunehost.probes.measure), above the facts it uses: a run that
+# measures imports it, and so declares that read to the host layer (host/ never imports what sits above it).
 
 
 # llama.cpp programs tunehost looks for, and the search-directory label of its own build cache

@@ -14,7 +14,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from tunehost import __version__
 from tunehost.errors import TunehostError
@@ -50,6 +50,33 @@ def check_target(directory: Path) -> None:
             raise TunehostError(f"{directory} exists and is not empty; choose a new directory")
     except OSError as exc:
         raise TunehostError(f"cannot use {directory} for a snapshot: {exc.strerror or exc}") from None
+
+
+# What a consumer (advise, a plugin) reads beyond the checks, declared to the host layer by the consumer itself:
+# {consumer: read(host)}. A recording run takes every declared read, so a replay finds the consumer's inputs; the
+# recorder never asks a consumer what to read, and host/ imports none of them.
+DECLARED_READS: dict[str, Callable[[Host], object]] = {}
+
+
+def declare_reads(consumer: str) -> Callable[[Callable[[Host], object]], Callable[[Host], object]]:
+    """Register `consumer`'s reads (a function of the Host that reads through it) for recording runs."""
+
+    def register(read: Callable[[Host], object]) -> Callable[[Host], object]:
+        DECLARED_READS[consumer] = read
+        return read
+
+    return register
+
+
+def take_declared_reads(host: Host) -> list[str]:
+    """Take every declared read on `host`; one line for each that failed (the snapshot is still useful without it)."""
+    problems = []
+    for consumer, read in sorted(DECLARED_READS.items()):
+        try:
+            read(host)
+        except Exception as exc:  # a consumer's read that breaks costs its inputs only
+            problems.append(f"{consumer} inputs not recorded: {exc.__class__.__name__}: {exc}")
+    return problems
 
 
 def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()) -> dict:

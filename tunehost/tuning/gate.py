@@ -111,7 +111,7 @@ def wait_quiet(read: Callable[[], QuietReading], timeout_s: float, *, interval_s
 
 def host_summary(host: "Host") -> dict[str, Any]:
     """A short record of the host state a result was measured under (kept next to the results)."""
-    from tunehost.cpulist import online_cpus
+    from tunehost.facts.cpu import online_cpus
     from tunehost.facts.memory import THP_DEFRAG, THP_ENABLED, selected_mode
     from tunehost.tuning.journal import Journal
     from tunehost.tuning.settings import SWAPPINESS, cpufreq_path

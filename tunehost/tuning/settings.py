@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from tunehost.cpulist import ONLINE, online_cpus
+from tunehost.cpulist import ONLINE
+from tunehost.facts.cpu import online_cpus
 from tunehost.facts.memory import THP_DEFRAG, THP_ENABLED, selected_mode, selector_options
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ def _status(host: "Host", message: str) -> None:
 
 def probe_memory(host: "Host") -> dict[str, Any]:
     """Best-of-passes read bandwidth, one pinned thread per physical core on disjoint slices."""
-    from tunehost.advise.bandwidth import measure_read_bandwidth, probe_size
+    from tunehost.probes.bandwidth import measure_read_bandwidth, probe_size
     from tunehost.facts.memory import MemInfo
     from tunehost.facts.topology import CpuTopology, physical_cores
 
@@ -66,7 +66,7 @@ def take_measurement(host: "Host") -> dict[str, Any]:
         out["memory_skipped"] = f"the bandwidth probe could not run: {exc.__class__.__name__}: {exc}"
     _status(host, "measuring CPU clocks under load (single-core, then all-core)")
     try:
-        from tunehost.host.clock_probe import probe_clocks
+        from tunehost.probes.clock_probe import probe_clocks
     except ImportError:
         out["clocks_skipped"] = "this tunehost has no clock probe"
     else:
