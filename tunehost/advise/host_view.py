@@ -36,6 +36,9 @@ class GpuView:
     unified: bool = False  # an APU / iGPU: its memory is system RAM (carve-out + GTT)
     gtt_free_bytes: int | None = None  # amdgpu: system RAM the GPU may still map (unified GPUs)
     compute_capability: str | None = None
+    power_limit_w: float | None = None  # NVML's enforced power limit
+    power_default_limit_w: float | None = None  # ... and the board's default limit
+    vram_clients: tuple[tuple[int | None, str | None, int | None], ...] = ()  # (pid, name, MiB) holding VRAM now
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,15 @@ def _gpu_view(i: int, g: Any) -> GpuView:
     index = getattr(g, "index", None)
     return GpuView(index=index if isinstance(index, int) else i, name=getattr(g, "name", None) or f"GPU {i}",
                    vendor=getattr(g, "vendor", None) or "other", total_bytes=total, free_bytes=free, unified=unified,
-                   gtt_free_bytes=gtt_free, compute_capability=getattr(g, "compute_capability", None))
+                   gtt_free_bytes=gtt_free, compute_capability=getattr(g, "compute_capability", None),
+                   power_limit_w=_num(getattr(g, "power_limit_w", None)),
+                   power_default_limit_w=_num(getattr(g, "power_default_limit_w", None)),
+                   vram_clients=tuple((getattr(p, "pid", None), getattr(p, "name", None), getattr(p, "used_mib", None))
+                                      for p in (getattr(g, "processes", None) or ())))
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def _ram_part(facts: "HostFacts", notes: list[str]) -> tuple[int | None, int | None]:

@@ -65,6 +65,7 @@ class AdviseOptions:
     server: str = "llama-server"
     ram_bandwidth_gbps: float | None = None  # measured now, or by the snapshot's doctor run
     ram_peak: Any = None  # tunehost.facts.memory_layout.DimmPeak: what the configured DIMMs allow
+    ram_bandwidth_note: str | None = None  # why no RAM bandwidth was measured (a busy host: what was running)
     fit: FitPlacement | None = None  # llama-fit-params' answer
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
@@ -586,9 +587,21 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
 
 def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuView | None,
              options: AdviseOptions) -> Ceiling | None:
+    from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
+
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
+    ram_gbps, ram_basis = options.ram_bandwidth_gbps, ""
+    peak = getattr(options.ram_peak, "configured_gbps", None)
+    if ram_gbps is None and peak:  # nothing measured (a snapshot without one, a busy host): the DIMMs' peak, derated
+        ram_gbps = round(peak * CPU_DIMM_EFFICIENCY, 1)
+        ram_basis = (f"estimated: {CPU_DIMM_EFFICIENCY:.0%} of the DIMMs' {peak:.0f} GB/s peak (the median of "
+                     "published CPU runs), not measured" + (f" — {options.ram_bandwidth_note}"
+                                                             if options.ram_bandwidth_note else ""))
+    ratio = None
+    if gpu is not None and gpu.power_limit_w and gpu.power_default_limit_w:
+        ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
-                               ram_gbps=options.ram_bandwidth_gbps)
+                               ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
     return tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
 
 
