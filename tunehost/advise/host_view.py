@@ -62,6 +62,8 @@ class HostView:
     numa_nodes: int | None = None
     llama_server: str | None = None  # path of the llama-server found on the host
     cpus_given: bool = False  # pin_cpus/threads come from --cpus
+    efficiency_cpus: tuple[int, ...] = ()  # E-cores of a hybrid CPU (logical CPUs)
+    cpu_warnings: tuple[str, ...] = ()  # what is wrong with --cpus (E-cores in it)
     notes: tuple[str, ...] = ()
 
     @property
@@ -95,7 +97,17 @@ class HostView:
             physical = [core for core in self.cores if chosen & set(core)]
         else:
             physical = [(c,) for c in cpus]
-        return replace(self, pin_cpus=tuple(cpus), threads=len(physical), cpus_given=True)
+        warnings: tuple[str, ...] = ()
+        slow = sorted(chosen & set(self.efficiency_cpus))
+        if slow:
+            fast = [c for c in cpus if c not in set(self.efficiency_cpus)]
+            alt = (f"--cpus {format_cpu_list(fast)} (the performance cores of your list"
+                   + (f"; the advised one-thread-per-core set is {format_cpu_list(self.pin_cpus)}" if self.pin_cpus
+                      else "") + ")") if fast else (f"--cpus {format_cpu_list(self.pin_cpus)}" if self.pin_cpus
+                                                    else "a list of performance cores")
+            warnings = (f"--cpus {text} includes E-cores ({format_cpu_list(slow)}): llama.cpp's threads work in "
+                        "lock-step, so every token waits for the slowest core; use " + alt,)
+        return replace(self, pin_cpus=tuple(cpus), threads=len(physical), cpus_given=True, cpu_warnings=warnings)
 
     # ---- the adapter ----
 
@@ -137,8 +149,8 @@ def parse_memlock(text: str | None) -> tuple[int | None, bool]:
 
 def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
     try:
-        from tunehost.facts.topology import (CpuTopology, performance_cores, performance_cpus, physical_cores,
-                                             recommended_threads)
+        from tunehost.facts.topology import (CpuTopology, efficiency_cpus, performance_cores, performance_cpus,
+                                             physical_cores, recommended_threads)
 
         topo = facts.get(CpuTopology)
     except Exception as exc:  # a broken or missing topology module: CPU advice becomes unknown, not a crash
@@ -157,6 +169,7 @@ def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
         "threads": threads,
         "smt": topo.smt,
         "hybrid": topo.hybrid,
+        "efficiency_cpus": tuple(efficiency_cpus(topo)) if topo.hybrid else (),
     }
 
 

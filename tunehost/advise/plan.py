@@ -172,7 +172,7 @@ def gib(n: int | float) -> str:
 def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     """Every llama-server flag for `model` on `host`, with the memory budget behind the placement. Pure."""
     _validate(model, options)
-    warnings: list[str] = []
+    warnings: list[str] = list(host.cpu_warnings)
     notes: list[str] = list(host.notes)
     spec = options.spec or ("draft" if options.draft else None)
     trained = model.context_length
@@ -229,6 +229,12 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     if options.fit_note:
         notes.append(options.fit_note)
     ceiling = _ceiling(model, path, n_cpu_moe, ngl, gpu, options)
+    if options.ram_bandwidth_note and "busy" in options.ram_bandwidth_note:
+        basis = ceiling.bandwidths.ram_basis if ceiling is not None else ""
+        warnings.append(f"the host is busy, so no RAM bandwidth is taken from it now: {options.ram_bandwidth_note}"
+                        + (f". The TG figures use {basis}" if basis else
+                           ". The TG figures leave host RAM out (the DIMMs' peak is unknown)")
+                        + "; run advise again when the host is idle for a measured figure")
     return Plan(
         model=options.model_path, model_name=model.name, path=path, source=source, fits=fits, ctx=ctx,
         parallel=options.parallel, kv_type=kv_type, flags=tuple(flags), env=tuple(env), pin_cpus=pin,
@@ -458,14 +464,9 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
         flags.append(Flag("-tb", str(host.threads), "prompt processing on the same cores: more threads than pinned "
                                                     "CPUs would oversubscribe them"))
     prio = None
-    spare = set(host.online_cpus or ()) - set(pin or ())
-    if pin and spare:
-        flags.append(Flag("--prio", "2", f"compute threads at real-time (SCHED_FIFO) priority so nothing preempts "
-                                          f"the lock-step threads; CPUs {format_cpu_list(spare)} stay free for the "
-                                          "OS. Needs root or CAP_SYS_NICE, else llama.cpp warns and runs normally"))
-        prio = -10
-    elif pin:
-        notes.append("no --prio: the pinned CPUs are all the CPUs; real-time threads there could starve the system")
+    if pin:
+        notes.append("no --prio: real-time compute threads help only where a measurement shows it (a busy desktop); "
+                     "`tunehost tune` measures it on this host")
     if host.numa_nodes and host.numa_nodes > 1:
         flags.append(Flag("--numa", "distribute", f"{host.numa_nodes} NUMA nodes: spread threads and memory "
                                                   "evenly over them"))
@@ -479,6 +480,9 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
         if gpu is not None and path in ("gpu", "moe", "unified"):
             flags.append(Flag("-ngld", str(NGL_ALL), "the draft model entirely on the GPU (budgeted above)"))
         flags.append(Flag("-cd", str(total_ctx), "the draft's context matches the main one"))
+        flags.append(Flag("--spec-type", "draft-simple", "speculate with the draft model: current llama.cpp loads "
+                          "-md but drafts with it only when --spec-type names draft-simple (common/speculative.cpp; "
+                          "the type is inferred only for MTP/EAGLE3/DFlash GGUFs)"))
     if spec == "mtp":
         flags.append(Flag("--spec-type", "draft-mtp", "speculative decoding with the model's own multi-token "
                                                        "prediction heads (llama.cpp PR #22673)"))
@@ -602,7 +606,11 @@ def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuVie
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
                                ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
-    return tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
+    c = tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
+    if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
+            m != "VRAM" and g is None for m, _, g in c.parts):
+        c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")
+    return c
 
 
 __all__ = ["AdviseOptions", "BudgetRow", "Ceiling", "FitPlacement", "Flag", "Plan", "PlanBudget", "apply_caps",

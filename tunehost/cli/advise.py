@@ -114,10 +114,8 @@ def advise(
             else:
                 options = _with(options, fit_note=f"placement is tunehost's estimate: {why}")
     if live_probe or not host.live:
-        from tunehost.host.measure import read_bandwidth
-
-        # live: the pinned per-core probe now; a snapshot: what its doctor run measured (samples/measure.json)
-        options = _with(options, ram_bandwidth_gbps=read_bandwidth(host))
+        gbps, why = ram_bandwidth(host)
+        options = _with(options, ram_bandwidth_gbps=gbps, ram_bandwidth_note=why)
     result = apply_caps(plan(facts_model, view, options), caps)
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
@@ -136,6 +134,38 @@ def advise(
         render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def ram_bandwidth(host) -> tuple[float | None, str | None]:
+    """RAM GB/s for the TG ceiling, and why there is none: never a measurement taken on a busy host.
+
+    Live: the pinned per-core probe now, unless tunehost.facts.processes.busy_reason says the host is busy (then the
+    last quiet measurement, once a results store keeps one, else nothing: the plan falls back to the DIMMs' peak).
+    A snapshot: what its doctor run measured (samples/measure.json), or why it did not (a busy host, --quick)."""
+    from tunehost.facts.measure import MeasureFacts
+
+    if host.live:
+        from tunehost.facts.processes import ProcessFacts, busy_reason
+        from tunehost.host.measure import probe_memory
+
+        reason = busy_reason(ProcessFacts.gather(host))
+        if reason is None:
+            return probe_memory(host)["memory_read_gbps"], None
+        quiet = last_quiet_bandwidth(host)
+        if quiet is not None:
+            return quiet, f"{reason}; using the last quiet measurement ({quiet:.1f} GB/s)"
+        return None, reason
+    m = MeasureFacts.gather(host)
+    if m.memory_read_gbps is not None:
+        return m.memory_read_gbps, None
+    return None, m.why_missing("memory_read_gbps")
+
+
+def last_quiet_bandwidth(host) -> float | None:
+    """The RAM bandwidth last measured on this host while it was quiet. Seam for the results store (the tune
+    issue's store of past measurements): until it exists there is none, and a busy host falls back to the DIMMs'
+    peak. Replace the body with a store lookup; callers already handle None."""
+    return None
 
 
 def _with(options, **changes):
@@ -250,6 +280,10 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
                  "[Unit]", f"Description=llama-server: {name}",
                  "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple"]
     lines += notes
+    if not user:  # never root: a throw-away system user that may open the GPUs (/dev/dri render nodes, /dev/kfd)
+        lines += ["# runs as an unprivileged dynamic user, not root; it can read files other users may read (the",
+                  "# model: chmod o+r, or replace DynamicUser=yes with User=<an account that can read it>)",
+                  "DynamicUser=yes", "SupplementaryGroups=video render"]
     lines.append(f"ExecStart={exec_start}")
     if p.pin_cpus:
         lines.append(f"CPUAffinity={format_cpu_list(p.pin_cpus)}")  # a user manager may narrow affinity too
