@@ -66,6 +66,8 @@ class AdviseOptions:
     ram_bandwidth_gbps: float | None = None  # measured now, or by the snapshot's doctor run
     ram_peak: Any = None  # tunehost.facts.memory_layout.DimmPeak: what the configured DIMMs allow
     ram_bandwidth_note: str | None = None  # why no RAM bandwidth was measured (a busy host: what was running)
+    host_busy: bool = False  # the live host was busy: ram_bandwidth_note says with what
+    spec_draft_n_max: int | None = None  # llama-server --spec-draft-n-max (was --draft-max)
     fit: FitPlacement | None = None  # llama-fit-params' answer
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
@@ -229,7 +231,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     if options.fit_note:
         notes.append(options.fit_note)
     ceiling = _ceiling(model, path, n_cpu_moe, ngl, gpu, options)
-    if options.ram_bandwidth_note and "busy" in options.ram_bandwidth_note:
+    if options.host_busy and options.ram_bandwidth_note:
         basis = ceiling.bandwidths.ram_basis if ceiling is not None else ""
         warnings.append(f"the host is busy, so no RAM bandwidth is taken from it now: {options.ram_bandwidth_note}"
                         + (f". The TG figures use {basis}" if basis else
@@ -483,6 +485,9 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
         flags.append(Flag("--spec-type", "draft-simple", "speculate with the draft model: current llama.cpp loads "
                           "-md but drafts with it only when --spec-type names draft-simple (common/speculative.cpp; "
                           "the type is inferred only for MTP/EAGLE3/DFlash GGUFs)"))
+    if spec and o.spec_draft_n_max is not None:
+        flags.append(Flag("--spec-draft-n-max", str(o.spec_draft_n_max), "tokens drafted per step, as you asked "
+                                                                          "(--draft-max before llama.cpp renamed it)"))
     if spec == "mtp":
         flags.append(Flag("--spec-type", "draft-mtp", "speculative decoding with the model's own multi-token "
                                                        "prediction heads (llama.cpp PR #22673)"))
