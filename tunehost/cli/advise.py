@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
@@ -435,7 +436,7 @@ def render_router_human(rp, launch: "LaunchConfig", preset_file: str, console: "
     console.print(escape(render_router_preset(launch)))
     console.print("[bold]command[/]")
     console.print(escape(render_shell(launch)))
-    for w in (*rp.warnings, *(w for p in rp.plans for w in p.warnings)):
+    for w in (*rp.warnings, *(f"{n}: {w}" for n, p in zip(rp.names, rp.plans) for w in p.warnings)):
         console.print(f"[yellow]WARN[/] {escape(w)}")
     for n in dict.fromkeys((*rp.notes, *(n for p in rp.plans for n in p.notes))):
         console.print(f"[dim]note {escape(n)}[/]")
@@ -479,7 +480,9 @@ def render_ollama(p: "LaunchConfig") -> str:
     if pins:
         lines.append(f"CPUAffinity={format_cpu_list(pins)}")
     for m in configs:
-        name = _unit_text(m.name or Path(m.model).name.replace(".gguf", "")).replace(" ", "-")
+        stem = (m.name if p.models and m.name else Path(m.model).name.replace(".gguf", ""))
+        name = re.sub(r"[^a-z0-9._-]+", "-", stem.lower())
+        name = name.strip("-.")[:80] or "model"  # an Ollama model name: lower case, digits, . _ -
         lines += ["", f"# ---- Modelfile for {name} (then: ollama create {name} -f Modelfile) ----",
                   f"FROM {m.model}"]
         c, np_ = m.value("-c"), m.value("-np") or "1"

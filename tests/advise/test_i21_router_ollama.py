@@ -1,0 +1,212 @@
+"""Issue 21: router mode, co-resident servers, Ollama output, busy hosts, and the smaller fixes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tunehost.advise.host_view import GpuView, HostView
+from tunehost.advise.plan import AdviseOptions, plan
+from tunehost.advise.router import plan_router, render_preset, scan_models_dir
+from tunehost.errors import TunehostError
+
+from .conftest import dense_tensors, write_gguf
+from .test_plan import HOSTS, MODELS
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+SNAPSHOTS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
+
+
+def _router(names, models, host, models_max, reserve=0):
+    opts = [AdviseOptions(f"/models/{n}.gguf") for n in names]
+    return plan_router(names, lambda i, h: plan(models[i], h, opts[i]), host, models_max, reserve)
+
+
+def test_router_plans_the_worst_case_of_n_resident_and_shrinks_each_model_to_fit():
+    host = HOSTS["12700f-3060"]
+    qwen, llama = MODELS["qwen30b"](), MODELS["llama8b"]()
+    alone = _router(["qwen", "llama"], [qwen, llama], host, 1)
+    assert alone.fits and alone.scaled is None  # one at a time: each plan is the single-model plan
+    assert alone.plans[0].value("--n-cpu-moe") == plan(qwen, host, AdviseOptions("/m.gguf")).value("--n-cpu-moe")
+    both = _router(["qwen", "llama"], [qwen, llama], host, 2)
+    free = host.gpus[0].free_bytes
+    assert both.gpu_worst <= free and both.scaled is not None
+    assert sum(p.budget.gpu_total for p in both.plans) <= free  # any 2 resident fit together
+    assert int(both.plans[0].value("--n-cpu-moe")) > int(alone.plans[0].value("--n-cpu-moe"))
+
+
+def test_a_reservation_for_another_server_leaves_less_vram_to_plan_on():
+    host = HOSTS["12700f-3060"]
+    qwen = MODELS["qwen30b"]()
+    free = _router(["qwen"], [qwen], host, 1)
+    reserved = _router(["qwen"], [qwen], host, 1, reserve=2 * GiB)
+    assert reserved.gpu_free == free.gpu_free - 2 * GiB
+    assert int(reserved.plans[0].value("--n-cpu-moe")) > int(free.plans[0].value("--n-cpu-moe"))
+    assert any("reserved for other servers" in n for n in reserved.notes)
+
+
+def test_router_names_must_be_unique_and_models_max_not_negative():
+    host = HOSTS["12700f-3060"]
+    m = MODELS["llama8b"]()
+    with pytest.raises(TunehostError, match="share a router name"):
+        _router(["a", "a"], [m, m], host, 1)
+    with pytest.raises(TunehostError, match="--models-max"):
+        _router(["a"], [m], host, -1)
+
+
+def test_router_launch_puts_per_model_choices_in_the_preset_and_shared_ones_in_the_star_section():
+    host = HOSTS["12700f-3060"]
+    rp = _router(["qwen", "llama"], [MODELS["qwen30b"](), MODELS["llama8b"]()], host, 2)
+    launch = rp.launch("/usr/bin/llama-server", "/etc/llama/models.ini")
+    assert launch.is_router and [m.name for m in launch.models] == ["qwen", "llama"]
+    argv = launch.argv()
+    assert argv[:5] == ["/usr/bin/llama-server", "--models-preset", "/etc/llama/models.ini", "--models-max", "2"]
+    assert "-m" not in argv and "-ngl" not in argv  # router options override presets: placement stays per model
+    ini = render_preset(launch)
+    assert "[*]\n" in ini and "fa = on" in ini.split("[qwen]")[0]
+    qwen = ini.split("[qwen]")[1].split("[llama]")[0]
+    assert "model = /models/qwen.gguf" in qwen and "n-cpu-moe = " in qwen and "host" not in qwen
+    assert launch.from_json(json.loads(json.dumps(launch.to_json()))) == launch
+
+
+def test_preset_refuses_what_ini_cannot_carry():
+    from tunehost.launch import Flag, LaunchConfig
+
+    bad = LaunchConfig("", (), models=(LaunchConfig("/m#1.gguf", (Flag("-m", "/m#1.gguf"),), name="m"),))
+    with pytest.raises(TunehostError, match="INI"):
+        render_preset(bad)
+
+
+def test_scan_models_dir_follows_llama_cpp_naming(tmp_path):
+    write_gguf(tmp_path / "small.gguf", "llama", dense_tensors(2), n_layer=2)
+    (tmp_path / "mmproj-x.gguf").write_bytes(b"")
+    (tmp_path / "mtp-draft.gguf").write_bytes(b"")
+    sub = tmp_path / "vision"
+    sub.mkdir()
+    write_gguf(sub / "v.gguf", "llama", dense_tensors(2), n_layer=2)
+    (sub / "mmproj-F16.gguf").write_bytes(b"")
+    found = scan_models_dir(tmp_path)
+    assert [(m.name, Path(m.path).name, m.mmproj and Path(m.mmproj).name) for m in found] == [
+        ("small", "small.gguf", None), ("vision", "v.gguf", "mmproj-F16.gguf")]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TunehostError, match="no GGUF model"):
+        scan_models_dir(empty)
+
+
+def test_cli_router_mode_on_a_snapshot(cli, tmp_path):
+    a = write_gguf(tmp_path / "a.gguf", "llama", dense_tensors(2), n_layer=2, name="A")
+    b = write_gguf(tmp_path / "b.gguf", "llama", dense_tensors(2), n_layer=2, name="B")
+    r = cli("advise", "--model", str(a), "--model", str(b), "--models-max", "2", "--snapshot",
+            str(SNAPSHOTS / "desktop-12700f-rtx3060"), "--format", "json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["mode"] == "router" and data["resident"] == 2 and data["fits"]
+    assert [m["router_name"] for m in data["models"]] == ["a", "b"]
+    assert data["launch"]["argv"][1:5] == ["--models-preset", "models.ini", "--models-max", "2"]
+    shell = cli("advise", "--model", str(a), "--model", str(b), "--snapshot",
+                str(SNAPSHOTS / "desktop-12700f-rtx3060"), "--format", "shell")
+    assert shell.exit_code == 0 and "cat > models.ini <<'TUNEHOST_PRESET'\n" in shell.stdout
+    assert "--models-max 4" in shell.stdout  # llama-server's default when not given
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--mmproj", "/x.gguf"), "router mode"),
+    (("--draft-max", "8"), "use --spec-draft-n-max"),
+    (("--draft-min", "2"), "use --spec-draft-n-min"),
+])
+def test_cli_refusals(cli, tmp_path, args, message):
+    a = write_gguf(tmp_path / "a.gguf", "llama", dense_tensors(2), n_layer=2)
+    r = cli("advise", "--model", str(a), "--model", str(a), *args, "--snapshot",
+            str(SNAPSHOTS / "desktop-12700f-rtx3060"))
+    assert r.exit_code == 1 and message in r.output
+
+
+def test_ollama_output_carries_the_same_plan(cli, tmp_path):
+    a = write_gguf(tmp_path / "Small Model.gguf", "llama", dense_tensors(2), n_layer=2)
+    r = cli("advise", "--model", str(a), "--ctx", "4096", "--parallel", "3", "--snapshot",
+            str(SNAPSHOTS / "desktop-9950x3d-rtx5090"), "--format", "ollama")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "/etc/systemd/system/ollama.service.d/tunehost.conf" in out
+    for line in ("Environment=OLLAMA_FLASH_ATTENTION=1", "Environment=OLLAMA_KV_CACHE_TYPE=q8_0",
+                 "Environment=OLLAMA_NUM_PARALLEL=3", "Environment=OLLAMA_MAX_LOADED_MODELS=1",
+                 "CPUAffinity=0-15", f"FROM {a.resolve()}", "PARAMETER num_ctx 4096",  # Ollama multiplies by 3
+                 "PARAMETER num_gpu 99", "PARAMETER num_thread 16"):
+        assert line in out.splitlines(), line
+    assert "ollama create small-model -f Modelfile" in out
+
+
+def test_ollama_moe_leaves_num_gpu_to_llama_server_fit():
+    from tunehost.cli.advise import render_ollama
+
+    p = plan(MODELS["qwen30b"](), HOSTS["12700f-3060"], AdviseOptions("/models/q.gguf"))
+    out = render_ollama(p.launch())
+    assert "PARAMETER num_gpu" not in out and "no --n-cpu-moe" in out and "PARAMETER use_mmap false" in out
+
+
+def test_busy_host_is_said_and_the_dimm_peak_is_used():
+    from types import SimpleNamespace
+
+    p = plan(MODELS["qwen30b"](), HOSTS["epyc-2s"], AdviseOptions(
+        "/m.gguf", ram_peak=SimpleNamespace(configured_gbps=460.8, basis="24 x DDR5-4800", rated_gbps=None),
+        host_busy=True, ram_bandwidth_note="not measured: an inference server is at work (llama-server pid 7)"))
+    assert any(w.startswith("the host is busy") and "llama-server pid 7" in w for w in p.warnings)
+    bw = p.ceiling.bandwidths
+    assert bw.ram_gbps == round(460.8 * 0.76, 1) and bw.ram_basis.startswith("estimated")
+    assert p.ceiling.band is not None and p.ceiling.band.low < p.ceiling.band.high <= p.ceiling.tokens_per_s * 1.0001
+
+
+def test_cli_busy_live_host_never_measures(cli, tmp_path, monkeypatch):
+    import tunehost.facts.processes as procs
+    import tunehost.host.measure as measure
+
+    monkeypatch.setattr(procs, "busy_reason", lambda facts: "not measured: the host is busy (stress pid 9)")
+    monkeypatch.setattr(measure, "probe_memory", lambda host: pytest.fail("measured a busy host"))
+    a = write_gguf(tmp_path / "a.gguf", "llama", dense_tensors(2), n_layer=2)
+    r = cli("advise", "--model", str(a), "--format", "json")
+    data = json.loads(r.stdout)
+    assert any("stress pid 9" in w for w in data["warnings"])
+
+
+def test_e_cores_in_cpus_are_warned_with_the_p_core_list():
+    view = HostView(online_cpus=tuple(range(20)), cores=tuple((2 * c, 2 * c + 1) for c in range(8))
+                    + tuple((c,) for c in range(16, 20)), pin_cpus=(0, 2, 4, 6, 8, 10, 12, 14), performance_cores=8,
+                    threads=8, smt=True, hybrid=True, efficiency_cpus=(16, 17, 18, 19))
+    v = view.with_cpus("0-19")
+    assert v.cpu_warnings and "E-cores (16-19)" in v.cpu_warnings[0] and "--cpus 0-15" in v.cpu_warnings[0]
+    assert not view.with_cpus("0-7").cpu_warnings
+    p = plan(MODELS["llama8b"](), v, AdviseOptions("/m.gguf"))
+    assert any("E-cores" in w for w in p.warnings)
+
+
+def test_a_draft_model_gets_spec_type_draft_simple_and_old_builds_drop_it():
+    from tunehost.advise.flags import adapt, parse_help
+    from tunehost.advise.plan import apply_caps
+
+    from .test_plan import quantized, shape_fixture
+
+    draft = quantized(shape_fixture("llama-3.1-8b"), 1 * GiB)
+    p = plan(MODELS["llama8b"](), HOSTS["9950x3d-5090"],
+             AdviseOptions("/m.gguf", draft="/d.gguf", draft_model=draft, spec_draft_n_max=8))
+    assert p.value("--spec-type") == "draft-simple" and p.value("--spec-draft-n-max") == "8"
+    old = parse_help("-md, --model-draft FNAME  draft\n--draft-max, --draft, --draft-n N  n\n"
+                     "--spec-type [none|ngram-simple]  t\n")
+    flags, notes = adapt(p.flags, old)
+    names = [f.name for f in flags]
+    assert "--spec-type" not in names and "--draft-max" in names
+    assert any("draft-simple" in n for n in notes)
+    assert apply_caps(p, old).value("--draft-max") == "8"
+
+
+def test_power_cap_ratio_reaches_the_band():
+    gpu = GpuView(0, "NVIDIA GeForce RTX 3090", "nvidia", 24576 * MiB, 24000 * MiB, power_limit_w=200.0,
+                  power_default_limit_w=350.0)
+    host = HostView(online_cpus=tuple(range(16)), cores=tuple((c,) for c in range(16)), pin_cpus=tuple(range(16)),
+                    performance_cores=16, threads=16, gpus=(gpu,), ram_available=60 * GiB)
+    p = plan(MODELS["llama8b"](), host, AdviseOptions("/m.gguf"))
+    assert p.ceiling.bandwidths.power_ratio == pytest.approx(0.571, abs=0.001)
+    assert any("power limit" in n for n in p.ceiling.band.notes)
