@@ -210,3 +210,57 @@ def test_power_cap_ratio_reaches_the_band():
     p = plan(MODELS["llama8b"](), host, AdviseOptions("/m.gguf"))
     assert p.ceiling.bandwidths.power_ratio == pytest.approx(0.571, abs=0.001)
     assert any("power limit" in n for n in p.ceiling.band.notes)
+
+
+# ---- draft vocabulary and RoPE scaling (tunehost.advise.vocab) ----
+
+def _tok(writer, model="llama", tokens=None, bos=1):
+    writer.add_tokenizer_model(model)
+    writer.add_token_list(tokens or [f"t{i}" for i in range(300)])
+    writer.add_bos_token_id(bos)
+    writer.add_add_bos_token(True)
+
+
+def test_vocab_compare_follows_llama_cpp_rules(tmp_path):
+    from tunehost.advise.vocab import compare, read_meta
+
+    same_a = write_gguf(tmp_path / "a.gguf", "llama", dense_tensors(2), n_layer=2, extra=_tok)
+    same_b = write_gguf(tmp_path / "b.gguf", "llama", dense_tensors(2), n_layer=2, extra=_tok)
+    bpe = write_gguf(tmp_path / "c.gguf", "llama", dense_tensors(2), n_layer=2,
+                     extra=lambda w: _tok(w, "gpt2", [f"t{i}" for i in range(7)] + [f"x{i}" for i in range(293)], 2))
+    a, b, c = read_meta(same_a), read_meta(same_b), read_meta(bpe)
+    assert a is not None and a.tokenizer == "llama" and len(a.tokens) == 300 and a.bos == 1 and a.add_bos
+    assert compare(a, b) == []
+    problems = compare(a, c)
+    assert any("vocabulary type llama (target) vs gpt2 (draft)" in p for p in problems)
+    assert any("BOS token 1 (target) vs 2 (draft)" in p for p in problems)
+    assert any(p.startswith("token 7 is 't7'") for p in problems)
+    assert read_meta(tmp_path / "missing.gguf") is None
+    (tmp_path / "junk.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 20)
+    assert read_meta(tmp_path / "junk.gguf") is None  # bounded: a huge count is refused, not looped over
+
+
+def test_cli_warns_about_an_incompatible_draft(cli, tmp_path):
+    target = write_gguf(tmp_path / "t.gguf", "llama", dense_tensors(2), n_layer=2, extra=_tok)
+    draft = write_gguf(tmp_path / "d.gguf", "llama", dense_tensors(2), n_layer=2,
+                       extra=lambda w: _tok(w, "gpt2"))
+    r = cli("advise", "--model", str(target), "--draft", str(draft), "--snapshot",
+            str(SNAPSHOTS / "desktop-9950x3d-rtx5090"), "--format", "json")
+    data = json.loads(r.stdout)
+    assert any("llama-server refuses to start with it" in w and "vocabulary type" in w for w in data["warnings"])
+    assert {f["name"]: f["value"] for f in data["flags"]}["--spec-type"] == "draft-simple"
+
+
+def test_context_above_training_is_clamped_unless_the_gguf_declares_rope_scaling(cli, tmp_path):
+    plain = write_gguf(tmp_path / "p.gguf", "llama", dense_tensors(2), n_layer=2)
+    yarn = write_gguf(tmp_path / "y.gguf", "llama", dense_tensors(2), n_layer=2,
+                      extra=lambda w: (w.add_rope_scaling_type(__import__("gguf").RopeScalingType.YARN),
+                                       w.add_rope_scaling_factor(4.0),
+                                       w.add_rope_scaling_orig_ctx_len(1024)))
+    snap = str(SNAPSHOTS / "desktop-9950x3d-rtx5090")
+    clamped = json.loads(cli("advise", "--model", str(plain), "--ctx", "8192", "--snapshot", snap, "--format",
+                             "json").stdout)
+    assert clamped["ctx_per_slot"] == 4096 and any("clamped to 4096" in w for w in clamped["warnings"])
+    kept = json.loads(cli("advise", "--model", str(yarn), "--ctx", "8192", "--snapshot", snap, "--format",
+                          "json").stdout)
+    assert kept["ctx_per_slot"] == 8192 and any("RoPE scaling (yarn x4 from 1024)" in w for w in kept["warnings"])

@@ -68,6 +68,8 @@ class AdviseOptions:
     ram_bandwidth_note: str | None = None  # why no RAM bandwidth was measured (a busy host: what was running)
     host_busy: bool = False  # the live host was busy: ram_bandwidth_note says with what
     spec_draft_n_max: int | None = None  # llama-server --spec-draft-n-max (was --draft-max)
+    rope_scaling: str | None = None  # the GGUF's RoPE scaling ("yarn x4 from 32768"): a --ctx above training is kept
+    draft_vocab_problems: tuple[str, ...] = ()  # tunehost.advise.vocab.compare(target, draft)
     fit: FitPlacement | None = None  # llama-fit-params' answer
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
@@ -180,8 +182,19 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     trained = model.context_length
     ctx = options.ctx or min(trained or DEFAULT_CTX, DEFAULT_CTX)
     if trained and ctx > trained:
-        warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} was trained for "
-                        f"({trained}); quality degrades beyond it unless the model uses RoPE scaling")
+        if options.rope_scaling:
+            warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} declares "
+                            f"({trained}); kept, because the GGUF declares RoPE scaling ({options.rope_scaling}), "
+                            "which llama.cpp applies; quality beyond the trained length is the scaling's")
+        else:
+            warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} was trained for "
+                            f"({trained}) and the GGUF declares no RoPE scaling: clamped to {trained} (past it "
+                            "the model produces garbage; a GGUF converted with YaRN/linear scaling allows more)")
+            ctx = trained
+    if options.draft_vocab_problems:
+        warnings.append(f"--draft {options.draft}: its vocabulary is not the target's, so llama-server refuses to "
+                        "start with it (common/speculative.cpp: \"the target and draft vocabs are not compatible\"): "
+                        + "; ".join(options.draft_vocab_problems[:3]) + ". Use a draft from the same model family")
     kv_type = "f16" if spec or not kv_type_fits(model, "q8_0") else "q8_0"
     settings = ServerSettings(n_ctx=ctx * options.parallel, n_parallel=options.parallel, type_k=kv_type,
                               type_v=kv_type, n_batch=N_BATCH, n_ubatch=N_UBATCH, flash_attn=True,

@@ -136,7 +136,9 @@ def advise(
         from tunehost.advise.router import reserve_vram as keep
 
         view = keep(view, reserve_vram * 1024 * 1024)
-    options = AdviseOptions(model_path=str(models[0].expanduser().resolve()),
+    rope, vocab_problems = _gguf_checks(facts_model, draft_model)
+    options = AdviseOptions(model_path=str(models[0].expanduser().resolve()), rope_scaling=rope,
+                            draft_vocab_problems=vocab_problems,
                             mmproj=str(mmproj.expanduser().resolve()) if mmproj else None, mmproj_bytes=mmproj_bytes,
                             draft=str(draft.expanduser().resolve()) if draft else None, draft_model=draft_model,
                             spec=spec, **common)
@@ -159,6 +161,25 @@ def advise(
         render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _gguf_checks(model, draft) -> tuple[str | None, tuple[str, ...]]:
+    """The main model's RoPE scaling (for the context clamp) and what makes the draft's vocabulary incompatible."""
+    from tunehost.advise.vocab import compare, read_meta
+
+    first = (model.parts or (model.path,))[0] if (model.parts or model.path) else None
+    meta = read_meta(first) if first else None
+    rope = None
+    if meta is not None and meta.rope_scaling:
+        rope = meta.rope_scaling + (f" x{meta.rope_factor:g}" if meta.rope_factor else "") + \
+            (f" from {meta.rope_original_ctx}" if meta.rope_original_ctx else "")
+    problems: tuple[str, ...] = ()
+    if draft is not None and meta is not None:
+        dfirst = (draft.parts or (draft.path,))[0] if (draft.parts or draft.path) else None
+        dmeta = read_meta(dfirst) if dfirst else None
+        if dmeta is not None:
+            problems = tuple(compare(meta, dmeta))
+    return rope, problems
 
 
 def _file_size(path: Path, what: str) -> int:
