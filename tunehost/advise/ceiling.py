@@ -99,7 +99,7 @@ class Bandwidths:
     dimm_gbps: float | None = None         # peak of the configured DIMMs (memory_layout.dimm_peak)
     dimm_basis: str = ""
     dimm_rated_gbps: float | None = None   # the same at the slowest module's rating (XMP/EXPO)
-    ram_basis: str = ""                    # "" (measured now) or why ram_gbps is an estimate
+    ram_basis: str = ""                    # "" (measured now) or what ram_gbps is instead (the DIMMs' peak)
     power_ratio: float | None = None       # the GPU's enforced power limit / its default limit (NVML), if below 1
 
     @classmethod
@@ -213,6 +213,10 @@ def describe(c: Ceiling, measured_ts: float | None = None) -> str:
         head = f"TG ceiling not computed: {c.note}"
     if c.band is not None and measured_ts is None:
         head += f"; {c.band.text()}"
+    elif c.band is not None and measured_ts is not None:
+        where = ("inside" if c.band.low <= measured_ts <= c.band.high else
+                 "below" if measured_ts < c.band.low else "above")
+        head += f"; {where} the {_ts(c.band.low)}-{_ts(c.band.high)} t/s band published runs of this kind reach"
     if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
         head += (f"; the DIMMs as configured allow {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
                  + (f" ({bw.dimm_basis})" if bw.dimm_basis else ""))

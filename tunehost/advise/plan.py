@@ -614,11 +614,11 @@ def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuVie
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
     ram_gbps, ram_basis = options.ram_bandwidth_gbps, ""
     peak = getattr(options.ram_peak, "configured_gbps", None)
-    if ram_gbps is None and peak:  # nothing measured (a snapshot without one, a busy host): the DIMMs' peak, derated
-        ram_gbps = round(peak * CPU_DIMM_EFFICIENCY, 1)
-        ram_basis = (f"estimated: {CPU_DIMM_EFFICIENCY:.0%} of the DIMMs' {peak:.0f} GB/s peak (the median of "
-                     "published CPU runs), not measured" + (f" — {options.ram_bandwidth_note}"
-                                                             if options.ram_bandwidth_note else ""))
+    if ram_gbps is None and peak:  # nothing measured (a snapshot without one, a busy host): the DIMMs' peak
+        ram_gbps = round(peak, 1)
+        why = options.ram_bandwidth_note or "not measured"
+        ram_basis = (f"= the DIMMs' peak ({why}; published CPU runs reach {CPU_DIMM_EFFICIENCY:.0%} of it, "
+                     "the band below allows for that)")
     ratio = None
     if gpu is not None and gpu.power_limit_w and gpu.power_default_limit_w:
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
