@@ -264,3 +264,13 @@ def test_context_above_training_is_clamped_unless_the_gguf_declares_rope_scaling
     kept = json.loads(cli("advise", "--model", str(yarn), "--ctx", "8192", "--snapshot", snap, "--format",
                           "json").stdout)
     assert kept["ctx_per_slot"] == 8192 and any("RoPE scaling (yarn x4 from 1024)" in w for w in kept["warnings"])
+
+
+def test_router_unit_lifts_memlock_for_its_models_and_runs_unprivileged():
+    from tunehost.cli.advise import render_systemd
+
+    rp = _router(["qwen", "llama"], [MODELS["qwen30b"](), MODELS["llama8b"]()], HOSTS["12700f-3060"], 2)
+    unit = render_systemd(rp.launch("/usr/bin/llama-server"))
+    assert "ExecStart=/usr/bin/llama-server --models-preset models.ini --models-max 2" in unit
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert "LimitMEMLOCK=infinity" in unit and "DynamicUser=yes" in unit and " -m " not in exec_start

@@ -362,7 +362,11 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
     server = argv[0] if argv[0].startswith("/") else "/usr/local/bin/llama-server"
     argv[0] = server
     notes: list[str] = []
-    lock = bool(p.flag("--mlock") or p.mlock_wanted or p.value("--load-mode") in ("mlock", "mmap+mlock"))
+    from tunehost.launch import LaunchConfig
+
+    every = (p, *p.models, LaunchConfig("", p.preset))  # a router: its models' (and shared) flags lock too
+    lock = any(c.flag("--mlock") or c.mlock_wanted or c.value("--load-mode") in ("mlock", "mmap+mlock")
+               for c in every)
     if user:
         if "--prio" in argv:
             i = argv.index("--prio")
