@@ -58,6 +58,17 @@ class LaunchConfig:
     def is_router(self) -> bool:
         return bool(self.models)
 
+    def model_configs(self) -> tuple["LaunchConfig", ...]:
+        """Each model's full configuration: a router's models with the shared `preset` flags under their own
+        (what each child server runs with); a single-model config is its own."""
+        if not self.models:
+            return (self,)
+        out = []
+        for m in self.models:
+            own = {f.name for f in m.flags}
+            out.append(replace(m, flags=tuple(f for f in self.preset if f.name not in own) + m.flags))
+        return tuple(out)
+
     @property
     def model_name(self) -> str | None:  # the renderers' historical name for `name`
         return self.name

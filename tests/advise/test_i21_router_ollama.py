@@ -274,3 +274,19 @@ def test_router_unit_lifts_memlock_for_its_models_and_runs_unprivileged():
     assert "ExecStart=/usr/bin/llama-server --models-preset models.ini --models-max 2" in unit
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert "LimitMEMLOCK=infinity" in unit and "DynamicUser=yes" in unit and " -m " not in exec_start
+
+
+def test_router_ollama_carries_shared_flags_to_every_modelfile_and_the_loaded_models():
+    from tunehost.cli.advise import render_ollama
+
+    rp = _router(["qwen", "llama"], [MODELS["qwen30b"](), MODELS["llama8b"]()], HOSTS["12700f-3060"], 2)
+    out = render_ollama(rp.launch())
+    assert "Environment=OLLAMA_MAX_LOADED_MODELS=2" in out and "Environment=OLLAMA_KV_CACHE_TYPE=q8_0" in out
+    assert out.count("PARAMETER num_thread 8") == 2 and out.count("FROM /models/") == 2
+
+
+def test_router_on_unified_memory_checks_the_shared_pool():
+    qwen = MODELS["qwen30b"]()
+    rp = _router(["a", "b", "c", "d", "e", "f", "g"], [qwen] * 7, HOSTS["strix-halo"], 0)
+    assert not rp.fits and any("unified memory" in w for w in rp.warnings)
+    assert _router(["a", "b"], [qwen] * 2, HOSTS["strix-halo"], 2).fits

@@ -205,7 +205,16 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
         fits = False
         warnings.append(f"does not fit: {resident} models resident need up to {gpu_worst / GiB:.1f} GiB of VRAM, "
                         f"{free / GiB:.1f} GiB is free; lower --models-max or the contexts")
-    if host.ram_available is not None and ram_worst > host.ram_available:
+    unified = [g for g in base.unified_gpus]
+    if free is None and unified and host.ram_available is not None:  # an APU: GPU-mapped and CPU parts share RAM
+        u = unified[0]
+        pool = (u.free_bytes or 0) + min(host.ram_available, u.gtt_free_bytes or host.ram_available)
+        both = _top([p.budget.gpu_total + p.budget.ram_total for p in plans], resident)
+        if both > pool:
+            fits = False
+            warnings.append(f"does not fit: {resident} models resident need up to {both / GiB:.1f} GiB of unified "
+                            f"memory, {pool / GiB:.1f} GiB is free (carve-out + available RAM)")
+    elif host.ram_available is not None and ram_worst > host.ram_available:
         fits = False
         warnings.append(f"does not fit: {resident} models resident need up to {ram_worst / GiB:.1f} GiB of RAM "
                         f"(their CPU parts), {host.ram_available / GiB:.1f} GiB is available")

@@ -480,7 +480,7 @@ def render_ollama(p: "LaunchConfig") -> str:
     """An ollama.service drop-in (environment, CPU affinity) and a Modelfile per model carrying the same plan."""
     from tunehost.cpulist import format_cpu_list
 
-    configs = p.models or (p,)
+    configs = p.model_configs()
     first = configs[0]
     notes: list[str] = []
     env: list[tuple[str, str]] = []
