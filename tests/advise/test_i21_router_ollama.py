@@ -290,3 +290,13 @@ def test_router_on_unified_memory_checks_the_shared_pool():
     rp = _router(["a", "b", "c", "d", "e", "f", "g"], [qwen] * 7, HOSTS["strix-halo"], 0)
     assert not rp.fits and any("unified memory" in w for w in rp.warnings)
     assert _router(["a", "b"], [qwen] * 2, HOSTS["strix-halo"], 2).fits
+
+
+def test_single_model_json_carries_the_launch_configuration(cli, tmp_path):
+    from tunehost.launch import LaunchConfig
+
+    a = write_gguf(tmp_path / "a.gguf", "llama", dense_tensors(2), n_layer=2)
+    data = json.loads(cli("advise", "--model", str(a), "--snapshot", str(SNAPSHOTS / "desktop-12700f-rtx3060"),
+                          "--format", "json").stdout)
+    launch = LaunchConfig.from_json(data["launch"])
+    assert launch.argv() == data["argv"] and launch.model == data["model"]

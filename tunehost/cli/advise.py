@@ -149,6 +149,7 @@ def advise(
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
     if fmt == "json":
         data = result.to_json()
+        data["launch"] = result.launch().to_json()  # the typed launch configuration bench and tune read back
         data["snapshot"] = str(snapshot) if snapshot else None
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "shell":
