@@ -87,7 +87,14 @@ def advise(
     models = list(model or ())
     router = len(models) > 1 or models_dir is not None
     if not models and models_dir is None:
-        raise TunehostError("give --model PATH.gguf (several for router mode) or --models-dir DIR")
+        from tunehost.cli import UsageError
+
+        try:  # typer >= 0.20 vendors click as typer._click (as tunehost.cli imports UsageError)
+            from typer._click.globals import get_current_context
+        except ImportError:  # pragma: no cover
+            from click import get_current_context
+        raise UsageError("Missing option '--model' (one PATH.gguf; several, or --models-dir DIR, for router mode)",
+                         ctx=get_current_context(silent=True))
     if router and (mmproj or draft or spec):
         raise TunehostError("--mmproj, --draft and --spec plan one model: leave them out in router mode "
                             "(a models-dir sub-directory's mmproj file is planned with its model)")
