@@ -502,6 +502,8 @@ def render_ollama(p: "LaunchConfig") -> str:
             notes.append(f"Ollama sets one KV type for K and V: {ctk} (the plan has V {ctv})")
     env.append(("OLLAMA_NUM_PARALLEL", first.value("-np") or "1"))
     models_max = p.value("--models-max") if p.models else "1"
+    if models_max == "0":  # llama-server: 0 = unlimited; Ollama: 0 = its own automatic choice
+        models_max = str(len(p.models))
     env.append(("OLLAMA_MAX_LOADED_MODELS", models_max or "1"))
     for e in p.env:
         env.append((e.name, e.value or ""))
