@@ -42,3 +42,21 @@ def test_the_dimm_efficiency_is_the_median_of_the_published_cpu_runs():
     cpu = [m for m in load(DATA) if m.kind == "cpu"]
     effs = [m.tps * m.bytes_gb / m.gbps for m in cpu]
     assert abs(statistics.median(effs) - CPU_DIMM_EFFICIENCY) <= 0.01
+
+
+def test_out_of_sample_the_band_still_holds_three_quarters_of_the_measurements():
+    from tunehost.advise.calibration import leave_one_source_out
+
+    cv = summary(leave_one_source_out(load(DATA)))  # each row judged by a band fitted without its own source
+    assert cv["inside_share"] >= 0.75 and cv["median_width"] <= 2.0
+
+
+def test_band_models_are_as_good_as_the_best_grid_point_of_each_class():
+    from tunehost.advise.calibration import fit
+    from tunehost.advise.ceiling import BAND_MODELS, band_class
+
+    rows = load(DATA)
+    for key in BAND_MODELS:
+        mine = [m for m in rows if band_class(m.path(), m.moe) == key]
+        best = sum(v.inside for v in judge(mine, {key: fit(mine, key)}))
+        assert sum(v.inside for v in judge(mine)) >= best, key

@@ -307,9 +307,10 @@ class TgBand:
 
 
 def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
-            power_ratio: float | None = None) -> TgBand | None:
-    """The band for a token that reads `parts` (bytes, peak GB/s) through `layers` layers. None if unknowable."""
-    m = BAND_MODELS.get(model)
+            power_ratio: float | None = None, table: dict[str, BandModel] | None = None) -> TgBand | None:
+    """The band for a token that reads `parts` (bytes, peak GB/s) through `layers` layers. None if unknowable.
+    `table` replaces BAND_MODELS (calibration experiments)."""
+    m = (BAND_MODELS if table is None else table).get(model)
     if m is None or layers <= 0 or not parts or any(g is None or g <= 0 for b, g in parts if b):
         return None
     read = sum(b / (g * 1e9) for b, g in parts if b)
