@@ -36,6 +36,8 @@ def test_router_plans_the_worst_case_of_n_resident_and_shrinks_each_model_to_fit
     assert both.gpu_worst <= free and both.scaled is not None
     assert sum(p.budget.gpu_total for p in both.plans) <= free  # any 2 resident fit together
     assert int(both.plans[0].value("--n-cpu-moe")) > int(alone.plans[0].value("--n-cpu-moe"))
+    assert both.plans[1].path == "gpu"  # the largest footprint gives up VRAM first: the dense model stays whole
+    assert [m for m, _, _ in both.scaled] == ["qwen"]
 
 
 def test_a_reservation_for_another_server_leaves_less_vram_to_plan_on():

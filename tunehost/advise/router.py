@@ -8,9 +8,9 @@ file `--models-preset FILE` (one `[name]` section per model, keys = option names
 all; the router's own command-line options override both, so per-model choices live in the preset only).
 
 The plan: each model alone first; then the worst case — the `models_max` largest GPU (and RAM) footprints resident
-at once — must fit the free VRAM minus what other servers on the GPU need (`reserve`). When it does not, every model's
-GPU budget is scaled down by the same factor and the model re-planned within it (MoE: more `--n-cpu-moe`; dense:
-fewer `-ngl`), so any `models_max` of them fit together.
+at once — must fit the free VRAM minus what other servers on the GPU need (`reserve`). When it does not, the model
+with the largest GPU footprint gives up VRAM first (re-planned within a smaller budget: MoE more `--n-cpu-moe`, dense
+fewer `-ngl`), then the next largest, until any `models_max` of them fit together: small models stay whole.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ ROUTER_ONLY = ("--host", "--port", "--api-key-file", "--api-key", "-m", "--model
 PATH_KEYS = {"-m": "model", "-mm": "mmproj", "-md": "model-draft"}
 DRAFT_PREFIXES = ("mtp-", "dspark-", "dflash-")  # common/preset.cpp draft_prefixes: sidecars, not models
 MAX_MODELS = 64
+MAX_SHRINK_STEPS = 200  # re-plans of one model each while the worst case does not fit
 _SECTION = re.compile(r"[^\]\r\n;#]+")
 
 
@@ -118,7 +119,7 @@ class RouterPlan:
     ram_worst: int
     reserve: int
     fits: bool
-    scaled: float | None  # the factor every model's GPU budget was scaled by, None when none was needed
+    scaled: tuple[tuple[str, int, int], ...] | None  # (model, GPU bytes alone, GPU bytes planned) for those reduced
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     models_dir: str | None = None
@@ -156,7 +157,8 @@ class RouterPlan:
                 "models_max": self.models_max, "resident": self.resident, "gpu_free_bytes": self.gpu_free,
                 "gpu_worst_case_bytes": self.gpu_worst, "ram_available_bytes": self.ram_available,
                 "ram_worst_case_bytes": self.ram_worst, "reserved_vram_bytes": self.reserve, "fits": self.fits,
-                "gpu_budget_scaled_by": self.scaled, "warnings": list(self.warnings), "notes": list(self.notes)}
+                "gpu_budget_reduced": [{"model": n, "alone_bytes": a, "planned_bytes": b}
+                                       for n, a, b in self.scaled or ()], "warnings": list(self.warnings), "notes": list(self.notes)}
 
 
 def _top(values: Sequence[int], k: int) -> int:
@@ -188,16 +190,21 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
     plans = [plan_one(i, base) for i in range(n)]
     scaled = None
     if free is not None:
-        needs = [p.budget.gpu_total for p in plans]
-        worst = _top(needs, resident)
-        factor = 1.0
-        for _ in range(12):
+        alone = [p.budget.gpu_total for p in plans]
+        needs, caps = list(alone), list(alone)
+        for _ in range(MAX_SHRINK_STEPS):
+            worst = _top(needs, resident)
             if worst <= free:
                 break
-            factor = min(factor * 0.95, factor * free / worst) if worst else factor
-            plans = [plan_one(i, with_gpu_budget(base, int(needs[i] * factor))) for i in range(n)]
-            worst = _top([p.budget.gpu_total for p in plans], resident)
-            scaled = factor
+            i = max(range(n), key=lambda k: needs[k])  # the largest footprint gives up VRAM first
+            caps[i] = max(0, min(caps[i] - (worst - free), int(caps[i] * 0.97)))
+            plans[i] = plan_one(i, with_gpu_budget(base, caps[i]))
+            needs[i] = plans[i].budget.gpu_total
+            if caps[i] == 0:
+                break
+        reduced = tuple((names[k], alone[k], plans[k].budget.gpu_total) for k in range(n)
+                        if plans[k].budget.gpu_total < alone[k])
+        scaled = reduced or None
     gpu_worst = _top([p.budget.gpu_total for p in plans], resident)
     ram_worst = _top([p.budget.ram_total for p in plans], resident)
     fits = all(p.fits for p in plans)
@@ -219,8 +226,9 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
         warnings.append(f"does not fit: {resident} models resident need up to {ram_worst / GiB:.1f} GiB of RAM "
                         f"(their CPU parts), {host.ram_available / GiB:.1f} GiB is available")
     if scaled is not None:
-        notes.append(f"any {resident} of the {n} models fit together only with less VRAM each: every model's GPU "
-                     f"budget was scaled to {scaled:.0%} of what it takes alone, and re-planned within it")
+        notes.append(f"any {resident} of the {n} models fit together only with less VRAM for the largest: "
+                     + "; ".join(f"{m} {a / GiB:.1f} -> {b / GiB:.1f} GiB" for m, a, b in scaled)
+                     + " (re-planned within that budget)")
     if models_max == 0 and n > 1:
         notes.append("--models-max 0 (unlimited): planned for every model resident at once")
     return RouterPlan(tuple(names), tuple(plans), models_max, resident, free, gpu_worst, host.ram_available,
