@@ -49,6 +49,25 @@ class LaunchConfig:
     mlock_wanted: bool = False
     name: str | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # router mode (llama-server --models-preset/--models-max): one config per model, named by its preset section;
+    # `flags` are then the router's own (no -m), `model` is "" and `preset` holds the [*] section's shared flags
+    models: tuple["LaunchConfig", ...] = ()
+    preset: tuple[Flag, ...] = ()
+
+    @property
+    def is_router(self) -> bool:
+        return bool(self.models)
+
+    def model_configs(self) -> tuple["LaunchConfig", ...]:
+        """Each model's full configuration: a router's models with the shared `preset` flags under their own
+        (what each child server runs with); a single-model config is its own."""
+        if not self.models:
+            return (self,)
+        out = []
+        for m in self.models:
+            own = {f.name for f in m.flags}
+            out.append(replace(m, flags=tuple(f for f in self.preset if f.name not in own) + m.flags))
+        return tuple(out)
 
     @property
     def model_name(self) -> str | None:  # the renderers' historical name for `name`
@@ -90,6 +109,8 @@ class LaunchConfig:
             "flags": [f.to_json() for f in self.flags], "env": [e.to_json() for e in self.env],
             "cpu_affinity": format_cpu_list(self.pin_cpus) if self.pin_cpus else None,
             "nice": self.nice, "mlock_blocked_by_limit": self.mlock_wanted, "argv": self.argv(),
+            **({"models": [m.to_json() for m in self.models], "preset": [f.to_json() for f in self.preset]}
+               if self.models else {}),
         }
 
     @classmethod
@@ -106,6 +127,8 @@ class LaunchConfig:
             nice=int(data["nice"]) if data.get("nice") is not None else None,
             mlock_wanted=bool(data.get("mlock_blocked_by_limit")),
             name=data.get("name"),
+            models=tuple(cls.from_json(m) for m in data.get("models") or ()),
+            preset=tuple(Flag.from_json(f) for f in data.get("preset") or ()),
         )
 
 

@@ -41,7 +41,8 @@ def _unit(cli, model: Path, *extra: str) -> str:
 
 ALLOWED_KEYS = {
     "Unit": {"Description", "After", "Wants"},
-    "Service": {"Type", "ExecStart", "CPUAffinity", "Environment", "LimitMEMLOCK", "Nice", "Restart", "RestartSec"},
+    "Service": {"Type", "ExecStart", "CPUAffinity", "Environment", "LimitMEMLOCK", "Nice", "Restart", "RestartSec",
+                "DynamicUser", "SupplementaryGroups"},
     "Install": {"WantedBy"},
 }
 
@@ -174,8 +175,10 @@ def test_system_unit_structure(cli, qwen30b_sparse, tmp_path) -> None:
     text = _unit(cli, qwen30b_sparse)
     unit = parse_unit(text)
     assert _values(unit, "Install", "WantedBy") == ["multi-user.target"]
-    assert _values(unit, "Service", "Nice") == ["-10"] and _values(unit, "Service", "LimitMEMLOCK") == ["infinity"]
-    assert "--prio 2" in _values(unit, "Service", "ExecStart")[0]
+    assert not _values(unit, "Service", "Nice") and _values(unit, "Service", "LimitMEMLOCK") == ["infinity"]
+    assert "--prio" not in _values(unit, "Service", "ExecStart")[0]  # only where measured (tunehost tune)
+    assert _values(unit, "Service", "DynamicUser") == ["yes"]  # never root
+    assert _values(unit, "Service", "SupplementaryGroups") == ["video render"]  # the GPU device nodes
     assert "#   install -m 644 llama-server.service /etc/systemd/system/ && systemctl daemon-reload" in text
     assert "#   systemctl enable --now llama-server.service" in text
     _verify(text, tmp_path, user=False)
@@ -190,7 +193,7 @@ def test_user_unit_structure(cli, qwen30b_sparse, tmp_path) -> None:
     exec_start = _values(unit, "Service", "ExecStart")[0]
     assert "--prio" not in exec_start
     assert _values(unit, "Service", "CPUAffinity") == ["0,2,4,6,8,10,12,14"]  # works in a user manager
-    assert "# no --prio and no Nice=: a user manager cannot raise priority" in text
+    assert not _values(unit, "Service", "DynamicUser")  # a user manager runs it as you
     # this snapshot's memlock limit blocks --mlock: the user unit says so instead of pretending to lift it
     assert "--mlock" not in exec_start.split() and "# no --mlock: the memlock limit is below" in text
     assert "#   mkdir -p ~/.config/systemd/user && install -m 644 llama-server.service ~/.config/systemd/user/" in text

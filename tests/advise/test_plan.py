@@ -170,7 +170,7 @@ def test_llama8b_on_the_3060_hand_computed_budget() -> None:
     assert p.budget.ram_total == m.weights.token_embd
     # 11800 MiB free - 7.45 GiB leaves > 512 MiB: CUDA graph optimization is advised, single GPU
     assert [e.name for e in p.env] == ["GGML_CUDA_GRAPH_OPT"]
-    assert p.flag("--prio").value == "2"  # E-cores and SMT siblings stay free for the OS
+    assert p.flag("--prio") is None and p.nice is None  # only where measured: `tunehost tune`
     assert p.ceiling is not None and p.ceiling.tokens_per_s == pytest.approx(
         360e9 / (m.weights.total - m.weights.token_embd))
 

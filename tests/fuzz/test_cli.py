@@ -50,14 +50,15 @@ def _values() -> st.SearchStrategy[str]:
                      st.text(st.characters(blacklist_characters="\x00"), max_size=10),
                      st.sampled_from([files["text"], files["empty"], files["dir"], files["missing"], "-", "--",
                                       "4096", "1", "0", "10" + "0" * 30, "-5", "nan", "0-3", "0-100000000", "json",
-                                      "systemd", "shell", "human", "mtp", "draft", "0.0.0.0", "::", "swap", "thp"]))
+                                      "systemd", "shell", "human", "ollama", "mtp", "draft", "0.0.0.0", "::", "swap", "thp"]))
 
 
 OPTIONS = {
     "doctor": ["--json", "--snapshot", "-s", "--check", "-c", "--skip", "--list-checks", "--strict", "-q", "-v",
                "--quick"],
     "advise": ["--model", "-m", "--ctx", "--parallel", "--mmproj", "--draft", "--spec", "--format", "-f",
-               "--snapshot", "--llama-server", "--cpus", "--host", "--no-probe"],
+               "--snapshot", "--llama-server", "--cpus", "--host", "--no-probe", "--models-dir", "--models-max",
+               "--reserve-vram", "--preset-file", "--spec-draft-n-max", "--draft-max", "--draft-min"],
     "bench": ["--baseline", "--candidate", "-p", "-n", "-d", "-r", "--budget", "--json", "--llama-bench", "--save"],
     "apply": ["-p", "--profile", "--persist", "--power-daemon", "-y", "--yes", "throughput", "benchmark",
               "throughput-quiet", "ppd", "tuned-ppd"],

@@ -9,7 +9,7 @@ half speed. Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling
@@ -99,6 +99,8 @@ class Bandwidths:
     dimm_gbps: float | None = None         # peak of the configured DIMMs (memory_layout.dimm_peak)
     dimm_basis: str = ""
     dimm_rated_gbps: float | None = None   # the same at the slowest module's rating (XMP/EXPO)
+    ram_basis: str = ""                    # "" (measured now) or what ram_gbps is instead (the DIMMs' peak)
+    power_ratio: float | None = None       # the GPU's enforced power limit / its default limit (NVML), if below 1
 
     @classmethod
     def with_dimms(cls, peak: Any, **kwargs: Any) -> "Bandwidths":
@@ -118,6 +120,7 @@ class Ceiling:
     dimm_tokens_per_s: float | None = None   # the same placement with host RAM at the configured DIMMs' peak
     bandwidths: Bandwidths = Bandwidths()
     path: str = ""
+    band: TgBand | None = None  # what to expect below the ceiling (tg_band_for)
 
     @property
     def ram_bytes(self) -> int:
@@ -130,7 +133,8 @@ class Ceiling:
                 "dimm_tokens_per_s": self.dimm_tokens_per_s, "ram_measured_gbps": bw.ram_gbps,
                 "ram_dimm_gbps": bw.dimm_gbps, "ram_dimm_basis": bw.dimm_basis or None,
                 "ram_dimm_rated_gbps": bw.dimm_rated_gbps,
-                "gpu_gbps": bw.gpu_gbps, "gpu_basis": bw.gpu_basis or None}
+                "gpu_gbps": bw.gpu_gbps, "gpu_basis": bw.gpu_basis or None, "ram_basis": bw.ram_basis or None,
+                "power_ratio": bw.power_ratio, "band": self.band.to_json() if self.band else None}
 
 
 def ceiling_from_json(data: Any) -> Ceiling | None:
@@ -142,12 +146,12 @@ def ceiling_from_json(data: Any) -> Ceiling | None:
                   for p in data["parts"] if isinstance(p, dict))
     bw = Bandwidths(num(data.get("gpu_gbps")), str(data.get("gpu_basis") or ""), num(data.get("ram_measured_gbps")),
                     num(data.get("ram_dimm_gbps")), str(data.get("ram_dimm_basis") or ""),
-                    num(data.get("ram_dimm_rated_gbps")))
+                    num(data.get("ram_dimm_rated_gbps")), str(data.get("ram_basis") or ""), num(data.get("power_ratio")))
     return Ceiling(num(data.get("tokens_per_s")), parts, str(data.get("note") or ""),
-                   num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""))
+                   num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""), TgBand.from_json(data.get("band")))
 
 
-NOTE = "upper bound: every weight a token uses read once at full bandwidth; real speed is 50-80 % of it"
+NOTE = "upper bound: every weight a token uses read once at full bandwidth; the expected band is below"
 
 
 def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths) -> Ceiling | None:
@@ -181,8 +185,10 @@ def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths) -> C
         note = (f"{why} unknown" + (" (not measured: --no-probe, or a snapshot without samples/measure.json)"
                                     if any(m != "VRAM" for m in missing) else
                                     " (GPU not in tunehost's spec-sheet table, and no NVML bus width/clock)"))
-        return Ceiling(None, measured, note, dimm, bw, path)
-    return Ceiling(value, measured, NOTE, dimm, bw, path)
+        c = Ceiling(None, measured, note, dimm, bw, path)
+    else:
+        c = Ceiling(value, measured, NOTE, dimm, bw, path)
+    return replace(c, band=tg_band_for(model, c))
 
 
 def _value(parts: tuple[tuple[str, int, float | None], ...]) -> float | None:
@@ -205,6 +211,12 @@ def describe(c: Ceiling, measured_ts: float | None = None) -> str:
         head = f"TG ceiling {_ts(c.tokens_per_s)} t/s on {kind} ({basis})"
     else:
         head = f"TG ceiling not computed: {c.note}"
+    if c.band is not None and measured_ts is None:
+        head += f"; {c.band.text()}"
+    elif c.band is not None and measured_ts is not None:
+        where = ("inside" if c.band.low <= measured_ts <= c.band.high else
+                 "below" if measured_ts < c.band.low else "above")
+        head += f"; {where} the {_ts(c.band.low)}-{_ts(c.band.high)} t/s band published runs of this kind reach"
     if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
         head += (f"; the DIMMs as configured allow {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
                  + (f" ({bw.dimm_basis})" if bw.dimm_basis else ""))
@@ -219,12 +231,118 @@ def _part_text(memory: str, n_bytes: int, gbps: float | None, bw: Bandwidths) ->
     size = f"{n_bytes / 1e9:.2f} GB/token"
     if memory == "VRAM":
         return f"VRAM {size} at {gbps:.0f} GB/s {bw.gpu_basis}".rstrip() if gbps else f"VRAM {size}, bandwidth unknown"
-    return f"{memory} {size} at {gbps:.1f} GB/s measured" if gbps else f"{memory} {size}, not measured"
+    if not gbps:
+        return f"{memory} {size}, not measured"
+    return f"{memory} {size} at {gbps:.1f} GB/s " + (bw.ram_basis or "measured")
 
 
 def _ts(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 
 
-__all__ = ["Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
+# ---- the expectation: a band under the ceiling ----
+# Each token reads its bytes at some share of each memory's peak bandwidth, and pays a fixed cost per layer (kernel
+# launches, synchronisation, the router/top-k and gathers of MoE layers; on Apple/unified GPUs also dequantization).
+# time/token = sum(bytes_i / (eff x peak_i)) + layers x per_layer. The band is [slow, fast]: (eff_low, per_layer_high)
+# and (eff_high, per_layer_low). Fitted to the 50 published llama.cpp measurements in
+# tests/advise/data/published_tg.csv (scripts/calibrate_tg.py prints the share inside the band and its width).
+
+
+@dataclass(frozen=True)
+class BandModel:
+    eff_low: float        # share of peak bandwidth at the slow end
+    eff_high: float       # ... at the fast end
+    layer_us_low: float   # fixed cost per layer and token (microseconds) at the fast end
+    layer_us_high: float  # ... at the slow end
+
+
+BAND_MODELS: dict[str, BandModel] = {
+    "gpu": BandModel(0.70, 0.90, 10.0, 100.0),       # discrete GPU, dense model
+    "gpu-moe": BandModel(0.50, 0.90, 30.0, 160.0),   # discrete GPU (or GPU + RAM split), MoE: per-token overheads
+    "unified": BandModel(0.70, 0.90, 30.0, 250.0),   # Apple Silicon / APU iGPU on unified memory
+    "cpu": BandModel(0.70, 0.90, 30.0, 80.0),        # CPU backend, host RAM at the DIMMs' peak
+}
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the CPU rows of the published data
+# (0.67, 0.76, 0.80, 0.85 and one 0.07 outlier); used when nothing was measured (a snapshot, a busy host)
+CPU_DIMM_EFFICIENCY = 0.76
+POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit lowers the slow end
+
+
+def band_class(path: str, moe: bool) -> str:
+    """Which BAND_MODELS row a placement uses."""
+    if path == "cpu":
+        return "cpu"
+    if path == "unified":
+        return "unified"
+    return "gpu-moe" if moe else "gpu"
+
+
+@dataclass(frozen=True)
+class TgBand:
+    """The token generation to expect: `low`..`high` t/s, and what bounds it."""
+
+    low: float
+    high: float
+    model: str          # the BAND_MODELS key
+    bound: str          # what dominates the time per token at the slow end
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"low_tokens_per_s": self.low, "high_tokens_per_s": self.high,
+                "model": self.model, "bound": self.bound, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "TgBand | None":
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(float(data["low_tokens_per_s"]), float(data["high_tokens_per_s"]), str(data.get("model")),
+                       str(data.get("bound")), tuple(str(n) for n in data.get("notes") or ()))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def text(self) -> str:
+        return (f"expect {_ts(self.low)}-{_ts(self.high)} t/s (bound by {self.bound}; calibrated on published "
+                "llama.cpp measurements)" + "".join(f"; {n}" for n in self.notes))
+
+
+def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
+            power_ratio: float | None = None, table: dict[str, BandModel] | None = None) -> TgBand | None:
+    """The band for a token that reads `parts` (bytes, peak GB/s) through `layers` layers. None if unknowable.
+    `table` replaces BAND_MODELS (calibration experiments)."""
+    m = (BAND_MODELS if table is None else table).get(model)
+    if m is None or layers <= 0 or not parts or any(g is None or g <= 0 for b, g in parts if b):
+        return None
+    read = sum(b / (g * 1e9) for b, g in parts if b)
+    if read <= 0:
+        return None
+    slow_s = read / m.eff_low + layers * m.layer_us_high * 1e-6
+    fast_s = read / m.eff_high + layers * m.layer_us_low * 1e-6
+    notes: list[str] = []
+    if power_ratio is not None and 0 < power_ratio < POWER_CAP_NOTICE:
+        slow_s /= power_ratio  # uncalibrated: no published capped run in the data; widens the band downwards
+        notes.append(f"the GPU's enforced power limit is {power_ratio:.0%} of its default: the low end is scaled "
+                     "by it (not calibrated)")
+    overhead_s = layers * m.layer_us_high * 1e-6
+    bound = ("per-token overheads (kernel launches per layer, MoE routing)" if overhead_s > read / m.eff_low
+             else "memory bandwidth")
+    if len([b for b, _ in parts if b]) > 1:
+        bound += ", VRAM and RAM in turn"
+    return TgBand(1.0 / slow_s, 1.0 / fast_s, model, bound, tuple(notes))
+
+
+def tg_band_for(model: ModelFacts, c: Ceiling) -> TgBand | None:
+    """The band of a Ceiling's placement: RAM parts at the DIMMs' peak when known (the calibration's basis), else
+    at the bandwidth the ceiling used."""
+    bw = c.bandwidths
+    parts = []
+    for memory, n_bytes, gbps in c.parts:
+        if memory != "VRAM" and bw.dimm_gbps:
+            gbps = bw.dimm_gbps
+        parts.append((n_bytes, gbps))
+    return tg_band(parts, model.block_count, band_class(c.path, model.is_moe), bw.power_ratio)  # type: ignore[arg-type]
+
+
+__all__ = ["BAND_MODELS", "BandModel", "CPU_DIMM_EFFICIENCY", "TgBand", "band_class", "tg_band", "tg_band_for",
+           "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
            "placement_from_flags", "tg_ceiling_for", "vram_bandwidth"]

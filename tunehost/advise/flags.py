@@ -148,6 +148,13 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "-cd": ("-cd", "--ctx-size-draft", "--spec-draft-ctx-size"),
     "-ngld": ("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"),
     "--spec-type": ("--spec-type",),
+    "--spec-draft-n-max": ("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"),
+    "--spec-draft-n-min": ("--spec-draft-n-min", "--draft-min", "--draft-n-min"),
+}
+# llama.cpp removed these (common/arg.cpp "removed params": arg_removed) in favour of the --spec-* names
+REMOVED_SPEC_OPTIONS: dict[str, str] = {
+    "--draft": "--spec-draft-n-max", "--draft-n": "--spec-draft-n-max", "--draft-max": "--spec-draft-n-max",
+    "--draft-min": "--spec-draft-n-min", "--draft-n-min": "--spec-draft-n-min",
 }
 
 
@@ -195,6 +202,9 @@ def adapt(flags: Iterable["Flag"], caps: ServerCaps | None) -> tuple[tuple["Flag
                 continue
         if name == "--spec-type" and spelling is not None and flag.value:
             allowed = caps.values(spelling)
+            if allowed and flag.value == "draft-simple" and flag.value not in allowed:
+                notes.append("dropped --spec-type draft-simple: this build drafts with -md alone")
+                continue
             if allowed and flag.value not in allowed:
                 alt = next((v for v in ("draft-mtp", "mtp") if v in allowed), None)
                 if alt is None:

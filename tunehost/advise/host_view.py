@@ -36,6 +36,9 @@ class GpuView:
     unified: bool = False  # an APU / iGPU: its memory is system RAM (carve-out + GTT)
     gtt_free_bytes: int | None = None  # amdgpu: system RAM the GPU may still map (unified GPUs)
     compute_capability: str | None = None
+    power_limit_w: float | None = None  # NVML's enforced power limit
+    power_default_limit_w: float | None = None  # ... and the board's default limit
+    vram_clients: tuple[tuple[int | None, str | None, int | None], ...] = ()  # (pid, name, MiB) holding VRAM now
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class HostView:
     numa_nodes: int | None = None
     llama_server: str | None = None  # path of the llama-server found on the host
     cpus_given: bool = False  # pin_cpus/threads come from --cpus
+    efficiency_cpus: tuple[int, ...] = ()  # E-cores of a hybrid CPU (logical CPUs)
+    cpu_warnings: tuple[str, ...] = ()  # what is wrong with --cpus (E-cores in it)
     notes: tuple[str, ...] = ()
 
     @property
@@ -92,7 +97,17 @@ class HostView:
             physical = [core for core in self.cores if chosen & set(core)]
         else:
             physical = [(c,) for c in cpus]
-        return replace(self, pin_cpus=tuple(cpus), threads=len(physical), cpus_given=True)
+        warnings: tuple[str, ...] = ()
+        slow = sorted(chosen & set(self.efficiency_cpus))
+        if slow:
+            fast = [c for c in cpus if c not in set(self.efficiency_cpus)]
+            alt = (f"--cpus {format_cpu_list(fast)} (the performance cores of your list"
+                   + (f"; the advised one-thread-per-core set is {format_cpu_list(self.pin_cpus)}" if self.pin_cpus
+                      else "") + ")") if fast else (f"--cpus {format_cpu_list(self.pin_cpus)}" if self.pin_cpus
+                                                    else "a list of performance cores")
+            warnings = (f"--cpus {text} includes E-cores ({format_cpu_list(slow)}): llama.cpp's threads work in "
+                        "lock-step, so every token waits for the slowest core; use " + alt,)
+        return replace(self, pin_cpus=tuple(cpus), threads=len(physical), cpus_given=True, cpu_warnings=warnings)
 
     # ---- the adapter ----
 
@@ -134,8 +149,8 @@ def parse_memlock(text: str | None) -> tuple[int | None, bool]:
 
 def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
     try:
-        from tunehost.facts.topology import (CpuTopology, performance_cores, performance_cpus, physical_cores,
-                                             recommended_threads)
+        from tunehost.facts.topology import (CpuTopology, efficiency_cpus, performance_cores, performance_cpus,
+                                             physical_cores, recommended_threads)
 
         topo = facts.get(CpuTopology)
     except Exception as exc:  # a broken or missing topology module: CPU advice becomes unknown, not a crash
@@ -154,6 +169,7 @@ def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
         "threads": threads,
         "smt": topo.smt,
         "hybrid": topo.hybrid,
+        "efficiency_cpus": tuple(efficiency_cpus(topo)) if topo.hybrid else (),
     }
 
 
@@ -188,7 +204,15 @@ def _gpu_view(i: int, g: Any) -> GpuView:
     index = getattr(g, "index", None)
     return GpuView(index=index if isinstance(index, int) else i, name=getattr(g, "name", None) or f"GPU {i}",
                    vendor=getattr(g, "vendor", None) or "other", total_bytes=total, free_bytes=free, unified=unified,
-                   gtt_free_bytes=gtt_free, compute_capability=getattr(g, "compute_capability", None))
+                   gtt_free_bytes=gtt_free, compute_capability=getattr(g, "compute_capability", None),
+                   power_limit_w=_num(getattr(g, "power_limit_w", None)),
+                   power_default_limit_w=_num(getattr(g, "power_default_limit_w", None)),
+                   vram_clients=tuple((getattr(p, "pid", None), getattr(p, "name", None), getattr(p, "used_mib", None))
+                                      for p in (getattr(g, "processes", None) or ())))
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def _ram_part(facts: "HostFacts", notes: list[str]) -> tuple[int | None, int | None]:

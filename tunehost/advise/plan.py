@@ -67,6 +67,11 @@ class AdviseOptions:
     server: str = "llama-server"
     ram_bandwidth_gbps: float | None = None  # measured now, or by the snapshot's doctor run
     ram_peak: Any = None  # tunehost.facts.memory_layout.DimmPeak: what the configured DIMMs allow
+    ram_bandwidth_note: str | None = None  # why no RAM bandwidth was measured (a busy host: what was running)
+    host_busy: bool = False  # the live host was busy: ram_bandwidth_note says with what
+    spec_draft_n_max: int | None = None  # llama-server --spec-draft-n-max (was --draft-max)
+    rope_scaling: str | None = None  # the GGUF's RoPE scaling ("yarn x4 from 32768"): a --ctx above training is kept
+    draft_vocab_problems: tuple[str, ...] = ()  # tunehost.advise.vocab.compare(target, draft)
     fit: FitPlacement | None = None  # llama-fit-params' answer
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
@@ -173,14 +178,25 @@ def gib(n: int | float) -> str:
 def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     """Every llama-server flag for `model` on `host`, with the memory budget behind the placement. Pure."""
     _validate(model, options)
-    warnings: list[str] = []
+    warnings: list[str] = list(host.cpu_warnings)
     notes: list[str] = list(host.notes)
     spec = options.spec or ("draft" if options.draft else None)
     trained = model.context_length
     ctx = options.ctx or min(trained or DEFAULT_CTX, DEFAULT_CTX)
     if trained and ctx > trained:
-        warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} was trained for "
-                        f"({trained}); quality degrades beyond it unless the model uses RoPE scaling")
+        if options.rope_scaling:
+            warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} declares "
+                            f"({trained}); kept, because the GGUF declares RoPE scaling ({options.rope_scaling}), "
+                            "which llama.cpp applies; quality beyond the trained length is the scaling's")
+        else:
+            warnings.append(f"--ctx {ctx} is larger than the context {model.name or 'the model'} was trained for "
+                            f"({trained}) and the GGUF declares no RoPE scaling: clamped to {trained} (past it "
+                            "the model produces garbage; a GGUF converted with YaRN/linear scaling allows more)")
+            ctx = trained
+    if options.draft_vocab_problems:
+        warnings.append(f"--draft {options.draft}: its vocabulary is not the target's, so llama-server refuses to "
+                        "start with it (common/speculative.cpp: \"the target and draft vocabs are not compatible\"): "
+                        + "; ".join(options.draft_vocab_problems[:3]) + ". Use a draft from the same model family")
     kv_type = "f16" if spec or not kv_type_fits(model, "q8_0") else "q8_0"
     settings = ServerSettings(n_ctx=ctx * options.parallel, n_parallel=options.parallel, type_k=kv_type,
                               type_v=kv_type, n_batch=N_BATCH, n_ubatch=N_UBATCH, flash_attn=True,
@@ -234,6 +250,12 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     if options.fit_note:
         notes.append(options.fit_note)
     ceiling = _ceiling(model, path, n_cpu_moe, ngl, gpu, options)
+    if options.host_busy and options.ram_bandwidth_note:
+        basis = ceiling.bandwidths.ram_basis if ceiling is not None else ""
+        warnings.append(f"the host is busy, so no RAM bandwidth is taken from it now: {options.ram_bandwidth_note}"
+                        + (f". The TG figures use {basis}" if basis else
+                           ". The TG figures leave host RAM out (the DIMMs' peak is unknown)")
+                        + "; run advise again when the host is idle for a measured figure")
     return Plan(
         model=options.model_path, model_name=model.name, path=path, source=source, fits=fits, ctx=ctx,
         parallel=options.parallel, kv_type=kv_type, flags=tuple(flags), env=tuple(env), pin_cpus=pin,
@@ -505,14 +527,9 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
         flags.append(Flag("-tb", str(host.threads), "prompt processing on the same cores: more threads than pinned "
                                                     "CPUs would oversubscribe them"))
     prio = None
-    spare = set(host.online_cpus or ()) - set(pin or ())
-    if pin and spare:
-        flags.append(Flag("--prio", "2", f"compute threads at real-time (SCHED_FIFO) priority so nothing preempts "
-                                          f"the lock-step threads; CPUs {format_cpu_list(spare)} stay free for the "
-                                          "OS. Needs root or CAP_SYS_NICE, else llama.cpp warns and runs normally"))
-        prio = -10
-    elif pin:
-        notes.append("no --prio: the pinned CPUs are all the CPUs; real-time threads there could starve the system")
+    if pin:
+        notes.append("no --prio: real-time compute threads help only where a measurement shows it (a busy desktop); "
+                     "`tunehost tune` measures it on this host")
     if host.numa_nodes and host.numa_nodes > 1:
         flags.append(Flag("--numa", "distribute", f"{host.numa_nodes} NUMA nodes: spread threads and memory "
                                                   "evenly over them"))
@@ -526,6 +543,12 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
         if gpu is not None and path in ("gpu", "moe", "unified"):
             flags.append(Flag("-ngld", str(NGL_ALL), "the draft model entirely on the GPU (budgeted above)"))
         flags.append(Flag("-cd", str(total_ctx), "the draft's context matches the main one"))
+        flags.append(Flag("--spec-type", "draft-simple", "speculate with the draft model: current llama.cpp loads "
+                          "-md but drafts with it only when --spec-type names draft-simple (common/speculative.cpp; "
+                          "the type is inferred only for MTP/EAGLE3/DFlash GGUFs)"))
+    if spec and o.spec_draft_n_max is not None:
+        flags.append(Flag("--spec-draft-n-max", str(o.spec_draft_n_max), "tokens drafted per step, as you asked "
+                                                                          "(--draft-max before llama.cpp renamed it)"))
     if spec == "mtp":
         flags.append(Flag("--spec-type", "draft-mtp", "speculative decoding with the model's own multi-token "
                                                        "prediction heads (llama.cpp PR #22673)"))
@@ -634,10 +657,26 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
 
 def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuView | None,
              options: AdviseOptions) -> Ceiling | None:
+    from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
+
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
+    ram_gbps, ram_basis = options.ram_bandwidth_gbps, ""
+    peak = getattr(options.ram_peak, "configured_gbps", None)
+    if ram_gbps is None and peak:  # nothing measured (a snapshot without one, a busy host): the DIMMs' peak
+        ram_gbps = round(peak, 1)
+        why = options.ram_bandwidth_note or "not measured"
+        ram_basis = (f"= the DIMMs' peak ({why}; published CPU runs reach {CPU_DIMM_EFFICIENCY:.0%} of it, "
+                     "the band below allows for that)")
+    ratio = None
+    if gpu is not None and gpu.power_limit_w and gpu.power_default_limit_w:
+        ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
-                               ram_gbps=options.ram_bandwidth_gbps)
-    return tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
+                               ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
+    c = tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
+    if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
+            m != "VRAM" and g is None for m, _, g in c.parts):
+        c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")
+    return c
 
 
 __all__ = ["AdviseOptions", "BudgetRow", "Ceiling", "FitPlacement", "Flag", "Plan", "PlanBudget", "apply_caps",

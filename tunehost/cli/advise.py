@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from tunehost.advise.plan import Plan
     from tunehost.launch import LaunchConfig
 
-FORMATS = ("human", "shell", "systemd", "json")
+FORMATS = ("human", "shell", "systemd", "json", "ollama")
 EXIT_DOES_NOT_FIT = 2
 
 
@@ -28,13 +29,20 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def advise(
-    model: Path = typer.Option(..., "--model", "-m", metavar="PATH.gguf", help="The GGUF model (any part of a split model)."),
+    model: Optional[List[Path]] = typer.Option(None, "--model", "-m", metavar="PATH.gguf", help="The GGUF model (any part of a split model); several: router mode."),
     ctx: Optional[int] = typer.Option(None, "--ctx", metavar="N", help="Context tokens per slot (default: the model's, at most 32768)."),
     parallel: int = typer.Option(1, "--parallel", metavar="N", help="Concurrent requests (slots)."),
     mmproj: Optional[Path] = typer.Option(None, "--mmproj", metavar="PATH", help="Vision projector GGUF."),
     draft: Optional[Path] = typer.Option(None, "--draft", metavar="PATH", help="Draft model for speculative decoding."),
     spec: Optional[str] = typer.Option(None, "--spec", metavar="mtp|draft", help="Speculative decoding: the model's MTP heads, or --draft."),
-    fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT", help="human (default), shell, systemd or json."),
+    spec_draft_n_max: Optional[int] = typer.Option(None, "--spec-draft-n-max", metavar="N", help="Tokens to draft per step (llama-server --spec-draft-n-max)."),
+    draft_max: Optional[int] = typer.Option(None, "--draft-max", hidden=True),
+    draft_min: Optional[int] = typer.Option(None, "--draft-min", hidden=True),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", metavar="DIR", help="Router mode: every model llama-server would find in DIR."),
+    models_max: Optional[int] = typer.Option(None, "--models-max", metavar="N", help="Router mode: models resident at once (llama-server's default 4; 0 = all)."),
+    reserve_vram: int = typer.Option(0, "--reserve-vram", metavar="MiB", help="VRAM to keep for other servers on the GPU that are not running now."),
+    preset_file: str = typer.Option("models.ini", "--preset-file", metavar="PATH", help="Router mode: where you will save the preset file (--models-preset)."),
+    fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT", help="human (default), shell, systemd, json or ollama."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR", help="Advise for a snapshot instead of this host (no probe runs)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", metavar="PATH", help="The llama-server binary to advise for."),
     cpus: Optional[str] = typer.Option(None, "--cpus", metavar="LIST", help="Pin to these CPUs (e.g. 0-7) instead of the performance cores."),
@@ -45,16 +53,23 @@ def advise(
 ) -> None:
     """The llama-server command for MODEL on this host: placement, threads, pinning, KV cache — each flag explained.
 
+    Several --model (or --models-dir): one router-mode plan (llama-server --models-preset/--models-max) in which any
+    --models-max of them fit together.
+
     Exit status: 0 a plan that fits, 2 the model does not fit (the plan says what would), 1 tunehost could not run.
     """
-    from tunehost.advise.flags import fit_params_path, fit_supported, read_caps, run_fit_params
+    from tunehost.advise.flags import REMOVED_SPEC_OPTIONS, fit_supported, read_caps
     from tunehost.advise.host_view import HostView
-    from tunehost.advise.plan import AdviseOptions, FitPlacement, apply_caps, plan
+    from tunehost.advise.plan import AdviseOptions
     from tunehost.errors import TunehostError
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
     from tunehost.model import read_model
 
+    for removed, value in (("--draft-max", draft_max), ("--draft-min", draft_min)):
+        if value is not None:
+            raise TunehostError(f"{removed} was removed from llama.cpp (common/arg.cpp): use "
+                                f"{REMOVED_SPEC_OPTIONS[removed]} N")
     if fmt not in FORMATS:
         raise TunehostError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if ctx is not None and ctx <= 0:
@@ -63,11 +78,32 @@ def advise(
         raise TunehostError(f"--parallel must be at least 1, not {parallel}")
     if spec not in (None, "mtp", "draft"):
         raise TunehostError(f"--spec must be mtp or draft, not {spec!r}")
+    if spec_draft_n_max is not None and not 0 <= spec_draft_n_max <= 1024:
+        raise TunehostError(f"--spec-draft-n-max must be 0..1024, not {spec_draft_n_max}")
+    if reserve_vram < 0 or reserve_vram > 16 * 1024 * 1024:
+        raise TunehostError(f"--reserve-vram must be 0..16777216 MiB, not {reserve_vram}")
     if user_unit and fmt != "systemd":
         raise TunehostError("--user chooses the kind of systemd unit: use it with --format systemd")
+    models = list(model or ())
+    router = len(models) > 1 or models_dir is not None
+    if not models and models_dir is None:
+        from tunehost.cli import UsageError
+
+        try:  # typer >= 0.20 vendors click as typer._click (as tunehost.cli imports UsageError)
+            from typer._click.globals import get_current_context
+        except ImportError:  # pragma: no cover
+            from click import get_current_context
+        raise UsageError("Missing option '--model' (one PATH.gguf; several, or --models-dir DIR, for router mode)",
+                         ctx=get_current_context(silent=True))
+    if router and (mmproj or draft or spec):
+        raise TunehostError("--mmproj, --draft and --spec plan one model: leave them out in router mode "
+                            "(a models-dir sub-directory's mmproj file is planned with its model)")
+    if models_max is not None and not router:
+        raise TunehostError("--models-max is for router mode: give several --model, or --models-dir")
     # these reach the command line and the unit verbatim: a newline there would start a new unit line
-    for what, value in (("--model", model), ("--mmproj", mmproj), ("--draft", draft), ("--llama-server", llama_server),
-                        ("--host", host_addr), ("--api-key-file", api_key_file)):
+    for what, value in (*(("--model", m) for m in models), ("--models-dir", models_dir), ("--mmproj", mmproj),
+                        ("--draft", draft), ("--llama-server", llama_server), ("--host", host_addr),
+                        ("--api-key-file", api_key_file), ("--preset-file", preset_file)):
         if value is not None:
             require_printable(str(value), what)
     from tunehost.advise.plan import DEFAULT_CTX
@@ -79,15 +115,7 @@ def advise(
             f"--parallel x the default context ({DEFAULT_CTX})"
         raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
                             f"not {per_slot * parallel}")
-    facts_model = read_model(model)
-    draft_model = read_model(draft) if draft else None
-    mmproj_bytes = 0
-    if mmproj is not None:
-        if mmproj.is_dir():
-            raise TunehostError(f"{mmproj}: is a directory, not a GGUF file")
-        if not mmproj.is_file():
-            raise TunehostError(f"{mmproj}: no such file")
-        mmproj_bytes = mmproj.stat().st_size
+    mmproj_bytes = _file_size(mmproj, "--mmproj") if mmproj is not None else 0
     host = open_host(snapshot)
     facts = HostFacts(host)
     view = HostView.from_facts(facts, llama_server=llama_server)
@@ -95,15 +123,89 @@ def advise(
         view = view.with_cpus(cpus)
     server = view.llama_server or "llama-server"
     caps = read_caps(host, view.llama_server)
+    common = dict(ctx=ctx, parallel=parallel, host_addr=host_addr, server=server, fit_option=fit_supported(caps),
+                  api_key_file=str(api_key_file.expanduser().resolve()) if api_key_file else None,
+                  ram_peak=_dimm_peak(facts), spec_draft_n_max=spec_draft_n_max)
+    if (not host.live or not no_probe):
+        gbps, why, busy = ram_bandwidth(host)
+        common.update(ram_bandwidth_gbps=gbps, ram_bandwidth_note=why, host_busy=busy)
+    if router:
+        from tunehost.advise.router import LocalModel, model_name, scan_models_dir
 
-    options = AdviseOptions(model_path=str(model.expanduser().resolve()), ctx=ctx, parallel=parallel,
+        local = scan_models_dir(models_dir) if models_dir is not None else []
+        local += [LocalModel(model_name(m), str(m)) for m in models]
+        _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve_vram, preset_file, user_unit,
+                       models_dir=str(models_dir.expanduser().resolve()) if models_dir else None)
+        return
+    facts_model = read_model(models[0])
+    draft_model = read_model(draft) if draft else None
+    if reserve_vram:
+        from tunehost.advise.router import reserve_vram as keep
+
+        view = keep(view, reserve_vram * 1024 * 1024)
+    rope, vocab_problems = _gguf_checks(facts_model, draft_model)
+    options = AdviseOptions(model_path=str(models[0].expanduser().resolve()), rope_scaling=rope,
+                            draft_vocab_problems=vocab_problems,
                             mmproj=str(mmproj.expanduser().resolve()) if mmproj else None, mmproj_bytes=mmproj_bytes,
                             draft=str(draft.expanduser().resolve()) if draft else None, draft_model=draft_model,
-                            spec=spec, host_addr=host_addr, server=server, fit_option=fit_supported(caps),
-                            api_key_file=str(api_key_file.expanduser().resolve()) if api_key_file else None,
-                            ram_peak=_dimm_peak(facts))
+                            spec=spec, **common)
+    result = _plan_with_probe(host, view, caps, facts_model, options, no_probe)
+    if reserve_vram:
+        result = _note(result, f"{reserve_vram} MiB of VRAM kept for other servers on the GPU (--reserve-vram)")
+    for refused in host.refusals:  # what the plan could not use from the snapshot
+        typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
+    if fmt == "json":
+        data = result.to_json()
+        data["launch"] = result.launch().to_json()  # the typed launch configuration bench and tune read back
+        data["snapshot"] = str(snapshot) if snapshot else None
+        typer.echo(json.dumps(data, indent=2))
+    elif fmt == "shell":
+        typer.echo(render_shell(result.launch()))
+    elif fmt == "systemd":
+        typer.echo(render_systemd(result.launch(), user=user_unit), nl=False)
+    elif fmt == "ollama":
+        typer.echo(render_ollama(result.launch()), nl=False)
+    else:
+        render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
+    if not result.fits:
+        raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _gguf_checks(model, draft) -> tuple[str | None, tuple[str, ...]]:
+    """The main model's RoPE scaling (for the context clamp) and what makes the draft's vocabulary incompatible."""
+    from tunehost.advise.vocab import compare, read_meta
+
+    first = (model.parts or (model.path,))[0] if (model.parts or model.path) else None
+    meta = read_meta(first) if first else None
+    rope = None
+    if meta is not None and meta.rope_scaling:
+        rope = meta.rope_scaling + (f" x{meta.rope_factor:g}" if meta.rope_factor else "") + \
+            (f" from {meta.rope_original_ctx}" if meta.rope_original_ctx else "")
+    problems: tuple[str, ...] = ()
+    if draft is not None and meta is not None:
+        dfirst = (draft.parts or (draft.path,))[0] if (draft.parts or draft.path) else None
+        dmeta = read_meta(dfirst) if dfirst else None
+        if dmeta is not None:
+            problems = tuple(compare(meta, dmeta))
+    return rope, problems
+
+
+def _file_size(path: Path, what: str) -> int:
+    from tunehost.errors import TunehostError
+
+    if path.is_dir():
+        raise TunehostError(f"{path}: is a directory, not a GGUF file")
+    if not path.is_file():
+        raise TunehostError(f"{path}: no such file")
+    return path.stat().st_size
+
+
+def _plan_with_probe(host, view, caps, facts_model, options, no_probe: bool) -> "Plan":
+    """plan(), then llama-fit-params' placement where it can answer, then the build's spellings."""
+    from tunehost.advise.flags import fit_params_path, run_fit_params
+    from tunehost.advise.plan import FitPlacement, apply_caps, plan
+
     first = plan(facts_model, view, options)  # validates, and says whether a GPU placement is needed
-    live_probe = host.live and not no_probe
     if first.path in ("gpu", "moe", "split") and not no_probe:
         fit_bin = fit_params_path(host, view.llama_server)
         if fit_bin:
@@ -113,31 +215,83 @@ def advise(
                                                           probe.command, probe.tensor_split))
             else:
                 options = _with(options, fit_note=f"placement is tunehost's estimate: {why}")
-    if live_probe or not host.live:
-        from tunehost.probes.measure import read_bandwidth
-
-        # live: the pinned per-core probe now; a snapshot: what its doctor run measured (samples/measure.json)
-        options = _with(options, ram_bandwidth_gbps=read_bandwidth(host))
     result = apply_caps(plan(facts_model, view, options), caps)
     if live_probe:
         result = _with_estimate(host, fit_params_path(host, view.llama_server), options.model_path, result)
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
+    return result
 
-    for refused in host.refusals:  # what the plan could not use from the snapshot
-        typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
+
+def _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve_mib, preset_file, user_unit,
+                   *, models_dir) -> None:
+    """Router mode: one plan per model, any --models-max of them resident together (tunehost.advise.router)."""
+    from tunehost.advise.plan import AdviseOptions, apply_caps, plan
+    from tunehost.advise.router import DEFAULT_MODELS_MAX, plan_router
+    from tunehost.model import read_model
+
+    facts_models = [read_model(m.path) for m in local]
+    opts = [AdviseOptions(model_path=str(Path(m.path).expanduser().resolve()), mmproj=m.mmproj,
+                          mmproj_bytes=_file_size(Path(m.mmproj), "mmproj") if m.mmproj else 0, **common)
+            for m in local]
+    rp = plan_router([m.name for m in local],
+                     lambda i, h: apply_caps(plan(facts_models[i], h, opts[i]), caps), view,
+                     DEFAULT_MODELS_MAX if models_max is None else models_max, reserve_mib * 1024 * 1024,
+                     models_dir=models_dir)
+    launch = rp.launch(common["server"], preset_file)
     if fmt == "json":
-        data = result.to_json()
+        data = rp.to_json()
+        data["launch"] = launch.to_json()
         data["snapshot"] = str(snapshot) if snapshot else None
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "shell":
-        typer.echo(render_shell(result.launch()))
+        typer.echo(render_router_files(launch, preset_file))
     elif fmt == "systemd":
-        typer.echo(render_systemd(result.launch(), user=user_unit), nl=False)
+        typer.echo(render_systemd(launch, user=user_unit), nl=False)
+        typer.echo(_commented(render_router_preset(launch), f"save as {preset_file}"))
+    elif fmt == "ollama":
+        typer.echo(render_ollama(launch), nl=False)
     else:
-        render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
-    if not result.fits:
+        render_router_human(rp, launch, preset_file, make_console(), snapshot=str(snapshot) if snapshot else None)
+    if not rp.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _commented(text: str, head: str) -> str:
+    return "\n".join([f"# ---- {head} ----"] + [f"# {line}" if line else "#" for line in text.splitlines()]) + "\n"
+
+
+def ram_bandwidth(host) -> tuple[float | None, str | None, bool]:
+    """RAM GB/s for the TG ceiling, why there is none, and whether the host is busy now: never a measurement taken
+    on a busy host.
+
+    Live: the pinned per-core probe now, unless tunehost.facts.processes.busy_reason says the host is busy (then the
+    last quiet measurement, once a results store keeps one, else nothing: the plan falls back to the DIMMs' peak).
+    A snapshot: what its doctor run measured (samples/measure.json), or why it did not (a busy host, --quick)."""
+    from tunehost.facts.measure import MeasureFacts
+
+    if host.live:
+        from tunehost.facts.processes import ProcessFacts, busy_reason
+        from tunehost.probes.measure import probe_memory
+
+        reason = busy_reason(ProcessFacts.gather(host))
+        if reason is None:
+            return probe_memory(host)["memory_read_gbps"], None, False
+        quiet = last_quiet_bandwidth(host)
+        if quiet is not None:
+            return quiet, f"{reason}; using the last quiet measurement ({quiet:.1f} GB/s)", True
+        return None, reason, True
+    m = MeasureFacts.gather(host)
+    if m.memory_read_gbps is not None:
+        return m.memory_read_gbps, None, False
+    return None, m.why_missing("memory_read_gbps"), False
+
+
+def last_quiet_bandwidth(host) -> float | None:
+    """The RAM bandwidth last measured on this host while it was quiet. Seam for the results store (the tune
+    issue's store of past measurements): until it exists there is none, and a busy host falls back to the DIMMs'
+    peak. Replace the body with a store lookup; callers already handle None."""
+    return None
 
 
 def _with(options, **changes):
@@ -240,7 +394,11 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
     server = argv[0] if argv[0].startswith("/") else "/usr/local/bin/llama-server"
     argv[0] = server
     notes: list[str] = []
-    lock = bool(p.flag("--mlock") or p.mlock_wanted or p.value("--load-mode") in ("mlock", "mmap+mlock"))
+    from tunehost.launch import LaunchConfig
+
+    every = (p, *p.models, LaunchConfig("", p.preset))  # a router: its models' (and shared) flags lock too
+    lock = any(c.flag("--mlock") or c.mlock_wanted or c.value("--load-mode") in ("mlock", "mmap+mlock")
+               for c in every)
     if user:
         if "--prio" in argv:
             i = argv.index("--prio")
@@ -274,6 +432,10 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
                  "[Unit]", f"Description=llama-server: {name}",
                  "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple"]
     lines += notes
+    if not user:  # never root: a throw-away system user that may open the GPUs (/dev/dri render nodes, /dev/kfd)
+        lines += ["# runs as an unprivileged dynamic user, not root; it can read files other users may read (the",
+                  "# model: chmod o+r, or replace DynamicUser=yes with User=<an account that can read it>)",
+                  "DynamicUser=yes", "SupplementaryGroups=video render"]
     lines.append(f"ExecStart={exec_start}")
     if p.pin_cpus:
         lines.append(f"CPUAffinity={format_cpu_list(p.pin_cpus)}")  # a user manager may narrow affinity too
@@ -286,6 +448,123 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
     lines += ["Restart=on-failure", "RestartSec=5", "", "[Install]",
               "WantedBy=default.target" if user else "WantedBy=multi-user.target", ""]
     return "\n".join(lines)
+
+
+# ---- router mode ----
+
+
+def render_router_preset(p: "LaunchConfig") -> str:
+    """The --models-preset INI file of a router LaunchConfig."""
+    from tunehost.advise.router import render_preset
+
+    return render_preset(p)
+
+
+def render_router_files(p: "LaunchConfig", preset_file: str) -> str:
+    """The router's command line, then the preset file it reads (as a heredoc that writes it)."""
+    preset = render_router_preset(p)
+    return (f"cat > {_shell_word(preset_file)} <<'TUNEHOST_PRESET'\n{preset}TUNEHOST_PRESET\n\n" + render_shell(p))
+
+
+def render_router_human(rp, launch: "LaunchConfig", preset_file: str, console: "Console", *,
+                        snapshot: str | None = None) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    where = f"snapshot {snapshot}" if snapshot else "this host (live)"
+    console.print(f"[bold]tunehost advise[/] — router mode, {len(rp.names)} models, at most {rp.resident} resident "
+                  f"(--models-max {rp.models_max}) on {escape(one_line(where))}")
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("model", "placement", "GPU", "RAM", "context", "TG"):
+        table.add_column(col, justify="right" if col in ("GPU", "RAM") else "left")
+    for name, p in zip(rp.names, rp.plans):
+        band = p.ceiling.band if p.ceiling is not None else None
+        table.add_row(escape(one_line(name)), p.path + (f" -ngl {p.value('-ngl')}" if p.path == "split" else "")
+                      + (f" --n-cpu-moe {p.value('--n-cpu-moe')}" if p.value("--n-cpu-moe") else ""),
+                      _gib(p.budget.gpu_total), _gib(p.budget.ram_total), f"{p.ctx} x {p.parallel}",
+                      f"{band.low:.0f}-{band.high:.0f} t/s" if band else "-")
+    table.add_row(f"[bold]worst {rp.resident} resident[/]", "", f"[bold]{_gib(rp.gpu_worst)}[/]",
+                  f"[bold]{_gib(rp.ram_worst)}[/]", "", "")
+    table.add_row("free", "", _gib(rp.gpu_free), _gib(rp.ram_available), "", "")
+    console.print(table)
+    console.print("[green]fits[/]" if rp.fits else "[bold red]does not fit[/]")
+    console.print()
+    console.print(f"[bold]preset file[/] ({escape(preset_file)})")
+    console.print(escape(render_router_preset(launch)))
+    console.print("[bold]command[/]")
+    console.print(escape(render_shell(launch)))
+    for w in (*rp.warnings, *(f"{n}: {w}" for n, p in zip(rp.names, rp.plans) for w in p.warnings)):
+        console.print(f"[yellow]WARN[/] {escape(w)}")
+    for n in dict.fromkeys((*rp.notes, *(n for p in rp.plans for n in p.notes))):
+        console.print(f"[dim]note {escape(n)}[/]")
+
+
+# ---- Ollama ----
+# Names and defaults checked in ollama/ollama fb30760 (2026-08-21): envconfig/config.go (OLLAMA_FLASH_ATTENTION
+# BoolWithDefault, OLLAMA_KV_CACHE_TYPE "" = f16, OLLAMA_NUM_PARALLEL 1, OLLAMA_MAX_LOADED_MODELS 0 = automatic),
+# api/types.go Runner (num_ctx, num_gpu -1 = automatic, num_thread 0 = automatic, use_mmap), llm/llama_server.go
+# (-c num_ctx x num_parallel, -np num_parallel, -ngl only when num_gpu > 0 or == 0, --load-mode none for use_mmap
+# false, one KV type for K and V).
+OLLAMA_DROPIN = "/etc/systemd/system/ollama.service.d/tunehost.conf"
+
+
+def render_ollama(p: "LaunchConfig") -> str:
+    """An ollama.service drop-in (environment, CPU affinity) and a Modelfile per model carrying the same plan."""
+    from tunehost.cpulist import format_cpu_list
+
+    configs = p.model_configs()
+    first = configs[0]
+    notes: list[str] = []
+    env: list[tuple[str, str]] = []
+    fa = first.value("-fa") if first.flag("-fa") else None
+    if first.flag("-fa"):
+        env.append(("OLLAMA_FLASH_ATTENTION", "0" if fa == "off" else "1"))
+    ctk, ctv = first.value("-ctk"), first.value("-ctv")
+    if ctk:
+        env.append(("OLLAMA_KV_CACHE_TYPE", ctk))
+        if ctv and ctv != ctk:
+            notes.append(f"Ollama sets one KV type for K and V: {ctk} (the plan has V {ctv})")
+    env.append(("OLLAMA_NUM_PARALLEL", first.value("-np") or "1"))
+    models_max = p.value("--models-max") if p.models else "1"
+    if models_max == "0":  # llama-server: 0 = unlimited; Ollama: 0 = its own automatic choice
+        models_max = str(len(p.models))
+    env.append(("OLLAMA_MAX_LOADED_MODELS", models_max or "1"))
+    for e in p.env:
+        env.append((e.name, e.value or ""))
+    lines = [f"# ---- {OLLAMA_DROPIN} (then: systemctl daemon-reload && systemctl restart ollama) ----",
+             "[Service]"]
+    for name, value in env:
+        lines.append(f"Environment={_systemd_quote(f'{name}={value}')}")
+    pins = p.pin_cpus or first.pin_cpus
+    if pins:
+        lines.append(f"CPUAffinity={format_cpu_list(pins)}")
+    for m in configs:
+        stem = (m.name if p.models and m.name else Path(m.model).name.replace(".gguf", ""))
+        name = re.sub(r"[^a-z0-9._-]+", "-", stem.lower())
+        name = name.strip("-.")[:80] or "model"  # an Ollama model name: lower case, digits, . _ -
+        lines += ["", f"# ---- Modelfile for {name} (then: ollama create {name} -f Modelfile) ----",
+                  f"FROM {m.model}"]
+        c, np_ = m.value("-c"), m.value("-np") or "1"
+        if c:
+            per_slot = int(c) // max(1, int(np_))
+            lines.append(f"PARAMETER num_ctx {per_slot}")  # Ollama passes -c num_ctx x OLLAMA_NUM_PARALLEL
+        if m.flag("--n-cpu-moe") or any(f.name == "-ot" for f in m.flags):
+            notes.append(f"{name}: Ollama has no --n-cpu-moe / -ot; num_gpu is left unset so llama-server's own "
+                         "fit (on by default) places the experts")
+        elif m.value("-ngl") is not None:
+            lines.append(f"PARAMETER num_gpu {m.value('-ngl')}")
+        if m.value("-t"):
+            lines.append(f"PARAMETER num_thread {m.value('-t')}")
+        if m.flag("--no-mmap") or m.value("--load-mode") in ("none", "mlock"):
+            lines.append("PARAMETER use_mmap false")
+        if m.flag("--mlock") or m.value("--load-mode") in ("mlock", "mmap+mlock"):
+            notes.append(f"{name}: Ollama has no mlock option; the weights may be paged out under memory pressure")
+        if m.flag("-mm") or m.flag("-md"):
+            notes.append(f"{name}: the vision projector / draft model are not carried into the Modelfile")
+    if notes:
+        lines.append("")
+        lines += [f"# note: {one_line(n)}" for n in dict.fromkeys(notes)]
+    return "\n".join(lines) + "\n"
 
 
 def _gib(n: int | None) -> str:

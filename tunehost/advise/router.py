@@ -1,0 +1,272 @@
+"""Router mode and co-resident servers: several models as one VRAM/RAM plan (pure, except `scan_models_dir`).
+
+llama-server started without a model is a router (tools/server/server-models.cpp): it starts one child server per
+model on demand, at most `--models-max N` at once (common/arg.cpp; default 4, 0 = unlimited), and takes the models
+from `--models-dir DIR` (common/preset.cpp `load_from_models_dir`: each `*.gguf` there named by its file name
+without `.gguf`, each sub-directory a model named by the directory, its `mmproj*` file the projector) and/or an INI
+file `--models-preset FILE` (one `[name]` section per model, keys = option names without dashes, `[*]` shared by
+all; the router's own command-line options override both, so per-model choices live in the preset only).
+
+The plan: each model alone first; then the worst case — the `models_max` largest GPU (and RAM) footprints resident
+at once — must fit the free VRAM minus what other servers on the GPU need (`reserve`). When it does not, the model
+with the largest GPU footprint gives up VRAM first (re-planned within a smaller budget: MoE more `--n-cpu-moe`, dense
+fewer `-ngl`), then the next largest, until any `models_max` of them fit together: small models stay whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tunehost.advise.host_view import HostView
+from tunehost.errors import TunehostError
+from tunehost.launch import Flag, LaunchConfig
+
+GiB = 1024 ** 3
+DEFAULT_MODELS_MAX = 4  # common/common.h: int models_max = 4
+# options the router sets for each child itself (server-models.cpp unset_reserved_args / update_args)
+ROUTER_ONLY = ("--host", "--port", "--api-key-file", "--api-key", "-m", "--model")
+# preset-only spellings: the file path options become `model`, `mmproj`, `model-draft` keys
+PATH_KEYS = {"-m": "model", "-mm": "mmproj", "-md": "model-draft"}
+DRAFT_PREFIXES = ("mtp-", "dspark-", "dflash-")  # common/preset.cpp draft_prefixes: sidecars, not models
+MAX_MODELS = 64
+MAX_SHRINK_STEPS = 200  # re-plans of one model each while the worst case does not fit
+_SECTION = re.compile(r"[^\]\r\n;#]+")
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """One model as the router names it."""
+
+    name: str
+    path: str
+    mmproj: str | None = None
+
+
+def scan_models_dir(directory: str | Path) -> list[LocalModel]:
+    """The models llama-server's router finds in `--models-dir DIR` (common/preset.cpp load_from_models_dir)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise TunehostError(f"--models-dir {directory}: not a directory")
+    found: list[LocalModel] = []
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if len(found) >= MAX_MODELS:
+            raise TunehostError(f"--models-dir {directory}: more than {MAX_MODELS} models")
+        if entry.is_dir():
+            model = shard = mmproj = None
+            for f in sorted(entry.iterdir(), key=lambda e: e.name):
+                if not f.name.endswith(".gguf") or not f.is_file():
+                    continue
+                if "mmproj" in f.name:
+                    mmproj = str(f)
+                elif f.name.startswith(DRAFT_PREFIXES):
+                    continue
+                elif "-00001-of-" in f.name:
+                    shard = str(f)
+                else:
+                    model = str(f)
+            if shard or model:
+                found.append(LocalModel(entry.name, shard or model, mmproj))  # type: ignore[arg-type]
+        elif entry.name.endswith(".gguf") and entry.is_file() and "mmproj" not in entry.name \
+                and not entry.name.startswith(DRAFT_PREFIXES):
+            found.append(LocalModel(entry.name.replace(".gguf", ""), str(entry)))
+    if not found:
+        raise TunehostError(f"--models-dir {directory}: no GGUF model in it")
+    return found
+
+
+def model_name(path: str | Path) -> str:
+    """The name the router would give a single-file model: its file name without `.gguf`."""
+    return Path(path).name.replace(".gguf", "")
+
+
+def with_gpu_budget(host: HostView, free_bytes: int) -> HostView:
+    """The host with at most `free_bytes` free on its discrete GPUs (a share of the VRAM, or what a reservation
+    for other servers leaves)."""
+    gpus = tuple(g if g.unified or g.free_bytes is None else replace(g, free_bytes=max(0, min(g.free_bytes, free_bytes)))
+                 for g in host.gpus)
+    return replace(host, gpus=gpus)
+
+
+def reserve_vram(host: HostView, reserve_bytes: int) -> HostView:
+    """The host with `reserve_bytes` of every discrete GPU's free VRAM kept for other servers."""
+    gpus = tuple(g if g.unified or g.free_bytes is None else replace(g, free_bytes=max(0, g.free_bytes - reserve_bytes))
+                 for g in host.gpus)
+    return replace(host, gpus=gpus)
+
+
+def vram_holders(host: HostView) -> list[str]:
+    """Who holds VRAM now (already missing from the free VRAM every plan uses): "llama-server pid 812: 1.2 GiB"."""
+    out = []
+    for g in host.discrete_gpus:
+        for pid, name, mib in g.vram_clients:
+            size = f"{mib / 1024:.1f} GiB" if mib else "size unknown"
+            out.append(f"{name or 'process'} pid {pid if pid is not None else '?'} on {g.name}: {size}")
+    return out
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    names: tuple[str, ...]
+    plans: tuple[Any, ...]  # tunehost.advise.plan.Plan, one per model
+    models_max: int  # as given (0 = unlimited)
+    resident: int  # how many can be loaded at once: min(models_max or n, n)
+    gpu_free: int | None
+    gpu_worst: int
+    ram_available: int | None
+    ram_worst: int
+    reserve: int
+    fits: bool
+    scaled: tuple[tuple[str, int, int], ...] | None  # (model, GPU bytes alone, GPU bytes planned) for those reduced
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    models_dir: str | None = None
+
+    def launch(self, server: str = "llama-server", preset_path: str = "models.ini") -> LaunchConfig:
+        """The router's launch configuration: its own flags, and one config per model (the preset's sections)."""
+        configs = [p.launch() for p in self.plans]
+        first = self.plans[0]
+        shared = [f for f in configs[0].flags
+                  if f.name not in ROUTER_ONLY and f.name not in PATH_KEYS
+                  and all(any(g.name == f.name and g.value == f.value for g in c.flags) for c in configs[1:])]
+        shared_names = {(f.name, f.value) for f in shared}
+        models = tuple(replace(c, name=n, flags=tuple(f for f in c.flags if (f.name, f.value) not in shared_names
+                                                      and f.name not in ROUTER_ONLY[:4]))
+                       for n, c in zip(self.names, configs))
+        router = []
+        if self.models_dir:
+            router.append(Flag("--models-dir", self.models_dir, "the models the router may load"))
+        router.append(Flag("--models-preset", preset_path, "per-model placement, context and KV (the file below)"))
+        router.append(Flag("--models-max", str(self.models_max), f"at most {self.resident} models resident: the "
+                                                                 "worst case the VRAM/RAM plan was made for"))
+        for name in ("--host", "--api-key-file"):
+            f = first.flag(name)
+            if f is not None:
+                router.append(f)
+        env = configs[0].env if all(c.env == configs[0].env for c in configs) else ()
+        pins = {c.pin_cpus for c in configs}
+        return LaunchConfig(model="", flags=tuple(router), server=server, env=env,
+                            pin_cpus=configs[0].pin_cpus if len(pins) == 1 else None, nice=None,
+                            mlock_wanted=any(c.mlock_wanted for c in configs), name="router", models=models,
+                            preset=tuple(shared))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": "router", "models": [dict(p.to_json(), router_name=n) for n, p in zip(self.names, self.plans)],
+                "models_max": self.models_max, "resident": self.resident, "gpu_free_bytes": self.gpu_free,
+                "gpu_worst_case_bytes": self.gpu_worst, "ram_available_bytes": self.ram_available,
+                "ram_worst_case_bytes": self.ram_worst, "reserved_vram_bytes": self.reserve, "fits": self.fits,
+                "gpu_budget_reduced": [{"model": n, "alone_bytes": a, "planned_bytes": b}
+                                       for n, a, b in self.scaled or ()], "warnings": list(self.warnings), "notes": list(self.notes)}
+
+
+def _top(values: Sequence[int], k: int) -> int:
+    return sum(sorted(values, reverse=True)[:k])
+
+
+def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], host: HostView, models_max: int,
+                reserve_bytes: int = 0, models_dir: str | None = None) -> RouterPlan:
+    """One plan per model such that any `models_max` of them fit together. `plan_one(i, host)` plans model i on a
+    host view (tunehost.advise.plan.plan with that model's options)."""
+    n = len(names)
+    if n == 0:
+        raise TunehostError("router mode needs at least one model")
+    if len(set(names)) != n:
+        raise TunehostError(f"two models share a router name: {', '.join(sorted({x for x in names if names.count(x) > 1}))}")
+    if models_max < 0:
+        raise TunehostError(f"--models-max must be 0 (unlimited) or more, not {models_max}")
+    resident = n if models_max == 0 else min(models_max, n)
+    warnings: list[str] = []
+    notes: list[str] = []
+    base = reserve_vram(host, reserve_bytes) if reserve_bytes else host
+    if reserve_bytes:
+        notes.append(f"{reserve_bytes / GiB:.1f} GiB of VRAM reserved for other servers on the GPU (--reserve-vram)")
+    held = vram_holders(host)
+    if held:
+        notes.append("VRAM held now, already left out of the free VRAM planned on: " + "; ".join(held))
+    discrete = [g for g in base.discrete_gpus if g.free_bytes is not None]
+    free = max((g.free_bytes or 0 for g in discrete), default=None)
+    plans = [plan_one(i, base) for i in range(n)]
+    scaled = None
+    if free is not None:
+        alone = [p.budget.gpu_total for p in plans]
+        needs, caps = list(alone), list(alone)
+        for _ in range(MAX_SHRINK_STEPS):
+            worst = _top(needs, resident)
+            if worst <= free:
+                break
+            i = max(range(n), key=lambda k: needs[k])  # the largest footprint gives up VRAM first
+            caps[i] = max(0, min(caps[i] - (worst - free), int(caps[i] * 0.97)))
+            plans[i] = plan_one(i, with_gpu_budget(base, caps[i]))
+            needs[i] = plans[i].budget.gpu_total
+            if caps[i] == 0:
+                break
+        reduced = tuple((names[k], alone[k], plans[k].budget.gpu_total) for k in range(n)
+                        if plans[k].budget.gpu_total < alone[k])
+        scaled = reduced or None
+    gpu_worst = _top([p.budget.gpu_total for p in plans], resident)
+    ram_worst = _top([p.budget.ram_total for p in plans], resident)
+    fits = all(p.fits for p in plans)
+    if free is not None and gpu_worst > free:
+        fits = False
+        warnings.append(f"does not fit: {resident} models resident need up to {gpu_worst / GiB:.1f} GiB of VRAM, "
+                        f"{free / GiB:.1f} GiB is free; lower --models-max or the contexts")
+    unified = [g for g in base.unified_gpus]
+    if free is None and unified and host.ram_available is not None:  # an APU: GPU-mapped and CPU parts share RAM
+        u = unified[0]
+        pool = (u.free_bytes or 0) + min(host.ram_available, u.gtt_free_bytes or host.ram_available)
+        both = _top([p.budget.gpu_total + p.budget.ram_total for p in plans], resident)
+        if both > pool:
+            fits = False
+            warnings.append(f"does not fit: {resident} models resident need up to {both / GiB:.1f} GiB of unified "
+                            f"memory, {pool / GiB:.1f} GiB is free (carve-out + available RAM)")
+    elif host.ram_available is not None and ram_worst > host.ram_available:
+        fits = False
+        warnings.append(f"does not fit: {resident} models resident need up to {ram_worst / GiB:.1f} GiB of RAM "
+                        f"(their CPU parts), {host.ram_available / GiB:.1f} GiB is available")
+    if scaled is not None:
+        notes.append(f"any {resident} of the {n} models fit together only with less VRAM for the largest: "
+                     + "; ".join(f"{m} {a / GiB:.1f} -> {b / GiB:.1f} GiB" for m, a, b in scaled)
+                     + " (re-planned within that budget)")
+    if models_max == 0 and n > 1:
+        notes.append("--models-max 0 (unlimited): planned for every model resident at once")
+    return RouterPlan(tuple(names), tuple(plans), models_max, resident, free, gpu_worst, host.ram_available,
+                      ram_worst, reserve_bytes, fits, scaled, tuple(warnings), tuple(notes), models_dir)
+
+
+def render_preset(launch: LaunchConfig) -> str:
+    """The `--models-preset` INI file (common/preset.cpp load_from_ini): `[*]` with the shared flags, then one
+    section per model. Keys are option names without leading dashes; a switch is `key = true`. A value or name
+    that INI cannot carry (`;` or `#` start a comment, a newline ends the line) is one clear error."""
+    from tunehost.printable import require_printable
+
+    lines = ["; written by tunehost advise (router mode): llama-server --models-preset THIS_FILE",
+             "; keys are llama-server options without the leading dashes (tools/server/README.md, Model presets)",
+             "version = 1", ""]
+
+    def kv(f: Flag) -> str:
+        key = PATH_KEYS.get(f.name, f.name.lstrip("-"))
+        value = "true" if f.value is None else f.value
+        require_printable(value, f"the preset value of {f.name}")
+        if re.search(r"[;#]", value) or value != value.strip():
+            raise TunehostError(f"{f.name} {value!r} cannot be written to an INI preset (';' and '#' start a "
+                                "comment there): rename the file or pass the option on the command line")
+        return f"{key} = {value}"
+
+    if launch.preset:
+        lines.append("[*]")
+        lines += [kv(f) for f in launch.preset]
+        lines.append("")
+    for m in launch.models:
+        name = m.name or model_name(m.model)
+        if not _SECTION.fullmatch(name):
+            raise TunehostError(f"model name {name!r} cannot be an INI section name")
+        lines.append(f"[{name}]")
+        lines += [kv(f) for f in m.flags]
+        lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["DEFAULT_MODELS_MAX", "LocalModel", "RouterPlan", "model_name", "plan_router", "render_preset",
+           "reserve_vram", "scan_models_dir", "vram_holders", "with_gpu_budget"]
