@@ -216,7 +216,7 @@ def _plan_with_probe(host, view, caps, facts_model, options, no_probe: bool) -> 
             else:
                 options = _with(options, fit_note=f"placement is tunehost's estimate: {why}")
     result = apply_caps(plan(facts_model, view, options), caps)
-    if live_probe:
+    if host.live and not no_probe:  # llama.cpp's own memory estimate beside tunehost's
         result = _with_estimate(host, fit_params_path(host, view.llama_server), options.model_path, result)
     if caps is None and view.llama_server:
         result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
