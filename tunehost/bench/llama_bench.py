@@ -23,9 +23,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -78,6 +75,7 @@ _THROUGHPUT_CELL = re.compile(r"^(?P<avg>[-+\d.eE]+|nan|inf)\s*(?:±\s*(?P<stdde
 # Files tunehost reads as llama-bench output or saved results: a real sweep is a few hundred KB (a Markdown row is
 # ~130 bytes, so this is ~100,000 rows); anything larger is not what the user meant to give.
 MAX_INPUT_BYTES = 16 * 1024 * 1024
+MAX_OUTPUT_LINE = 1024 * 1024  # one line of llama-bench output (a JSONL record is ~1 KB)
 GGUF_MAGIC = b"GGUF"
 _SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
 _COUNT_UNITS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
@@ -515,7 +513,8 @@ def find_llama_bench(
         for place in places:
             candidate = place if place.is_file() else place / BENCH_BINARY
             if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
+                # absolute: Path("./llama-bench") prints as "llama-bench", which exec would look up on PATH
+                return Path(os.path.abspath(candidate))
         raise TunehostError(f"no executable llama-bench at {explicit}")
     found = llama_program_candidates(BENCH_BINARY, environ)
     if found:
@@ -604,55 +603,24 @@ class _Outcome:
 
 
 def _spawn(argv: Sequence[str], *, timeout: float, on_stderr_line: Callable[[str], None] | None = None) -> _Outcome:
-    """Run argv (no shell); stream stderr lines to the callback and keep the last 200.
-
-    On a timeout the whole process group is killed, so no llama-bench thread outlives it.
+    """Run argv through `tunehost.host.proc.run_bounded`: no shell, stderr lines streamed to the callback, the last
+    200 kept; at the deadline the whole process group is killed (SIGTERM, then SIGKILL), so no llama-bench thread
+    outlives it, and output past MAX_INPUT_BYTES (or a line past MAX_OUTPUT_LINE) ends the run as too large.
     """
-    try:
-        process = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, errors="replace", start_new_session=True,
-        )
-    except OSError as error:
-        raise TunehostError(f"cannot run {argv[0]}: {error.strerror or error}") from None
-    stderr_tail: deque[str] = deque(maxlen=200)
-    stdout_chunks: list[str] = []
+    from tunehost.host.proc import run_bounded
 
-    def pump_stderr() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            line = line.rstrip("\n")
-            stderr_tail.append(line)
-            if on_stderr_line is not None:
-                on_stderr_line(line)
+    def on_line(stream: str, line: str) -> None:
+        if stream == "stderr" and on_stderr_line is not None:
+            on_stderr_line(line)
 
-    def pump_stdout() -> None:
-        assert process.stdout is not None
-        stdout_chunks.append(process.stdout.read())
-
-    readers = [threading.Thread(target=pump, daemon=True) for pump in (pump_stderr, pump_stdout)]
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(process)
-    except BaseException:
-        _kill_group(process)
-        raise
-    for reader in readers:
-        reader.join(timeout=5)
-    return _Outcome(process.returncode, "".join(stdout_chunks), "\n".join(stderr_tail), timed_out)
-
-
-def _kill_group(process: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
+    result = run_bounded(argv, timeout_s=timeout, max_stdout=MAX_INPUT_BYTES, max_stderr=MAX_INPUT_BYTES,
+                         max_line=MAX_OUTPUT_LINE, on_line=on_line)
+    if result.not_run is not None:
+        raise TunehostError(result.not_run)
+    if result.too_large is not None:
+        raise TunehostError(f"{argv[0]}: output too large ({result.too_large}); it was stopped")
+    tail = "\n".join(result.stderr.splitlines()[-200:])
+    return _Outcome(result.rc, result.stdout, tail, result.timed_out)
 
 
 def _describe_exit(returncode: int) -> str:
