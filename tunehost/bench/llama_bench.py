@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tunehost.bounds import number
+from tunehost.bounds import MAX_TOKENS, MAX_TOKENS_PER_S, number, token_count, tokens_per_s
 from tunehost.errors import TunehostError
 
 BENCH_BINARY = "llama-bench"
@@ -68,7 +68,7 @@ _BOOL_FIELDS = frozenset({
     "fused_moe",
 })
 _TEST_NAME = re.compile(
-    r"^(?:pp\s*(?P<pp>\d+))?(?:\s*\+\s*)?(?:tg\s*(?P<tg>\d+))?(?:\s*@\s*d\s*(?P<depth>\d+))?$"
+    r"^(?:pp\s*(?P<pp>\d{1,12}))?(?:\s*\+\s*)?(?:tg\s*(?P<tg>\d{1,12}))?(?:\s*@\s*d\s*(?P<depth>\d{1,12}))?$"
 )
 _BUILD_LINE = re.compile(r"^build:\s*(?P<commit>\S+)\s*\((?P<number>\d+)\)\s*$")
 _THROUGHPUT_CELL = re.compile(r"^(?P<avg>[-+\d.eE]+|nan|inf)\s*(?:±\s*(?P<stddev>[-+\d.eE]+|nan|inf))?$")
@@ -168,18 +168,34 @@ def _decode_json(decode: Callable[[], Any], where: str) -> tuple[Any, ...]:
 
 def _throughput(value: Any, where: str, what: str = "t/s") -> float:
     """A tokens/s figure: a finite number above 0 (llama-bench reporting NaN, inf or a negative rate is broken)."""
-    rate = number(value, 0.0, above_low=True)
+    rate = tokens_per_s(value)
     if rate is None:
-        raise TunehostError(f"llama-bench {where} reports {what} {value!r}: not a positive finite number")
+        raise TunehostError(f"llama-bench {where} reports {what} {_shown(value)}: not a positive finite number "
+                            f"up to {MAX_TOKENS_PER_S:g} t/s")
     return rate
+
+
+def _tokens(value: int, where: str, what: str) -> int:
+    """A token count from llama-bench: 0 .. MAX_TOKENS (a negative count is not a result)."""
+    count = token_count(value)
+    if count is None:
+        raise TunehostError(f"llama-bench {where} reports {what} {_shown(value)}: not a token count "
+                            f"(0 to {MAX_TOKENS})")
+    return count
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def _spread(value: Any, where: str) -> float:
     if value is None:
         return 0.0
-    spread = number(value, 0.0)
+    spread = number(value, 0.0, MAX_TOKENS_PER_S)
     if spread is None:
-        raise TunehostError(f"llama-bench {where} reports a stddev of {value!r}: not a finite number >= 0")
+        raise TunehostError(f"llama-bench {where} reports a stddev of {_shown(value)}: not a finite number "
+                            f"from 0 to {MAX_TOKENS_PER_S:g}")
     return spread
 
 
@@ -312,6 +328,8 @@ def _result_from_record(record: Mapping[str, Any], where: str) -> BenchResult:
         if "test" not in record:
             raise TunehostError(f"llama-bench {where} says neither n_prompt/n_gen nor test")
         n_prompt, n_gen, n_depth = _parse_test_name(str(record["test"]), where)
+    n_prompt, n_gen = _tokens(n_prompt, where, "n_prompt"), _tokens(n_gen, where, "n_gen")
+    n_depth = _tokens(n_depth, where, "n_depth")
     samples = record.get("samples_ts") or ()
     if not isinstance(samples, (list, tuple)) or not all(isinstance(s, (int, float)) for s in samples):
         raise TunehostError(f"llama-bench {where} has a malformed samples_ts")
@@ -375,7 +393,7 @@ def _parse_test_name(name: str, where: str) -> tuple[int, int, int]:
     match = _TEST_NAME.match(name.strip())
     if match is None or (match["pp"] is None and match["tg"] is None):
         raise TunehostError(f"llama-bench {where} has an unknown test name {name!r}")
-    return int(match["pp"] or 0), int(match["tg"] or 0), int(match["depth"] or 0)
+    return tuple(_tokens(int(match[k] or 0), where, k) for k in ("pp", "tg", "depth"))  # type: ignore[return-value]
 
 
 def _legacy_backend(record: Mapping[str, Any]) -> str | None:
