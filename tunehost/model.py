@@ -516,15 +516,9 @@ def _check_header(part: Path, given: Path) -> None:
     label = str(part)
     if part != given and not part.exists():
         raise TunehostError(f"{given}: split part {part.name} is missing")
-    if not part.exists():
-        raise TunehostError(f"{label}: no such file")
-    if part.is_dir():
-        raise TunehostError(f"{label}: is a directory, not a GGUF file")
-    try:
-        with part.open("rb") as fh:
-            head = fh.read(8)
-    except OSError as exc:
-        raise TunehostError(f"{label}: cannot read ({exc.strerror or exc})") from exc
+    from tunehost.host.files import read_input_file
+
+    head = read_input_file(part, "a GGUF file", limit=8)[:8]  # a FIFO, a device: one line, never a hang
     if len(head) < 4:
         raise TunehostError(f"{label}: not a GGUF file (only {len(head)} bytes)")
     if head[:4] != GGUF_MAGIC:

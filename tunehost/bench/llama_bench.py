@@ -121,18 +121,9 @@ class BenchResult:
 def read_input(path: str | os.PathLike[str], what: str, *, strict: bool = False) -> str:
     """The text of a file a user gave (--import, --compare): one clear TunehostError for a directory, a file too
     large to be llama-bench output, a model file, binary data or (strict) text that is not UTF-8."""
-    location = Path(path)
-    try:
-        if location.is_dir():
-            raise TunehostError(f"{path} is a directory, not {what}")
-        with location.open("rb") as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
-    except PermissionError:
-        raise TunehostError(f"cannot read {path}: permission denied") from None
-    except FileNotFoundError:
-        raise TunehostError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise TunehostError(f"cannot read {path}: {exc.strerror or exc}") from None
+    from tunehost.host.files import read_input_file
+
+    data = read_input_file(path, what, limit=MAX_INPUT_BYTES)
     if len(data) > MAX_INPUT_BYTES:
         raise TunehostError(f"{path} is larger than {MAX_INPUT_BYTES // 2**20} MiB: too large to be {what}")
     if data.startswith(GGUF_MAGIC):

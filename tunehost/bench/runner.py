@@ -320,13 +320,11 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
     from tunehost.model import read_model
 
     read_model(path)
+    from tunehost.host.files import input_file_size, read_input_file
+
     model = Path(path)
-    try:
-        size = model.stat().st_size
-        with open(model, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
-    except OSError as exc:
-        raise TunehostError(f"cannot read the model {path}: {exc.strerror or exc}") from None
+    size = input_file_size(model, "a GGUF file")
+    head = read_input_file(model, "a GGUF file", limit=HEAD_BYTES)[:HEAD_BYTES]
     if not head.startswith(b"GGUF"):
         raise TunehostError(f"{path} is not a GGUF model file (no GGUF magic)")
     return {"path": str(model.resolve()), "name": model.name, "size_bytes": size,

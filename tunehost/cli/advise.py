@@ -83,11 +83,9 @@ def advise(
     draft_model = read_model(draft) if draft else None
     mmproj_bytes = 0
     if mmproj is not None:
-        if mmproj.is_dir():
-            raise TunehostError(f"{mmproj}: is a directory, not a GGUF file")
-        if not mmproj.is_file():
-            raise TunehostError(f"{mmproj}: no such file")
-        mmproj_bytes = mmproj.stat().st_size
+        from tunehost.host.files import input_file_size
+
+        mmproj_bytes = input_file_size(mmproj, "a GGUF file")
     host = open_host(snapshot)
     facts = HostFacts(host)
     view = HostView.from_facts(facts, llama_server=llama_server)
