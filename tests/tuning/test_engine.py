@@ -3,9 +3,8 @@ crashes, drift, idempotency, persistence."""
 
 from __future__ import annotations
 
-import os
-
 import json
+import os
 
 import pytest
 
