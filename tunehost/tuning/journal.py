@@ -153,6 +153,7 @@ class Journal:
         """Create the state directory (0700) and prove the journal can be appended to, before any change.
         Creates no journal file: that happens with the first record (nothing is written when nothing changes)."""
         self._refuse_non_directory()
+        self._refuse_linked_dir()
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             if os.path.lexists(self.path):
