@@ -84,7 +84,7 @@ def apply(
     before = _measure(bench, "before") if bench else None
     outcome = apply_plan(host, plan, journal, root=root)
     _render_outcome(outcome)
-    if not outcome.ok:
+    if not outcome.ok or outcome.unrecorded:
         raise typer.Exit(1)
     if bench:
         from tunehost.cli.bench import render_comparison
@@ -388,6 +388,9 @@ def _render_outcome(outcome: "ApplyOutcome") -> None:
         for path in outcome.files:
             typer.echo(f"wrote {path}")
         typer.echo(f"applied (run {outcome.run}); `tunehost verify` checks it, `tunehost rollback` undoes it")
+        for missing in outcome.unrecorded:  # every change has its undo record; only the run's end is missing
+            typer.echo(f"tunehost: error: the journal could not record the {missing}: the apply reads as "
+                       "interrupted until `tunehost rollback` (or free space and re-apply)", err=True)
         return
     typer.echo(f"tunehost: error: apply failed: {outcome.failed}", err=True)
     bad = [u for u in outcome.undo if u["outcome"] == "failed"]

@@ -275,7 +275,7 @@ def _apply_locked(host: "Host", plan: Plan, journal: Journal, *, root: str) -> A
         status = "reverted" if all(u["outcome"] != "failed" for u in outcome.undo) else "revert-incomplete"
         _record(journal, {"type": "end", "run": run, "status": status, "time": time.time()}, outcome)
         return outcome
-    journal.append({"type": "end", "run": run, "status": "applied", "time": time.time()})
+    _record(journal, {"type": "end", "run": run, "status": "applied", "time": time.time()}, outcome)
     return outcome
 
 
