@@ -82,10 +82,11 @@ def prepare(work: Path, flood_mib: int) -> None:
 
 
 def run_case(code: str, tree: Path, work: Path, limit: float) -> tuple[str, str, str]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
     program = f"WORK = {str(work)!r}\n{code}"
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-c", program], env=env, stdout=subprocess.PIPE,
+    # cwd: the work directory, so `-c`'s "" on sys.path cannot pick up a tunehost/ other than TREE's
+    proc = subprocess.Popen([sys.executable, "-c", program], env=env, stdout=subprocess.PIPE, cwd=work,
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = started + limit
     status, usage = 0, None
