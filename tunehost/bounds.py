@@ -38,6 +38,27 @@ def token_count(value: Any) -> int | None:
     return whole(value, 0, MAX_TOKENS)
 
 
+def require_tokens_per_s(value: Any) -> float:
+    """tokens_per_s, or ValueError naming the value (shortened) and the bound."""
+    rate = tokens_per_s(value)
+    if rate is None:
+        raise ValueError(f"{_shown(value)}: not a positive finite number up to {MAX_TOKENS_PER_S:g} t/s")
+    return rate
+
+
+def require_token_count(value: Any) -> int:
+    """token_count, or ValueError naming the value (shortened) and the bound."""
+    count = token_count(value)
+    if count is None:
+        raise ValueError(f"{_shown(value)}: not a token count (0 to {MAX_TOKENS})")
+    return count
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
 def whole(value: Any, low: int = 0, high: int = MAX_COUNT) -> int | None:
     """A JSON integer in [low, high]; None for bools, floats, strings and anything out of range."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tunehost.bounds import MAX_TOKENS, MAX_TOKENS_PER_S, number, token_count, tokens_per_s
+from tunehost.bounds import MAX_TOKENS_PER_S, number, require_token_count, require_tokens_per_s
 from tunehost.errors import TunehostError
 
 BENCH_BINARY = "llama-bench"
@@ -159,25 +159,18 @@ def _decode_json(decode: Callable[[], Any], where: str) -> tuple[Any, ...]:
 
 def _throughput(value: Any, where: str, what: str = "t/s") -> float:
     """A tokens/s figure: a finite number above 0 (llama-bench reporting NaN, inf or a negative rate is broken)."""
-    rate = tokens_per_s(value)
-    if rate is None:
-        raise TunehostError(f"llama-bench {where} reports {what} {_shown(value)}: not a positive finite number "
-                            f"up to {MAX_TOKENS_PER_S:g} t/s")
-    return rate
+    try:
+        return require_tokens_per_s(value)
+    except ValueError as exc:
+        raise TunehostError(f"llama-bench {where} reports {what} {exc}") from None
 
 
 def _tokens(value: int, where: str, what: str) -> int:
     """A token count from llama-bench: 0 .. MAX_TOKENS (a negative count is not a result)."""
-    count = token_count(value)
-    if count is None:
-        raise TunehostError(f"llama-bench {where} reports {what} {_shown(value)}: not a token count "
-                            f"(0 to {MAX_TOKENS})")
-    return count
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:40] + "…"
+    try:
+        return require_token_count(value)
+    except ValueError as exc:
+        raise TunehostError(f"llama-bench {where} reports {what} {exc}") from None
 
 
 def _spread(value: Any, where: str) -> float:
@@ -185,7 +178,7 @@ def _spread(value: Any, where: str) -> float:
         return 0.0
     spread = number(value, 0.0, MAX_TOKENS_PER_S)
     if spread is None:
-        raise TunehostError(f"llama-bench {where} reports a stddev of {_shown(value)}: not a finite number "
+        raise TunehostError(f"llama-bench {where} reports a stddev of {str(value)[:40]}: not a finite number "
                             f"from 0 to {MAX_TOKENS_PER_S:g}")
     return spread
 

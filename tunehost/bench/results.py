@@ -557,22 +557,15 @@ def _float(value: Any) -> float | None:
 
 
 def _finite(value: Any) -> float:
-    from tunehost.bounds import MAX_TOKENS_PER_S, tokens_per_s
+    from tunehost.bounds import require_tokens_per_s
 
-    rate = tokens_per_s(value)
-    if rate is None:
-        raise ValueError(f"a sample of {str(value)[:40]} t/s is not a positive finite number up to "
-                         f"{MAX_TOKENS_PER_S:g}")
-    return rate
+    return require_tokens_per_s(value)
 
 
 def _count(value: Any) -> int:
-    from tunehost.bounds import MAX_TOKENS, token_count
+    from tunehost.bounds import require_token_count
 
-    count = token_count(value)
-    if count is None:
-        raise ValueError(f"a token count of {str(value)[:40]} is not a whole number from 0 to {MAX_TOKENS}")
-    return count
+    return require_token_count(value)
 
 
 def _round(value: float | None) -> float | None:
