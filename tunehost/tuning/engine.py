@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from tunehost.errors import TunehostError
@@ -26,6 +25,8 @@ from tunehost.tuning.settings import SETTINGS, Knob, PowerDaemonBootKnob, PowerD
 if TYPE_CHECKING:
     from tunehost.check import Finding
     from tunehost.host import Host
+
+MAX_BACKUP_BYTES = 16 * 1024 * 1024  # a configuration file tunehost replaced (sysctl.d, tmpfiles.d): a few KB
 
 # doctor checks whose findings a setting of the plan may fix; any other fail/warn finding is a manual step
 RELATED_CHECKS: dict[str, tuple[str, ...]] = {
@@ -367,7 +368,11 @@ def _undo_file(host: "Host", intent: dict[str, Any], *, force: bool) -> dict[str
             host.files.remove(path)
         _remove_created_dirs(host, intent)
         return {"outcome": "restored", "value": "(removed)"}
-    data = Path(backup).read_bytes()
+    from tunehost.host.files import read_input_file
+
+    data = read_input_file(backup, "a backup tunehost wrote", limit=MAX_BACKUP_BYTES)  # a FIFO planted: one line
+    if len(data) > MAX_BACKUP_BYTES:
+        raise TunehostError(f"the backup {backup} is larger than {MAX_BACKUP_BYTES >> 20} MiB: not tunehost's")
     host.files.write(path, data.decode())
     return {"outcome": "restored", "value": f"restored from {backup}"}
 
