@@ -176,9 +176,16 @@ def run_check(check: Check, facts: HostFacts, notes: list[str] | None = None) ->
 
 def _guarded(check: Check, facts: HostFacts, notes: list[str]) -> list[Finding]:
     done: list[list[Finding]] = []
-    worker = threading.Thread(target=lambda: done.append(_collect(check, facts)), daemon=True,
-                              name=f"tunehost-check-{check.id}")
-    with _Captured() as captured:
+    captured = _Captured()
+
+    def work() -> None:
+        try:
+            done.append(_collect(check, facts))
+        finally:
+            captured.release()  # an overrun guest that ends after all gives the streams back
+
+    worker = threading.Thread(target=work, daemon=True, name=f"tunehost-check-{check.id}")
+    with captured:
         captured.watch(worker)
         worker.start()
         deadline = check_deadline_s()
@@ -190,6 +197,9 @@ def _guarded(check: Check, facts: HostFacts, notes: list[str]) -> list[Finding]:
         return [_error(check, f"the check did not finish within {deadline:g} s ({DEADLINE_ENV}): its results are "
                               "ignored")]
     return done[0]
+
+
+_RELEASE = threading.Lock()
 
 
 class _Captured:
@@ -210,10 +220,18 @@ class _Captured:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.exited = True
         if self.thread is not None and self.thread.is_alive():
-            return  # it may still print: keep routing its writes away from the report
-        if isinstance(sys.stdout, _Router) and sys.stdout.owner is self:
-            sys.stdout, sys.stderr = self._saved
+            return  # it may still print: keep routing its writes away from the report (release() ends it)
+        self.release()
+
+    def release(self) -> None:
+        """Put the streams back once the block is left and the guest has ended (whichever comes last)."""
+        with _RELEASE:
+            if not getattr(self, "exited", False):
+                return
+            if isinstance(sys.stdout, _Router) and sys.stdout.owner is self:
+                sys.stdout, sys.stderr = self._saved
 
     def captures(self) -> bool:
         return threading.current_thread() is self.thread

@@ -18,6 +18,7 @@ class Misbehaving(Check):
     """`mode` picks the misbehaviour; `id` is set per mode by `make`."""
 
     mode = "ok"
+    sleep_s = 3600.0
 
     def run(self, facts):
         mode = self.mode
@@ -46,7 +47,7 @@ class Misbehaving(Check):
             while True:
                 yield self.info("again")
         elif mode == "sleeps":
-            time.sleep(3600)
+            time.sleep(self.sleep_s)
         elif mode == "returns-none":
             return None
         yield self.ok(f"{mode} ran")

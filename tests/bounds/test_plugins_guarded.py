@@ -52,12 +52,20 @@ def test_each_misbehaving_guest_is_one_error_finding_of_its_own(modes: list[str]
 
 
 def test_a_guest_that_sleeps_is_cut_at_its_deadline(monkeypatch) -> None:
+    import time
+
     monkeypatch.setenv("TUNEHOST_CHECK_DEADLINE_S", "0.5")
-    with within("a guest that sleeps an hour", seconds=5.0, peak_bytes=8 * MiB):
-        report = run_doctor(_facts(), [plugins.make("sleeps")(), plugins.make("prints")()])
+    sleeper = plugins.make("sleeps")
+    sleeper.sleep_s = 2.0
+    stdout = sys.stdout
+    with within("a guest that sleeps past its deadline", seconds=5.0, peak_bytes=8 * MiB):
+        report = run_doctor(_facts(), [sleeper(), plugins.make("prints")()])
     [late] = report.by_check("guest-sleeps")
     assert late.severity is Severity.ERROR and "did not finish within 0.5 s" in late.summary
     assert report.by_check("guest-prints")[0].severity is Severity.OK  # the next check still ran
+    assert sys.stdout is not stdout  # the sleeper may still print: its writes stay away from the report
+    time.sleep(2.5)
+    assert sys.stdout is stdout  # it ended: the streams are given back
 
 
 def _entry_points(*pairs: tuple[str, str]):
