@@ -146,3 +146,25 @@ def test_cli_commands_on_a_fifo_journal_are_one_line(tmp_path: Path, cli, comman
     with within(f"{command} on a FIFO journal", seconds=10.0, peak_bytes=64 * MiB):
         result = cli(command, env=env)
     assert result.exit_code == 1 and "is a FIFO, not a file tunehost wrote: refused" in result.stderr, result.output
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from(sorted(READERS) + ["journal"]), st.sampled_from([0, 1, 4096, 17 * MiB, 65 * MiB, 1 << 36]))
+def test_a_file_of_any_size_costs_the_cap_at_most(tmp_path_factory, reader: str, size: int) -> None:
+    """Sizes up to what a disk holds (a sparse 64 GiB file): each reader stops at its cap, or refuses unread."""
+    where = tmp_path_factory.mktemp("sizes")
+    path = where / "journal.jsonl" if reader == "journal" else where / "input"
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    if reader == "journal":
+        from tunehost.tuning.journal import Journal
+
+        def read(_: Path) -> None:
+            Journal(where).runs()
+    else:
+        read = READERS[reader]
+    with within(f"{reader} on {size} bytes", seconds=5.0, peak_bytes=48 * MiB):
+        try:
+            read(path)
+        except TunehostError as exc:
+            assert "\n" not in str(exc)

@@ -256,7 +256,8 @@ class Journal:
         try:
             fd = self._open(self.path, os.O_RDONLY)
             try:
-                data = _read_capped(lambda n: os.read(fd, n), MAX_JOURNAL_BYTES + 1)
+                too_large = os.fstat(fd).st_size > MAX_JOURNAL_BYTES  # refused unread
+                data = b"" if too_large else _read_capped(lambda n: os.read(fd, n), MAX_JOURNAL_BYTES + 1)
             finally:
                 os.close(fd)
         except FileNotFoundError:
@@ -269,7 +270,7 @@ class Journal:
                                 f"run this with sudo)") from None
         except OSError as exc:
             raise TunehostError(f"cannot read the journal {self.path}: {exc.strerror or exc}") from None
-        if len(data) > MAX_JOURNAL_BYTES:
+        if too_large or len(data) > MAX_JOURNAL_BYTES:
             raise TunehostError(f"the journal {self.path} is larger than {MAX_JOURNAL_BYTES >> 20} MiB: not "
                                 "tunehost's; move it aside")
         records: list[tuple[int, dict[str, Any]]] = []
