@@ -579,7 +579,7 @@ def run_llama_bench(
     """Run ``binary`` with ``arguments`` plus ``-o jsonl`` and return its parsed results.
 
     ``arguments`` is an argument list (never a shell string) and must not choose the output
-    format. Each stderr line is passed to ``on_progress`` as it arrives, from a background
+    format. Each stderr line is passed to ``on_progress`` as it arrives, in the calling
     thread (add ``--progress`` to the arguments for per-test progress lines). Raises TunehostError on a timeout, a
     non-zero exit (bad flag, missing model, out of memory: the message quotes the tool's
     last stderr lines) or unparseable output.
