@@ -11,8 +11,9 @@ Parsing is pure (``str -> list[BenchResult]``) and accepts what real users paste
   trailing ``build: 8cf427ff (5163)`` line;
 - CSV (``-o csv``), every value quoted, old and new headers.
 
-Running llama-bench is the one place outside the host layer that spawns a process
-(:func:`_spawn`); tunehost always asks it for JSONL, which it flushes after every test.
+llama-bench runs through the one bounded runner, :func:`tunehost.host.proc.run_bounded` (:func:`_spawn`: a
+deadline that kills its process group, caps per stream and per line); tunehost always asks it for JSONL, which it
+flushes after every test.
 """
 
 from __future__ import annotations
