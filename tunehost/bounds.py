@@ -21,6 +21,44 @@ MAX_COUNT = 1 << 62
 _WHOLE_TEXT = re.compile(r"-?[0-9]{1,19}")
 
 
+# No llama-bench reaches 10^9 tokens/s (the fastest GPUs do ~10^5 t/s of prompt processing); a rate beyond this is
+# damage, and bounding it keeps sums and means of samples finite (1e308 overflowed the mean).
+MAX_TOKENS_PER_S = 1e9
+# No context holds 2^27 (134 million) tokens; a test's prompt, generation or depth beyond it is damage.
+MAX_TOKENS = 1 << 27
+
+
+def tokens_per_s(value: Any) -> float | None:
+    """A throughput: a finite number in (0, MAX_TOKENS_PER_S]; None for anything else."""
+    return number(value, 0.0, MAX_TOKENS_PER_S, above_low=True)
+
+
+def token_count(value: Any) -> int | None:
+    """A token count (n_prompt, n_gen, n_depth): a whole number in [0, MAX_TOKENS]; None for anything else."""
+    return whole(value, 0, MAX_TOKENS)
+
+
+def require_tokens_per_s(value: Any) -> float:
+    """tokens_per_s, or ValueError naming the value (shortened) and the bound."""
+    rate = tokens_per_s(value)
+    if rate is None:
+        raise ValueError(f"{_shown(value)}: not a positive finite number up to {MAX_TOKENS_PER_S:g} t/s")
+    return rate
+
+
+def require_token_count(value: Any) -> int:
+    """token_count, or ValueError naming the value (shortened) and the bound."""
+    count = token_count(value)
+    if count is None:
+        raise ValueError(f"{_shown(value)}: not a token count (0 to {MAX_TOKENS})")
+    return count
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
 def whole(value: Any, low: int = 0, high: int = MAX_COUNT) -> int | None:
     """A JSON integer in [low, high]; None for bools, floats, strings and anything out of range."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -542,6 +542,11 @@ def read_model(path: str | Path) -> ModelFacts:
         raise TunehostError(f"{given}: {exc}") from None
 
 
+class _Refused(ValueError):
+    """A complete GGUF whose metadata has a shape llama.cpp's own reader (ggml/src/gguf.cpp) refuses: a duplicated key,
+    an array of arrays. Refused before its contents are read, so a file of a million nested arrays costs no time."""
+
+
 class _Unusable(ValueError):
     """A value read from a GGUF that no real model has: one line, "not a usable GGUF: <field> = <value>"."""
 
@@ -710,15 +715,9 @@ def _check_header(part: Path, given: Path) -> None:
     label = str(part)
     if part != given and not part.exists():
         raise TunehostError(f"{given}: split part {part.name} is missing")
-    if not part.exists():
-        raise TunehostError(f"{label}: no such file")
-    if part.is_dir():
-        raise TunehostError(f"{label}: is a directory, not a GGUF file")
-    try:
-        with part.open("rb") as fh:
-            head = fh.read(8)
-    except OSError as exc:
-        raise TunehostError(f"{label}: cannot read ({exc.strerror or exc})") from exc
+    from tunehost.host.files import read_input_file
+
+    head = read_input_file(part, "a GGUF file", limit=8)[:8]  # a FIFO, a device: one line, never a hang
     if len(head) < 4:
         raise TunehostError(f"{label}: not a GGUF file (only {len(head)} bytes)")
     if head[:4] != GGUF_MAGIC:
@@ -737,7 +736,7 @@ def _open(part: Path) -> Any:
         return _header_reader_class()(part)
     except TunehostError:
         raise
-    except _Unusable as exc:
+    except (_Unusable, _Refused) as exc:
         raise TunehostError(f"{part}: {exc}") from None
     except Exception as exc:  # the reader raises IndexError/ValueError/KeyError/struct.error on short or bad data
         size = part.stat().st_size
@@ -853,6 +852,9 @@ def _header_reader_class() -> type:
             raw_itype = self._get(orig_offs, np.uint32)
             alen = self._get(orig_offs + 4, np.uint64)
             count = int(alen[0])
+            if int(raw_itype[0]) == GGUFValueType.ARRAY:  # gguf.cpp: "has invalid GGUF type" for nested arrays
+                raise _Refused(f"metadata holds an array of {count} arrays, a shape llama.cpp refuses to load "
+                               "(the file was not written by a llama.cpp tool)")
             if count <= _SKIP_ARRAY_ABOVE:
                 return super()._get_field_parts(orig_offs, raw_type)
             itype = GGUFValueType(int(raw_itype[0]))
@@ -872,6 +874,12 @@ def _header_reader_class() -> type:
             if offs > len(self.data):
                 raise ValueError(f"metadata array of {count} items runs past the end of the file")
             return offs - orig_offs, [raw_itype, alen], [], [GGUFValueType.ARRAY, itype]
+
+        def _push_field(self, fld: Any, skip_sum: bool = False) -> int:
+            if fld.name in self.fields:  # the stock reader raises a KeyError that reads as a corrupt file
+                raise _Refused(f"metadata key {_printable(fld.name)!r} appears twice, which llama.cpp refuses to load "
+                               "(the file is complete, but was written wrong)")
+            return super()._push_field(fld, skip_sum)
 
         def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
             # the stock reader turns an unknown type into a bare ValueError; name the tensor and the value instead

@@ -27,6 +27,11 @@ def report_order(check_id: str) -> tuple[int, str]:
     return _BUILTIN_RANK.get(check_id, len(_BUILTIN_RANK)), check_id
 
 
+def _builtin_entry(value: str) -> bool:
+    """An entry point (or module) of tunehost's own checks package."""
+    return value.startswith("tunehost.checks.")
+
+
 @dataclass
 class LoadedChecks:
     checks: list[Check] = field(default_factory=list)
@@ -42,7 +47,8 @@ def load_checks(extra: list[type[Check]] | None = None) -> LoadedChecks:
 
     loaded = LoadedChecks()
     seen: set[str] = set()
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    # tunehost's own entry points first: a plugin never takes a built-in id, whatever order the metadata lists
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: not _builtin_entry(e.value)):
         try:
             cls = ep.load()
             check = cls()
@@ -51,6 +57,10 @@ def load_checks(extra: list[type[Check]] | None = None) -> LoadedChecks:
         except Exception as exc:  # a broken plugin is one warning, not a crash
             loaded.warnings.append(f"check plugin {ep.name!r} ({ep.value}) could not be loaded: {exc.__class__.__name__}: {exc}")
             continue
+        if not _builtin_entry(ep.value) and check.id in _BUILTIN_RANK:
+            loaded.warnings.append(f"check plugin {ep.name!r} ({ep.value}) is refused: it claims the built-in check "
+                                   f"id {check.id!r}; give it an id of its own")
+            continue
         if check.id in seen:
             loaded.warnings.append(f"check id {check.id!r} is registered twice; {ep.value} ignored")
             continue
@@ -58,6 +68,9 @@ def load_checks(extra: list[type[Check]] | None = None) -> LoadedChecks:
         loaded.checks.append(check)
     for cls in extra or []:
         check = cls()
+        if check.id in _BUILTIN_RANK and not _builtin_entry(type(check).__module__ + ":"):
+            loaded.warnings.append(f"check {check.id!r} ({type(check).__module__}) is refused: it claims a built-in id")
+            continue
         if check.id not in seen:
             seen.add(check.id)
             loaded.checks.append(check)

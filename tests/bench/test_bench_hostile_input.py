@@ -73,10 +73,14 @@ def test_an_unreadable_import_says_permission_denied(cli, tmp_path, monkeypatch)
     path.write_text(MD_HEADER)
     path.chmod(0)
     if os.geteuid() == 0:  # root reads a 0000 file: meet what a user meets
-        def denied(self, *args, **kwargs):
-            raise PermissionError(13, "Permission denied", str(self))
+        real_open = os.open
 
-        monkeypatch.setattr("pathlib.Path.open", denied)
+        def denied(name, *args, **kwargs):
+            if str(name) == str(path):
+                raise PermissionError(13, "Permission denied", str(name))
+            return real_open(name, *args, **kwargs)
+
+        monkeypatch.setattr("os.open", denied)
     assert one_line_exit_1(cli("bench", "--import", str(path))) == f"tunehost: error: cannot read {path}: permission denied"
 
 

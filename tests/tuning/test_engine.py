@@ -4,6 +4,7 @@ crashes, drift, idempotency, persistence."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -381,10 +382,14 @@ def test_a_journal_only_root_can_read_says_so(tmp_path, monkeypatch):
     journal = new_journal(tmp_path / "state")
     journal.append({"type": "begin", "run": "r1", "profile": "throughput"})
 
-    def denied(self, *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(self))
+    real_open = os.open
 
-    monkeypatch.setattr("pathlib.Path.read_bytes", denied)  # what a non-root user meets on /var/lib/tunehost
+    def denied(name, *args, **kwargs):
+        if str(name) == str(journal.path):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr("os.open", denied)  # what a non-root user meets on /var/lib/tunehost
     with pytest.raises(TunehostError, match=r"journal.jsonl: permission denied .*run this with sudo"):
         journal.active_runs()
 

@@ -11,8 +11,9 @@ Parsing is pure (``str -> list[BenchResult]``) and accepts what real users paste
   trailing ``build: 8cf427ff (5163)`` line;
 - CSV (``-o csv``), every value quoted, old and new headers.
 
-Running llama-bench is the one place outside the host layer that spawns a process
-(:func:`_spawn`); tunehost always asks it for JSONL, which it flushes after every test.
+llama-bench runs through the one bounded runner, :func:`tunehost.host.proc.run_bounded` (:func:`_spawn`: a
+deadline that kills its process group, caps per stream and per line); tunehost always asks it for JSONL, which it
+flushes after every test.
 """
 
 from __future__ import annotations
@@ -23,15 +24,12 @@ import json
 import os
 import re
 import signal
-import subprocess
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tunehost.bounds import number
+from tunehost.bounds import MAX_TOKENS_PER_S, number, require_token_count, require_tokens_per_s
 from tunehost.errors import TunehostError
 
 BENCH_BINARY = "llama-bench"
@@ -71,13 +69,14 @@ _BOOL_FIELDS = frozenset({
     "fused_moe",
 })
 _TEST_NAME = re.compile(
-    r"^(?:pp\s*(?P<pp>\d+))?(?:\s*\+\s*)?(?:tg\s*(?P<tg>\d+))?(?:\s*@\s*d\s*(?P<depth>\d+))?$"
+    r"^(?:pp\s*(?P<pp>\d{1,12}))?(?:\s*\+\s*)?(?:tg\s*(?P<tg>\d{1,12}))?(?:\s*@\s*d\s*(?P<depth>\d{1,12}))?$"
 )
 _BUILD_LINE = re.compile(r"^build:\s*(?P<commit>\S+)\s*\((?P<number>\d+)\)\s*$")
 _THROUGHPUT_CELL = re.compile(r"^(?P<avg>[-+\d.eE]+|nan|inf)\s*(?:±\s*(?P<stddev>[-+\d.eE]+|nan|inf))?$")
 # Files tunehost reads as llama-bench output or saved results: a real sweep is a few hundred KB (a Markdown row is
 # ~130 bytes, so this is ~100,000 rows); anything larger is not what the user meant to give.
 MAX_INPUT_BYTES = 16 * 1024 * 1024
+MAX_OUTPUT_LINE = 1024 * 1024  # one line of llama-bench output (a JSONL record is ~1 KB)
 GGUF_MAGIC = b"GGUF"
 _SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
 _COUNT_UNITS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
@@ -123,18 +122,9 @@ class BenchResult:
 def read_input(path: str | os.PathLike[str], what: str, *, strict: bool = False) -> str:
     """The text of a file a user gave (--import, --compare): one clear TunehostError for a directory, a file too
     large to be llama-bench output, a model file, binary data or (strict) text that is not UTF-8."""
-    location = Path(path)
-    try:
-        if location.is_dir():
-            raise TunehostError(f"{path} is a directory, not {what}")
-        with location.open("rb") as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
-    except PermissionError:
-        raise TunehostError(f"cannot read {path}: permission denied") from None
-    except FileNotFoundError:
-        raise TunehostError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise TunehostError(f"cannot read {path}: {exc.strerror or exc}") from None
+    from tunehost.host.files import read_input_file
+
+    data = read_input_file(path, what, limit=MAX_INPUT_BYTES)
     if len(data) > MAX_INPUT_BYTES:
         raise TunehostError(f"{path} is larger than {MAX_INPUT_BYTES // 2**20} MiB: too large to be {what}")
     if data.startswith(GGUF_MAGIC):
@@ -170,18 +160,27 @@ def _decode_json(decode: Callable[[], Any], where: str) -> tuple[Any, ...]:
 
 def _throughput(value: Any, where: str, what: str = "t/s") -> float:
     """A tokens/s figure: a finite number above 0 (llama-bench reporting NaN, inf or a negative rate is broken)."""
-    rate = number(value, 0.0, above_low=True)
-    if rate is None:
-        raise TunehostError(f"llama-bench {where} reports {what} {value!r}: not a positive finite number")
-    return rate
+    try:
+        return require_tokens_per_s(value)
+    except ValueError as exc:
+        raise TunehostError(f"llama-bench {where} reports {what} {exc}") from None
+
+
+def _tokens(value: int, where: str, what: str) -> int:
+    """A token count from llama-bench: 0 .. MAX_TOKENS (a negative count is not a result)."""
+    try:
+        return require_token_count(value)
+    except ValueError as exc:
+        raise TunehostError(f"llama-bench {where} reports {what} {exc}") from None
 
 
 def _spread(value: Any, where: str) -> float:
     if value is None:
         return 0.0
-    spread = number(value, 0.0)
+    spread = number(value, 0.0, MAX_TOKENS_PER_S)
     if spread is None:
-        raise TunehostError(f"llama-bench {where} reports a stddev of {value!r}: not a finite number >= 0")
+        raise TunehostError(f"llama-bench {where} reports a stddev of {str(value)[:40]}: not a finite number "
+                            f"from 0 to {MAX_TOKENS_PER_S:g}")
     return spread
 
 
@@ -314,6 +313,8 @@ def _result_from_record(record: Mapping[str, Any], where: str) -> BenchResult:
         if "test" not in record:
             raise TunehostError(f"llama-bench {where} says neither n_prompt/n_gen nor test")
         n_prompt, n_gen, n_depth = _parse_test_name(str(record["test"]), where)
+    n_prompt, n_gen = _tokens(n_prompt, where, "n_prompt"), _tokens(n_gen, where, "n_gen")
+    n_depth = _tokens(n_depth, where, "n_depth")
     samples = record.get("samples_ts") or ()
     if not isinstance(samples, (list, tuple)) or not all(isinstance(s, (int, float)) for s in samples):
         raise TunehostError(f"llama-bench {where} has a malformed samples_ts")
@@ -377,7 +378,7 @@ def _parse_test_name(name: str, where: str) -> tuple[int, int, int]:
     match = _TEST_NAME.match(name.strip())
     if match is None or (match["pp"] is None and match["tg"] is None):
         raise TunehostError(f"llama-bench {where} has an unknown test name {name!r}")
-    return int(match["pp"] or 0), int(match["tg"] or 0), int(match["depth"] or 0)
+    return tuple(_tokens(int(match[k] or 0), where, k) for k in ("pp", "tg", "depth"))  # type: ignore[return-value]
 
 
 def _legacy_backend(record: Mapping[str, Any]) -> str | None:
@@ -515,7 +516,8 @@ def find_llama_bench(
         for place in places:
             candidate = place if place.is_file() else place / BENCH_BINARY
             if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
+                # absolute: Path("./llama-bench") prints as "llama-bench", which exec would look up on PATH
+                return Path(os.path.abspath(candidate))
         raise TunehostError(f"no executable llama-bench at {explicit}")
     found = llama_program_candidates(BENCH_BINARY, environ)
     if found:
@@ -578,7 +580,7 @@ def run_llama_bench(
     """Run ``binary`` with ``arguments`` plus ``-o jsonl`` and return its parsed results.
 
     ``arguments`` is an argument list (never a shell string) and must not choose the output
-    format. Each stderr line is passed to ``on_progress`` as it arrives, from a background
+    format. Each stderr line is passed to ``on_progress`` as it arrives, in the calling
     thread (add ``--progress`` to the arguments for per-test progress lines). Raises TunehostError on a timeout, a
     non-zero exit (bad flag, missing model, out of memory: the message quotes the tool's
     last stderr lines) or unparseable output.
@@ -604,55 +606,24 @@ class _Outcome:
 
 
 def _spawn(argv: Sequence[str], *, timeout: float, on_stderr_line: Callable[[str], None] | None = None) -> _Outcome:
-    """Run argv (no shell); stream stderr lines to the callback and keep the last 200.
-
-    On a timeout the whole process group is killed, so no llama-bench thread outlives it.
+    """Run argv through `tunehost.host.proc.run_bounded`: no shell, stderr lines streamed to the callback, the last
+    200 kept; at the deadline the whole process group is killed (SIGTERM, then SIGKILL), so no llama-bench thread
+    outlives it, and output past MAX_INPUT_BYTES (or a line past MAX_OUTPUT_LINE) ends the run as too large.
     """
-    try:
-        process = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, errors="replace", start_new_session=True,
-        )
-    except OSError as error:
-        raise TunehostError(f"cannot run {argv[0]}: {error.strerror or error}") from None
-    stderr_tail: deque[str] = deque(maxlen=200)
-    stdout_chunks: list[str] = []
+    from tunehost.host.proc import run_bounded
 
-    def pump_stderr() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            line = line.rstrip("\n")
-            stderr_tail.append(line)
-            if on_stderr_line is not None:
-                on_stderr_line(line)
+    def on_line(stream: str, line: str) -> None:
+        if stream == "stderr" and on_stderr_line is not None:
+            on_stderr_line(line)
 
-    def pump_stdout() -> None:
-        assert process.stdout is not None
-        stdout_chunks.append(process.stdout.read())
-
-    readers = [threading.Thread(target=pump, daemon=True) for pump in (pump_stderr, pump_stdout)]
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(process)
-    except BaseException:
-        _kill_group(process)
-        raise
-    for reader in readers:
-        reader.join(timeout=5)
-    return _Outcome(process.returncode, "".join(stdout_chunks), "\n".join(stderr_tail), timed_out)
-
-
-def _kill_group(process: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
+    result = run_bounded(argv, timeout_s=timeout, max_stdout=MAX_INPUT_BYTES, max_stderr=MAX_INPUT_BYTES,
+                         max_line=MAX_OUTPUT_LINE, on_line=on_line)
+    if result.not_run is not None:
+        raise TunehostError(result.not_run)
+    if result.too_large is not None:
+        raise TunehostError(f"{argv[0]}: output too large ({result.too_large}); it was stopped")
+    tail = "\n".join(result.stderr.splitlines()[-200:])
+    return _Outcome(result.rc, result.stdout, tail, result.timed_out)
 
 
 def _describe_exit(returncode: int) -> str:

@@ -95,8 +95,8 @@ class TestSamples:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TestSamples":
-        return cls(test=str(data["test"]), n_prompt=int(data["n_prompt"]), n_gen=int(data["n_gen"]),
-                   n_depth=int(data.get("n_depth") or 0),
+        return cls(test=str(data["test"]), n_prompt=_count(data["n_prompt"]), n_gen=_count(data["n_gen"]),
+                   n_depth=_count(data.get("n_depth") or 0),
                    samples_ts=tuple(_finite(s) for s in data.get("samples_ts") or ()),
                    avg_ts=_float(data.get("avg_ts")), stddev_ts=_float(data.get("stddev_ts")))
 
@@ -147,7 +147,7 @@ class Invocation:
         return cls(config=str(data["config"]), round=int(data["round"]), counted=bool(data["counted"]),
                    started_s=float(data.get("started_s") or 0.0), duration_s=float(data.get("duration_s") or 0.0),
                    argv=tuple(data.get("argv") or ()),
-                   samples={k: tuple(float(s) for s in v) for k, v in (data.get("samples_ts") or {}).items()})
+                   samples={k: tuple(_finite(s) for s in v) for k, v in (data.get("samples_ts") or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -557,10 +557,15 @@ def _float(value: Any) -> float | None:
 
 
 def _finite(value: Any) -> float:
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"a sample of {value!r} t/s is not a positive finite number")
-    return number
+    from tunehost.bounds import require_tokens_per_s
+
+    return require_tokens_per_s(value)
+
+
+def _count(value: Any) -> int:
+    from tunehost.bounds import require_token_count
+
+    return require_token_count(value)
 
 
 def _round(value: float | None) -> float | None:

@@ -46,6 +46,7 @@ DEFAULT_N_PROMPT = 512
 DEFAULT_N_GEN = 128
 DEFAULT_REPS = 3
 DEFAULT_BUDGET_S = 120.0
+MIN_RUN_DEADLINE_S = 60.0  # one llama-bench run's deadline is max(this, --budget): run_deadline_s
 MIN_ROUNDS = 5  # = stats.MIN_ROUNDS: no verdict from fewer rounds, so the engine never stops before them
 MAX_ROUNDS = 200  # the budget usually ends a run first (a tiny model fits ~200 rounds in 120 s); the interval is valid wherever it stops
 HEAD_BYTES = 1024 * 1024  # the model's identity: sha256 of its first MiB (GGUF header + tensor table start)
@@ -319,13 +320,11 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
     from tunehost.model import read_model
 
     read_model(path)
+    from tunehost.host.files import input_file_size, read_input_file
+
     model = Path(path)
-    try:
-        size = model.stat().st_size
-        with open(model, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
-    except OSError as exc:
-        raise TunehostError(f"cannot read the model {path}: {exc.strerror or exc}") from None
+    size = input_file_size(model, "a GGUF file")
+    head = read_input_file(model, "a GGUF file", limit=HEAD_BYTES)[:HEAD_BYTES]
     if not head.startswith(b"GGUF"):
         raise TunehostError(f"{path} is not a GGUF model file (no GGUF magic)")
     return {"path": str(model.resolve()), "name": model.name, "size_bytes": size,
@@ -407,6 +406,12 @@ def _host_bandwidths(host: "Host | None") -> tuple[bool, bool, Any]:
             Bandwidths.with_dimms(peak, gpu_gbps=gpu_gbps, gpu_basis=basis))
 
 
+def run_deadline_s(budget_s: float) -> float:
+    """How long one llama-bench run may take: the whole --budget (no single run may outlast it), at least
+    MIN_RUN_DEADLINE_S so a tiny budget still lets one warm-up load a model. docs/bench.md."""
+    return max(MIN_RUN_DEADLINE_S, budget_s)
+
+
 def default_invoke(binary: str | os.PathLike[str], *, timeout_s: float) -> Invoke:
     from tunehost.bench.llama_bench import run_llama_bench
 
@@ -444,13 +449,14 @@ def measure(
     invoke: Invoke | None = None,
     host: "Host | None" = None,
     watch: bool = True,
-    timeout_s: float = 900.0,
+    timeout_s: float | None = None,
 ) -> SavedResult:
     """Measure ``model`` with the real llama-bench: the baseline flags alone, or baseline against candidate.
 
     Everything is checked before anything runs (model, binary, every flag). The returned result carries the
     comparison (with a candidate), the host summary, what happened on the host, and the command lines.
     ``apply --bench`` calls ``measure(model)`` before and after a change, then :func:`compare_saved`.
+    Each llama-bench run is killed (its process group) at ``timeout_s``, by default :func:`run_deadline_s` of the budget.
     """
     status = on_status or (lambda message: None)
     identity = model_identity(model)
@@ -486,7 +492,8 @@ def measure(
         from tunehost.bench.watch import HostWatcher
 
         watcher = HostWatcher(host)
-    outcome = run_rounds(configs, settings, invoke or default_invoke(binary, timeout_s=timeout_s),
+    outcome = run_rounds(configs, settings, invoke or default_invoke(
+        binary, timeout_s=run_deadline_s(budget_s) if timeout_s is None else timeout_s),
                          watcher=watcher, on_progress=on_progress)
     return build_result(outcome, settings, binary=binary, model_id=identity, host_summary=host_summary,
                         ceiling=ceiling_data, label=label)

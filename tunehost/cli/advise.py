@@ -191,13 +191,10 @@ def _gguf_checks(model, draft) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _file_size(path: Path, what: str) -> int:
-    from tunehost.errors import TunehostError
+    """The size of an input GGUF (--mmproj): a regular file only (a FIFO, device or directory is one error line)."""
+    from tunehost.host.files import input_file_size
 
-    if path.is_dir():
-        raise TunehostError(f"{path}: is a directory, not a GGUF file")
-    if not path.is_file():
-        raise TunehostError(f"{path}: no such file")
-    return path.stat().st_size
+    return input_file_size(path, "a GGUF file")
 
 
 def _plan_with_probe(host, view, caps, facts_model, options, no_probe: bool) -> "Plan":

@@ -77,6 +77,8 @@ def judge(facts: "HostFacts", checks: list, warnings: tuple[str, ...] | list[str
     enable_measuring(facts.host, quick=quick)
     with measuring_status(facts.host, show=show_status):
         report = run_doctor(facts, checks, strict=strict, warnings=warnings)
+    for note in report.notes:  # a plugin that printed while it ran: on stderr, never in the report
+        typer.echo(f"tunehost: warning: {one_line(note)}", err=True)
     for refused in facts.host.refusals:  # the checks that needed these skipped: say why
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
     return report

@@ -84,7 +84,7 @@ def apply(
     before = _measure(bench, "before") if bench else None
     outcome = apply_plan(host, plan, journal, root=root)
     _render_outcome(outcome)
-    if not outcome.ok:
+    if not outcome.ok or outcome.unrecorded:
         raise typer.Exit(1)
     if bench:
         from tunehost.cli.bench import render_comparison
@@ -122,6 +122,9 @@ def verify() -> None:
         raise TunehostError(f"{damaged}: its intact lines hold no applied profile to verify")
     report = run_verify(host, journal, root=root)
     run = report.run
+    if report.undone_on_host:
+        raise fail(f"profile {run.profile} (run {run.id}) is not in effect: every setting it changed is back at its "
+                   "value before the apply (a rollback the journal could not record); `tunehost rollback` records it")
     with report_output():  # `tunehost verify | head -1` still exits 2 on drift
         typer.echo(f"profile {run.profile} (run {run.id}, {_when(run.begin.get('time'))}): "
                    f"{len(report.held)} setting(s) hold, {len(report.drift)} drifted")
@@ -179,6 +182,13 @@ def rollback(
                        f"{u.get('target', 'it')}): left as it is")
         else:
             typer.echo(f"FAILED    {u['name']}: {u.get('error')}")
+    if outcome.unrecorded:
+        done = [f"{u['name']} ({u['outcome']})" for u in outcome.undo if u["outcome"] in ("restored", "unchanged")]
+        raise fail(f"the host is rolled back ({', '.join(done) or 'nothing to restore'}) but the journal could not "
+                   f"record it: {'; '.join(outcome.unrecorded[:3])}"
+                   f"{f' (+{len(outcome.unrecorded) - 3} more)' if len(outcome.unrecorded) > 3 else ''}; "
+                   f"free space in {journal.dir} and run `tunehost rollback` again to record it "
+                   "(`tunehost status` and `verify` read the host meanwhile)")
     if not outcome.complete:
         typer.echo("rollback incomplete: fix the failures above and run `tunehost rollback` again", err=True)
         raise typer.Exit(1)
@@ -196,7 +206,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
 
     journal = Journal()
     damaged = journal_damage(journal)
-    active = journal.active_runs()
+    active, undone = _on_host(journal.active_runs())
     if json_out:
         typer.echo(json.dumps([{"run": r.id, "profile": r.profile, "root": r.root, "status": r.status,
                                 "time": r.begin.get("time"), "settings": r.begin.get("settings", {}),
@@ -204,6 +214,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
         if damaged:
             raise fail(damaged)
         return
+    for r in undone:
+        typer.echo(f"{r.profile}: rolled back on the host (every setting it changed is back at its earlier value) "
+                   f"but the journal does not record it, run {r.id}: `tunehost rollback` records it")
     if not active:
         typer.echo(f"no profile applied by tunehost (journal: {journal.path})")
         if damaged:
@@ -220,6 +233,28 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
     typer.echo(f"in effect: {top.profile}; `tunehost verify` checks it, `tunehost rollback` undoes it")
     if damaged:
         raise fail(f"{damaged}: the runs above are built from its intact lines")
+
+
+def _on_host(runs: list) -> tuple[list, list]:
+    """(runs the host still holds, runs the journal calls active that the host shows rolled back): status reads
+    the host, not only the journal. Runs on another root, or a host that cannot be read, count as the journal says."""
+    from tunehost.tuning.engine import host_state
+    from tunehost.tuning.root import open_tuning_host
+
+    if not runs:
+        return [], []
+    try:
+        host, root = open_tuning_host()
+    except TunehostError:
+        return list(runs), []
+    held, undone = [], []
+    for run in runs:
+        try:
+            gone = run.root == root and not run.begin_damaged and host_state(host, run).undone_on_host
+        except Exception:  # a knob that cannot be read: the journal's word stands
+            gone = False
+        (undone if gone else held).append(run)
+    return held, undone
 
 
 def journal_damage(journal) -> str | None:
@@ -353,6 +388,9 @@ def _render_outcome(outcome: "ApplyOutcome") -> None:
         for path in outcome.files:
             typer.echo(f"wrote {path}")
         typer.echo(f"applied (run {outcome.run}); `tunehost verify` checks it, `tunehost rollback` undoes it")
+        for missing in outcome.unrecorded:  # every change has its undo record; only the run's end is missing
+            typer.echo(f"tunehost: error: the journal could not record the {missing}: the apply reads as "
+                       "interrupted until `tunehost rollback` (or free space and re-apply)", err=True)
         return
     typer.echo(f"tunehost: error: apply failed: {outcome.failed}", err=True)
     bad = [u for u in outcome.undo if u["outcome"] == "failed"]
@@ -365,6 +403,8 @@ def _render_outcome(outcome: "ApplyOutcome") -> None:
         typer.echo("tunehost: error: the host is partly changed; `tunehost rollback` retries the revert", err=True)
     else:
         typer.echo("every change was reverted: the host is as it was", err=True)
+    for missing in outcome.unrecorded:
+        typer.echo(f"tunehost: error: the journal could not record the {missing}", err=True)
 
 
 def _when(ts) -> str:

@@ -75,15 +75,18 @@ def free_impact(free_mib: int | None, total_mib: int | None) -> str | None:
     return "tight" if total_mib and free_mib < TIGHT_FREE_SHARE * total_mib else None
 
 
+# the kernel's longest link speed text is "64.0 GT/s PCIe" (drivers/pci/pci-sysfs.c); anything much longer is garbage
+MAX_LINK_SPEED_CHARS = 64
+_LINK_SPEED = re.compile(r"(?<![\d.])(\d{1,4}(?:\.\d{1,4})?)\s{0,8}GT/s")
 # GT/s per lane -> PCIe generation
 _GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def link_gen(speed: str | None) -> int | None:
     """"8 GT/s" (kernel 3.10) / "8.0 GT/s PCIe" / "16GT/s" -> 3 / 3 / 4; None for "Unknown" or garbage."""
-    if not speed:
+    if not speed or len(speed) > MAX_LINK_SPEED_CHARS:  # bounded before matching: the regex never sees 200 KB
         return None
-    match = re.search(r"(\d+(?:\.\d+)?)\s*GT/s", speed)
+    match = _LINK_SPEED.search(speed)
     if not match:
         return None
     return _GEN_BY_SPEED.get(float(match.group(1)))

@@ -1,4 +1,4 @@
-"""Running host commands: live through `sh` (argument list, timeout), or replayed from a snapshot's cmd/ directory."""
+"""Running host commands: live through `tunehost.host.proc.run_bounded` (argument list, deadline, output caps), or replayed from a snapshot's cmd/ directory."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class CommandLog:
 
 
 class LiveCommands:
-    """Runs commands on this machine. Never through a shell; every command has a timeout."""
+    """Runs commands on this machine. Never through a shell; every command has a deadline and output caps."""
 
     def __init__(self, log: CommandLog | None = None, *, cache: bool = True):
         self.log = log
@@ -65,7 +65,7 @@ class LiveCommands:
         if exe is None:
             result = None
         else:
-            result = _run_sh(exe, key, timeout)
+            result = _run_bounded(exe, key, timeout)
         if self.cache:
             self._cache[key] = result
         if self.log is not None and result is not None:
@@ -73,22 +73,23 @@ class LiveCommands:
         return result
 
 
-def _run_sh(exe: str, argv: tuple[str, ...], timeout: float) -> CommandResult:
-    import sh  # lazy: importing sh costs time that `tunehost --help` should not pay
+# what a host command may print: dmidecode / nvidia-smi -q -x on an 8-GPU host are a few hundred KB
+MAX_COMMAND_STDOUT = 8 * 1024 * 1024
+MAX_COMMAND_STDERR = 1024 * 1024
+MAX_COMMAND_LINE = 1024 * 1024
+
+
+def _run_bounded(exe: str, argv: tuple[str, ...], timeout: float) -> CommandResult:
+    """One live command through `tunehost.host.proc.run_bounded`: its group killed at `timeout`, output past the caps
+    a failed command saying "output too large" (its partial output is not kept: no parser sees a cut-off text)."""
+    from tunehost.host.proc import run_bounded
 
     env = dict(os.environ, LC_ALL="C", LANG="C")  # parsers expect untranslated output
-    try:
-        proc = sh.Command(exe)(
-            *argv[1:], _timeout=timeout, _ok_code=list(range(256)), _env=env, _in=None, _err_to_out=False,
-            _return_cmd=True, _decode_errors="replace",
-        )
-        return CommandResult(argv, str(proc.stdout, "utf-8", "replace") if isinstance(proc.stdout, bytes) else proc.stdout,
-                             proc.stderr.decode("utf-8", "replace") if isinstance(proc.stderr, bytes) else str(proc.stderr),
-                             proc.exit_code)
-    except sh.TimeoutException:
-        return CommandResult(argv, "", f"timed out after {timeout:g} s", 124)
-    except (OSError, sh.ErrorReturnCode) as exc:  # e.g. exec format error, permission denied on the binary
-        return CommandResult(argv, "", str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 126)
+    result = run_bounded((exe, *argv[1:]), timeout_s=timeout, max_stdout=MAX_COMMAND_STDOUT,
+                         max_stderr=MAX_COMMAND_STDERR, max_line=MAX_COMMAND_LINE, env=env)
+    if result.problem is not None:
+        return CommandResult(argv, "", result.problem, result.rc)
+    return CommandResult(argv, result.stdout, result.stderr, result.rc)
 
 
 class SnapshotCommands:

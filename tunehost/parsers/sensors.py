@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from tunehost.bounds import number_text
 
 _TEMP = re.compile(r"^([+-]?\d+(?:\.\d+)?)\s*(?:°|\ufffd|\xb0)?\s*C(?![a-zA-Z])")
-_LIMIT = re.compile(r"(\w+)\s*=\s*([+-]?\d+(?:\.\d+)?)\s*(?:°|\ufffd|\xb0)?\s*C(?![a-zA-Z])")
+# bounded repetitions only, starting at a word's start: linear on any line (a 20,000-letter word took 5 s)
+_LIMIT = re.compile(r"(?<!\w)(\w{1,32})\s{0,8}=\s{0,8}([+-]?\d{1,12}(?:\.\d{1,6})?)\s{0,8}(?:°|\ufffd|\xb0)?\s{0,8}C(?![a-zA-Z])")
+MAX_LINE_CHARS = 4096  # a `sensors` line is under 100 characters; a longer one is garbage, skipped unread
 # limits outside this range are sensor placeholders (nvme "high = +65261.8 C", "low = -273.1 C")
 _SANE = (-60.0, 200.0)
 MAX_READING_C = 1000.0  # kept for the checks to judge up to here; a 400-digit reading is garbage, not infinity
@@ -56,7 +58,7 @@ def parse_sensors(text: str | None) -> tuple[SensorChip, ...]:
 
     for raw in text.splitlines():
         line = raw.rstrip()
-        if not line.strip():
+        if not line.strip() or len(line) > MAX_LINE_CHARS:
             continue
         if not raw[:1].isspace() and not re.search(r"\s", line) and not line.endswith(":"):
             # a chip header: one word, e.g. "k10temp-pci-00c3", "ucsi_source_psy_USBC000:002-isa-0000"

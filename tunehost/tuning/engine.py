@@ -14,11 +14,10 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from tunehost.errors import TunehostError
-from tunehost.tuning.journal import Journal, Run, new_run_id
+from tunehost.tuning.journal import Journal, JournalUnwritable, Run, new_run_id
 from tunehost.tuning.persist import config_files
 from tunehost.tuning.profiles import Profile
 from tunehost.tuning.settings import SETTINGS, Knob, PowerDaemonBootKnob, PowerDaemonKnob, Skip, knob_from_record
@@ -26,6 +25,8 @@ from tunehost.tuning.settings import SETTINGS, Knob, PowerDaemonBootKnob, PowerD
 if TYPE_CHECKING:
     from tunehost.check import Finding
     from tunehost.host import Host
+
+MAX_BACKUP_BYTES = 16 * 1024 * 1024  # a configuration file tunehost replaced (sysctl.d, tmpfiles.d): a few KB
 
 # doctor checks whose findings a setting of the plan may fix; any other fail/warn finding is a manual step
 RELATED_CHECKS: dict[str, tuple[str, ...]] = {
@@ -168,10 +169,20 @@ class ApplyOutcome:
     files: list[str] = field(default_factory=list)
     failed: str | None = None  # what failed, when the apply was reverted
     undo: list[dict[str, Any]] = field(default_factory=list)  # the revert's outcomes, when it failed
+    unrecorded: list[str] = field(default_factory=list)  # journal records of the revert that could not be written
 
     @property
     def ok(self) -> bool:
         return self.failed is None
+
+
+def _record(journal: Journal, record: dict[str, Any], outcome: "ApplyOutcome | RollbackOutcome") -> None:
+    """Append a record that follows a change already made (a result, an undo, an end): when the journal cannot
+    take it, the change stands and `outcome.unrecorded` says what the journal is missing."""
+    try:
+        journal.append(record)
+    except JournalUnwritable as exc:
+        outcome.unrecorded.append(f"{record['type']} record: {exc}")
 
 
 class StepFailed(Exception):
@@ -191,13 +202,21 @@ def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> Appl
     """
     if plan.empty:
         return ApplyOutcome(None, already=[c.knob.name for c in plan.changes])
+    with journal.lock():
+        return _apply_locked(host, plan, journal, root=root)
+
+
+def _apply_locked(host: "Host", plan: Plan, journal: Journal, *, root: str) -> ApplyOutcome:
     run = new_run_id()
-    journal.append({
-        "type": "begin", "run": run, "time": time.time(), "profile": plan.profile.name, "root": root,
-        "settings": plan.profile.targets(),
-        "expect": [{"knob": c.knob.to_record(), "target": c.target} for c in plan.changes],
-        "files": [{"path": f.path, "sha256": sha256(f.content)} for f in plan.files],
-    })
+    try:
+        journal.append({
+            "type": "begin", "run": run, "time": time.time(), "profile": plan.profile.name, "root": root,
+            "settings": plan.profile.targets(),
+            "expect": [{"knob": c.knob.to_record(), "target": c.target} for c in plan.changes],
+            "files": [{"path": f.path, "sha256": sha256(f.content)} for f in plan.files],
+        })
+    except JournalUnwritable as exc:
+        raise TunehostError(f"{exc}: nothing was changed") from None
     outcome = ApplyOutcome(run)
     step = 0
     intents: list[dict[str, Any]] = []  # kept in memory: the revert must not depend on reading the journal back
@@ -212,9 +231,10 @@ def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> Appl
             if previous is None:
                 raise StepFailed(f"{knob.name}: {knob.where} can no longer be read")
             step += 1
-            intents.append({"type": "intent", "run": run, "step": step, "kind": "setting",
-                            "knob": knob.to_record(), "target": change.target, "previous": previous})
-            journal.append(intents[-1])
+            intent = {"type": "intent", "run": run, "step": step, "kind": "setting",
+                      "knob": knob.to_record(), "target": change.target, "previous": previous}
+            journal.append(intent)  # durable before the host is changed; JournalUnwritable: not changed at all
+            intents.append(intent)
             pending = step
             wrote = knob.set(host, change.target)
             after = knob.get(host)
@@ -231,10 +251,11 @@ def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> Appl
             backup = _save_backup(journal, run, step, fc.path, current)
             parent = fc.path.rsplit("/", 1)[0]
             created = _missing_dirs(host, parent)
-            intents.append({"type": "intent", "run": run, "step": step, "kind": "file", "path": fc.path,
-                            "target_sha256": sha256(fc.content), "previous_sha256": sha256(current),
-                            "backup": backup, "created_dirs": created})
-            journal.append(intents[-1])
+            intent = {"type": "intent", "run": run, "step": step, "kind": "file", "path": fc.path,
+                      "target_sha256": sha256(fc.content), "previous_sha256": sha256(current),
+                      "backup": backup, "created_dirs": created}
+            journal.append(intent)
+            intents.append(intent)
             pending = step
             if created:
                 host.files.make_dirs(parent)
@@ -244,15 +265,18 @@ def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> Appl
             pending = None
             outcome.files.append(fc.path)
     except (Exception, KeyboardInterrupt) as exc:
-        why = str(exc) if isinstance(exc, StepFailed) else f"{exc.__class__.__name__}: {exc}"
+        why = str(exc) if isinstance(exc, (StepFailed, JournalUnwritable)) else f"{exc.__class__.__name__}: {exc}"
+        if isinstance(exc, JournalUnwritable):
+            why += " (so that change was not made)"
         if pending is not None:
-            journal.append({"type": "result", "run": run, "step": pending, "ok": False, "error": why})
+            _record(journal, {"type": "result", "run": run, "step": pending, "ok": False, "error": why}, outcome)
         outcome.failed = why
         outcome.undo = undo_steps(host, journal, run, intents[::-1], force=True)
+        outcome.unrecorded.extend(u["unrecorded"] for u in outcome.undo if "unrecorded" in u)
         status = "reverted" if all(u["outcome"] != "failed" for u in outcome.undo) else "revert-incomplete"
-        journal.append({"type": "end", "run": run, "status": status, "time": time.time()})
+        _record(journal, {"type": "end", "run": run, "status": status, "time": time.time()}, outcome)
         return outcome
-    journal.append({"type": "end", "run": run, "status": "applied", "time": time.time()})
+    _record(journal, {"type": "end", "run": run, "status": "applied", "time": time.time()}, outcome)
     return outcome
 
 
@@ -274,7 +298,7 @@ def _save_backup(journal: Journal, run: str, step: int, path: str, content: byte
     directory = journal.dir / "backups" / run
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = directory / f"{step}{path.replace('/', '_')}"
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     try:
         os.write(fd, content)
         os.fsync(fd)
@@ -295,7 +319,10 @@ def undo_steps(host: "Host", journal: Journal, run: str, intents: list[dict[str,
         except (Exception, KeyboardInterrupt) as exc:  # keep going: every other step still deserves its undo
             out = {"outcome": "failed", "error": f"{exc.__class__.__name__}: {exc}"}
         out = {"type": "undo", "run": run, "step": intent["step"], "name": _intent_name(intent), **out}
-        journal.append(out)
+        try:
+            journal.append(out)
+        except JournalUnwritable as exc:  # the value is restored all the same: say what the journal lacks
+            out = {**out, "unrecorded": f"undo of {out['name']}: {exc}"}
         outcomes.append(out)
     return outcomes
 
@@ -341,7 +368,11 @@ def _undo_file(host: "Host", intent: dict[str, Any], *, force: bool) -> dict[str
             host.files.remove(path)
         _remove_created_dirs(host, intent)
         return {"outcome": "restored", "value": "(removed)"}
-    data = Path(backup).read_bytes()
+    from tunehost.host.files import read_input_file
+
+    data = read_input_file(backup, "a backup tunehost wrote", limit=MAX_BACKUP_BYTES)  # a FIFO planted: one line
+    if len(data) > MAX_BACKUP_BYTES:
+        raise TunehostError(f"the backup {backup} is larger than {MAX_BACKUP_BYTES >> 20} MiB: not tunehost's")
     host.files.write(path, data.decode())
     return {"outcome": "restored", "value": f"restored from {backup}"}
 
@@ -362,6 +393,7 @@ def _remove_created_dirs(host: "Host", intent: dict[str, Any]) -> None:
 class RollbackOutcome:
     run: Run | None
     undo: list[dict[str, Any]] = field(default_factory=list)
+    unrecorded: list[str] = field(default_factory=list)  # records the journal could not take (a full disk)
 
     @property
     def complete(self) -> bool:
@@ -379,15 +411,18 @@ def _check_root(run: Run, root: str) -> None:
 
 def rollback(host: "Host", journal: Journal, *, root: str) -> RollbackOutcome:
     """Undo the most recent active apply (an interrupted one included), newest step first."""
-    active = journal.active_runs()
-    if not active:
-        return RollbackOutcome(None)
-    run = active[-1]
-    _check_root(run, root)
-    intents = [run.intents[s] for s in reversed(run.steps())]
-    outcome = RollbackOutcome(run, undo_steps(host, journal, run.id, intents, force=False))
-    journal.append({"type": "rolled-back", "run": run.id, "time": time.time(), "complete": outcome.complete})
-    return outcome
+    with journal.lock():
+        active = journal.active_runs()
+        if not active:
+            return RollbackOutcome(None)
+        run = active[-1]
+        _check_root(run, root)
+        intents = [run.intents[s] for s in reversed(run.steps())]
+        outcome = RollbackOutcome(run, undo_steps(host, journal, run.id, intents, force=False))
+        outcome.unrecorded.extend(u["unrecorded"] for u in outcome.undo if "unrecorded" in u)
+        _record(journal, {"type": "rolled-back", "run": run.id, "time": time.time(), "complete": outcome.complete},
+                outcome)
+        return outcome
 
 
 # --- verify and status -------------------------------------------------------------------------------------------------
@@ -405,10 +440,17 @@ class VerifyReport:
     run: Run
     held: list[str] = field(default_factory=list)
     drift: list[Drift] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)  # back at the value the apply found (a rollback, maybe unjournalled)
 
     @property
     def ok(self) -> bool:
         return not self.drift and not self.run.interrupted
+
+    @property
+    def undone_on_host(self) -> bool:
+        """The host holds none of the run and every changed setting is back at its value before the apply: a
+        rollback happened that the journal could not record (a full disk). Read from the host, not the journal."""
+        return bool(self.restored) and not self.held and len(self.restored) == len(self.drift)
 
 
 def verify(host: "Host", journal: Journal, *, root: str) -> VerifyReport:
@@ -418,19 +460,36 @@ def verify(host: "Host", journal: Journal, *, root: str) -> VerifyReport:
         raise TunehostError("no profile is applied by tunehost: nothing to verify (see `tunehost status`)")
     run = active[-1]
     _check_root(run, root)
+    return host_state(host, run)
+
+
+def host_state(host: "Host", run: Run) -> VerifyReport:
+    """What the host holds of `run`, read from the host: each expected setting held, drifted, or back at the value
+    the apply recorded as `previous` (restored: a rollback the journal may not know about)."""
     report = VerifyReport(run)
+    before = {}
+    for intent in run.intents.values():
+        if intent.get("kind") == "setting":
+            before[repr(sorted(intent["knob"].items()))] = intent["previous"]
+        elif intent.get("kind") == "file":
+            before[intent["path"]] = intent.get("previous_sha256")
     for item in run.begin.get("expect", []):
         knob = knob_from_record(item["knob"])
         current = knob.get(host)
+        key = repr(sorted(item["knob"].items()))
         if current == item["target"]:
             report.held.append(knob.name)
-        else:
-            report.drift.append(Drift(knob.name, knob.where, item["target"], current))
+            continue
+        report.drift.append(Drift(knob.name, knob.where, item["target"], current))
+        if key in before and current == before[key]:
+            report.restored.append(knob.name)
     for item in run.begin.get("files", []):
         current = sha256(host.files.read_bytes(item["path"]))
         if current == item["sha256"]:
             report.held.append(item["path"])
-        else:
-            report.drift.append(Drift(item["path"], item["path"], "as written by tunehost",
-                                      "changed" if current else "missing"))
+            continue
+        report.drift.append(Drift(item["path"], item["path"], "as written by tunehost",
+                                  "changed" if current else "missing"))
+        if item["path"] in before and current == before[item["path"]]:
+            report.restored.append(item["path"])
     return report

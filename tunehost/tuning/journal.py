@@ -18,10 +18,14 @@ intact step can still be rolled back.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
+import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,13 @@ DEFAULT_STATE_DIR = "/var/lib/tunehost"
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_MODE = 0o600  # docs/apply.md: the journal names what was changed on the host; only root reads it
 RECORD_TYPES = ("begin", "intent", "result", "undo", "end", "rolled-back")
+LOCK_NAME = "lock"  # flock'd by apply and rollback: one of them changes the host at a time
+MAX_JOURNAL_BYTES = 64 * 1024 * 1024  # ~100,000 applies; a larger journal is not tunehost's
+
+
+class JournalUnwritable(TunehostError):
+    """A record could not be made durable (a full disk, an I/O error): the change it announces must not be made.
+    Nothing of the record is left in the journal (a short write is cut back off)."""
 
 
 def state_dir() -> Path:
@@ -142,10 +153,11 @@ class Journal:
         """Create the state directory (0700) and prove the journal can be appended to, before any change.
         Creates no journal file: that happens with the first record (nothing is written when nothing changes)."""
         self._refuse_non_directory()
+        self._refuse_linked_dir()
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if self.path.exists():
-                os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND))
+            if os.path.lexists(self.path):
+                os.close(self._open(self.path, os.O_WRONLY))
             probe = self.dir / f".probe-{os.getpid()}"
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, JOURNAL_MODE))
             probe.unlink()
@@ -163,24 +175,91 @@ class Journal:
                 raise TunehostError(f"the journal directory {what} is a file, not a directory; nothing was changed "
                                     f"(set {STATE_ENV} to a directory)")
 
+    def _open(self, path: Path, flags: int) -> int:
+        """An fd on a state file: never through a link (O_NOFOLLOW), never blocking on a FIFO (O_NONBLOCK, then
+        fstat: regular files only), mode 0600 enforced on what was opened. TunehostError for anything else."""
+        self._refuse_linked_dir()
+        try:
+            _refuse_kind(path, os.lstat(path).st_mode)  # before the open: a FIFO opened for writing would block
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, JOURNAL_MODE)
+        try:
+            info = os.fstat(fd)
+            _refuse_kind(path, info.st_mode)  # what was opened, in case it was swapped since
+            if stat.S_IMODE(info.st_mode) != JOURNAL_MODE and flags & (os.O_WRONLY | os.O_RDWR):
+                os.fchmod(fd, JOURNAL_MODE)  # it names what was changed on the host: only root reads it
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _refuse_linked_dir(self) -> None:
+        if os.path.islink(self.dir):
+            raise TunehostError(f"the journal directory {self.dir} is a symbolic link: refused (set {STATE_ENV} "
+                                "to the directory itself)")
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the state directory's lock (flock) while changing the host: a second apply or rollback is refused
+        with one line instead of interleaving its changes and records with this one's."""
+        path = self.dir / LOCK_NAME
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = self._open(path, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            raise TunehostError(f"cannot take the lock {path} ({exc.strerror or exc}): nothing was changed") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise TunehostError(f"another tunehost apply or rollback is running (it holds {path}): "
+                                    "nothing was changed; run this again when it has finished") from None
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
     def append(self, record: dict[str, Any]) -> None:
         """Write one record and fsync it: once this returns, the record survives a crash. The file is created 0600
-        whatever the umask; a last line cut short by an earlier crash is ended first, so this record stays whole."""
+        whatever the umask; a last line cut short by an earlier crash is ended first, so this record stays whole.
+        The space is reserved before a byte is written (posix_fallocate) and a failed or short write is cut back
+        off, so a full disk leaves no cut record: JournalUnwritable, and the caller does not make the change."""
         line = json.dumps(record, sort_keys=True) + "\n"
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, JOURNAL_MODE)
+        try:
+            fd = self._open(self.path, os.O_RDWR | os.O_CREAT)  # appended at its size, under the lock
+        except OSError as exc:
+            raise JournalUnwritable(f"cannot write the journal {self.path}: {exc.strerror or exc}") from None
+        size = 0
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = "\n" + line
-            os.write(fd, line.encode())
+            data = line.encode()
+            _reserve(fd, size, len(data))
+            written = os.pwrite(fd, data, size)
+            if written != len(data):
+                raise OSError(28, f"wrote {written} of {len(data)} bytes")
             os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # no cut record: the journal ends where it ended
+                os.fsync(fd)
+            raise JournalUnwritable(f"cannot write the journal {self.path}: "
+                                    f"{(exc.strerror or str(exc)).lower()}") from None
         finally:
             os.close(fd)
 
     def read(self) -> JournalState:
         """Every run the journal holds, built from its intact records, and the lines that are damaged."""
+        from tunehost.host.files import _read_capped
+
         try:
-            data = self.path.read_bytes()
+            fd = self._open(self.path, os.O_RDONLY)
+            try:
+                too_large = os.fstat(fd).st_size > MAX_JOURNAL_BYTES  # refused unread
+                data = b"" if too_large else _read_capped(lambda n: os.read(fd, n), MAX_JOURNAL_BYTES + 1)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return JournalState((), ())
         except NotADirectoryError:
@@ -191,6 +270,9 @@ class Journal:
                                 f"run this with sudo)") from None
         except OSError as exc:
             raise TunehostError(f"cannot read the journal {self.path}: {exc.strerror or exc}") from None
+        if too_large or len(data) > MAX_JOURNAL_BYTES:
+            raise TunehostError(f"the journal {self.path} is larger than {MAX_JOURNAL_BYTES >> 20} MiB: not "
+                                "tunehost's; move it aside")
         records: list[tuple[int, dict[str, Any]]] = []
         damage: list[Damage] = []
         lines = data.split(b"\n")
@@ -219,6 +301,29 @@ class Journal:
     def active_runs(self) -> list[Run]:
         """Applies whose changes may still be in place, oldest first (rollback undoes the last one)."""
         return self.read().active
+
+
+def _refuse_kind(path: Path, mode: int) -> None:
+    if stat.S_ISLNK(mode):
+        raise TunehostError(f"{path} is a symbolic link: refused (tunehost never writes its state through a link; "
+                            "move it aside)")
+    if not stat.S_ISREG(mode):
+        from tunehost.host.files import file_kind
+
+        raise TunehostError(f"{path} is {file_kind(mode)}, not a file tunehost wrote: refused (move it aside)")
+
+
+def _reserve(fd: int, offset: int, length: int) -> None:
+    """Reserve the bytes a record needs, so a full disk fails before any of it is written (where the filesystem
+    supports it; elsewhere the short write is cut back off). This extends the file with zeros that the record's
+    pwrite then covers; a crash in between leaves a last line that reads as cut short, which is harmless."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: a filesystem without fallocate
+            raise
+    except AttributeError:  # no posix_fallocate on this platform
+        pass
 
 
 # --- checking records --------------------------------------------------------------------------------------------------

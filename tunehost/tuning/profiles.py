@@ -128,10 +128,11 @@ def read_raw(name: str, dirs: Iterable[Path] | None = None) -> RawProfile:
                             "not starting with '.', at most 64 characters")
     for d in dirs:
         path = d / f"{name}.toml"
-        if path.is_file():
+        if path.exists() or path.is_symlink():
+            from tunehost.host.files import read_input_file
+
             try:
-                with path.open("rb") as fh:
-                    raw = fh.read(MAX_PROFILE_BYTES + 1)
+                raw = read_input_file(path, "a profile", limit=MAX_PROFILE_BYTES)  # a FIFO: one line, never a hang
                 if len(raw) > MAX_PROFILE_BYTES:
                     raise TunehostError(f"profile {name!r} ({path}) is larger than 1 MiB: not a profile")
                 data = tomllib.loads(raw.decode("utf-8"))
