@@ -715,7 +715,7 @@ def _check_header(part: Path, given: Path) -> None:
     label = str(part)
     if part != given and not part.exists():
         raise TunehostError(f"{given}: split part {part.name} is missing")
-    from tunehost.host.files import read_input_file
+    from tunehost.inputs import read_input_file
 
     head = read_input_file(part, "a GGUF file", limit=8)[:8]  # a FIFO, a device: one line, never a hang
     if len(head) < 4:
