@@ -230,7 +230,15 @@ def sample(args) -> None:
     meta, rows = load(args.cache)
     from tunehost.parsers.dmidecode import parse_dmidecode_memory
     judged = [r for r in rows if parse_dmidecode_memory(r["text"]).installed]
-    picked = sorted(random.Random(args.seed).sample(judged, args.n), key=lambda r: r["path"])
+    if args.per_prefix:  # a stratified sample: "Notebook=60,Mini Pc=35" draws that many from each top folder
+        rng, picked = random.Random(args.seed), []
+        for part in args.per_prefix.split(","):
+            prefix, _, n = part.partition("=")
+            pool = [r for r in judged if r["path"].startswith(prefix + "/")]
+            picked += rng.sample(pool, min(int(n), len(pool)))
+        picked.sort(key=lambda r: r["path"])
+    else:
+        picked = sorted(random.Random(args.seed).sample(judged, args.n), key=lambda r: r["path"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     listing = []
@@ -239,6 +247,7 @@ def sample(args) -> None:
         (out / name).write_text(row["text"])
         listing.append({"path": row["path"], "file": name})
     (out / "sample.json").write_text(json.dumps({"mirror_head": meta["mirror_head"], "seed": args.seed,
+                                                 "per_prefix": args.per_prefix,
                                                  "dumps": listing}, indent=1) + "\n")
     print(f"{len(picked)} dumps (seed {args.seed}) of {len(judged)} with installed memory -> {out}")
 
@@ -276,6 +285,7 @@ if __name__ == "__main__":
     p.add_argument("cache")
     p.add_argument("--n", type=int, default=160)
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--per-prefix", help='stratified: "Notebook=60,Mini Pc=35,..." (top folder=count)')
     p.add_argument("--out", required=True)
     p = sub.add_parser("agree")
     p.add_argument("folder")
