@@ -115,14 +115,19 @@ def context(text: str) -> dict:
     return found
 
 
-def judge_text(text: str):
+# the chassis type a machine filed under each linuxhw top folder has, for dumps whose type 3 block is missing or odd
+FOLDER_CHASSIS = {"Desktop": 3, "Notebook": 10, "Convertible": 31, "Tablet": 30, "Mini Pc": 35, "Stick Pc": 35,
+                  "All In One": 13, "Server": 17, "System On Chip": 3, "Firewall": 3}
+
+
+def judge_text(text: str, path: str = "Desktop/"):
     """ram-speed's findings on one dump, the way `tunehost doctor` would judge that machine."""
     from tunehost.checks.ram_speed import RamSpeedCheck
     from tunehost.facts import HostFacts
     from tunehost.facts.ram import RamFacts
     ctx = context(text)
-    # linuxhw files a machine under Desktop/ by its chassis; a missing/odd chassis type is judged as Desktop (3)
-    chassis = ctx["chassis"] if ctx["chassis"] is not None else 3
+    # linuxhw files a machine by its chassis: a missing/odd chassis type is judged as its folder's (Desktop: 3)
+    chassis = ctx["chassis"] if ctx["chassis"] is not None else FOLDER_CHASSIS.get(path.split("/")[0], 3)
     facts = RamFacts.from_text(text, chassis_type=chassis, cpu_model=ctx["cpu"],
                                product=f"(board {ctx['board']})" if ctx["board"] else None)
     return list(RamSpeedCheck().run(HostFacts.of(facts)))
@@ -210,7 +215,7 @@ def judge(args) -> None:
     start = time.time()
     for row in rows:
         try:
-            findings = judge_text(row["text"])
+            findings = judge_text(row["text"], row["path"])
         except Exception:  # noqa: BLE001 - counting crashes is the point
             crashes.append((row["path"], traceback.format_exc(limit=3)))
             continue
@@ -255,15 +260,28 @@ def sample(args) -> None:
 def agree(args) -> None:
     folder = Path(args.folder)
     labels = json.loads((folder / "labels.json").read_text())
-    agree_n, rows = 0, []
+    agree_n, rows, crashes = 0, [], 0
+    per: dict[str, Counter] = {}
     for entry in labels["labels"]:
-        got = [f.severity.value for f in judge_text((folder / entry["file"]).read_text())]
+        cls = per.setdefault(entry["path"].split("/")[0], Counter())
+        cls["all"] += 1
+        try:
+            got = [f.severity.value for f in judge_text((folder / entry["file"]).read_text(), entry["path"])]
+        except Exception:  # noqa: BLE001 - a crash is counted, not fatal
+            crashes += 1
+            rows.append(f"  CRASH {entry['file']}: {traceback.format_exc(limit=2)}")
+            continue
         ok = got == entry["expert"]
         agree_n += ok
+        cls["agree"] += ok
         if not ok:
-            rows.append(f"  {entry['file']}: expert {entry['expert']}, tunehost {got} — {entry.get('why', '')}")
-    print(f"agreement {agree_n}/{len(labels['labels'])}")
-    print("\n".join(rows))
+            rows.append(f"  {entry['file']}: expert {entry['expert']}, tunehost {got} — "
+                        f"{entry.get('why', entry.get('reason', ''))}")
+    print(f"agreement {agree_n}/{len(labels['labels'])}, crashes {crashes}; "
+          + ", ".join(f"{k} {c['agree']}/{c['all']}" for k, c in sorted(per.items())))
+    if args.verbose:
+        print("\n".join(rows))
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -289,6 +307,7 @@ if __name__ == "__main__":
     p.add_argument("--out", required=True)
     p = sub.add_parser("agree")
     p.add_argument("folder")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every disagreement")
     args = parser.parse_args()
     if getattr(args, "prefix", "x") is None:
         args.prefix = ["Desktop"]
