@@ -95,10 +95,11 @@ def load(cache: str):
 
 
 def context(text: str) -> dict:
-    """Chassis type, CPU model and board name of a dump (the facts RamFacts.gather reads from /sys and /proc)."""
+    """Chassis type, CPU model, populated CPU sockets and board name of a dump (the facts RamFacts.gather reads from
+    /sys and /proc)."""
     from tunehost.facts.chassis import CHASSIS_NAMES
     names = {v.lower(): k for k, v in CHASSIS_NAMES.items()}
-    found = {"chassis": None, "cpu": None, "board": None}
+    found = {"chassis": None, "cpu": None, "board": None, "sockets": 0}
     for block in re.split(r"\n(?=Handle 0x)", text):
         m = _HANDLE.match(block)
         if not m:
@@ -106,9 +107,11 @@ def context(text: str) -> dict:
         if m[1] == "3" and found["chassis"] is None:
             t = re.search(r"^\tType: (.+)$", block, re.M)
             found["chassis"] = names.get(t[1].strip().lower()) if t else None
-        elif m[1] == "4" and found["cpu"] is None:
+        elif m[1] == "4":
+            found["sockets"] += bool(re.search(r"^\tStatus: Populated", block, re.M))
             v = re.search(r"^\tVersion: (.+)$", block, re.M)
-            found["cpu"] = v[1].strip() if v and v[1].strip() not in ("Not Specified", "") else None
+            if found["cpu"] is None:
+                found["cpu"] = v[1].strip() if v and v[1].strip() not in ("Not Specified", "") else None
         elif m[1] == "2" and found["board"] is None:
             v = re.search(r"^\tProduct Name: (.+)$", block, re.M)
             found["board"] = v[1].strip() if v else None
@@ -129,7 +132,8 @@ def judge_text(text: str, path: str = "Desktop/"):
     # linuxhw files a machine by its chassis: a missing/odd chassis type is judged as its folder's (Desktop: 3)
     chassis = ctx["chassis"] if ctx["chassis"] is not None else FOLDER_CHASSIS.get(path.split("/")[0], 3)
     facts = RamFacts.from_text(text, chassis_type=chassis, cpu_model=ctx["cpu"],
-                               product=f"(board {ctx['board']})" if ctx["board"] else None)
+                               product=f"(board {ctx['board']})" if ctx["board"] else None,
+                               sockets=ctx["sockets"] or None)
     return list(RamSpeedCheck().run(HostFacts.of(facts)))
 
 
