@@ -148,13 +148,23 @@ class RamSpeedCheck(Check):
                 fix=Fix(f"Nothing to change in the firmware: this memory controller (or chipset) does not run memory "
                         f"above {limit[0]} MT/s. Only another CPU or board would use the modules' {rated} MT/s."),
                 detail=WHY)
+        official = lay.cpu.max_for(lay.mem_type) if lay.cpu is not None else None
+        if official and official[0] * 0.98 <= eff <= official[0] * 1.005 and lay.profile and loss <= 12 \
+                and eff > JEDEC_BASE.get(lay.gen or "", eff):
+            return self.info(
+                f"{head}: at the CPU's official maximum ({official[1]}, {lay.cpu.family}); the kit's "
+                f"{rated} MT/s is an overclock of the memory controller that not every CPU holds{notes}", evidence,
+                fix=Fix(f"Optional: try the full {rated} MT/s XMP/EXPO profile in the firmware setup and run a memory "
+                        f"test; keep {eff} MT/s if it is not stable.", (FIRMWARE,)),
+                detail=WHY)
         if lay.gen and eff <= JEDEC_MAX[lay.gen]:
             if lay.profile and eff > JEDEC_BASE[lay.gen] and loss <= 12:
-                return self.info(
-                    f"{head}: above the JEDEC base speed, so a profile or a manual speed is applied, a little below "
-                    f"the kit's rating (a reduced profile, or the memory controller's limit){notes}", evidence,
-                    fix=Fix(f"Optional: try the full {rated} MT/s XMP/EXPO profile in the firmware setup; keep the "
-                            f"lower speed if it is not stable.", (FIRMWARE,)),
+                return self.warn(
+                    f"{head}: above the JEDEC base speed, so a profile or a manual speed is applied, but below the "
+                    f"kit's XMP/EXPO rating — {loss} % of the bandwidth is lost (a reduced profile, or a manual "
+                    f"setting){notes}", evidence,
+                    fix=Fix(f"Load the full {rated} MT/s XMP/EXPO profile in the firmware setup; keep the lower speed "
+                            f"only if a memory test fails at {rated}.", (FIRMWARE,)),
                     detail=WHY)
             if lay.profile:
                 extra = f"; {one_channel}" if one_channel else ""
@@ -171,11 +181,11 @@ class RamSpeedCheck(Check):
                         f"memory speed.", (FIRMWARE,)),
                 detail=WHY)
         if loss <= 20:
-            return self.info(
-                f"{head}: XMP/EXPO is applied but below the kit's rating (a reduced profile, or the memory "
-                f"controller's limit){notes}", evidence,
-                fix=Fix(f"Optional: try the full {rated} MT/s profile in the firmware setup; many CPUs cannot run "
-                        f"the fastest kits, so keep the lower speed if it is not stable.", (FIRMWARE,)),
+            return self.warn(
+                f"{head}: XMP/EXPO is applied but below the kit's rating — {loss} % of the bandwidth is lost (a "
+                f"reduced profile, or a manual setting){notes}", evidence,
+                fix=Fix(f"Load the full {rated} MT/s profile in the firmware setup; many CPUs cannot run the fastest "
+                        f"kits, so keep the lower speed if a memory test fails at {rated}.", (FIRMWARE,)),
                 detail=WHY)
         return self.warn(
             f"{head}: XMP/EXPO seems applied but well below the kit's rating{notes}", evidence,
