@@ -210,27 +210,53 @@ def coverage(args) -> None:
 
 
 def judge(args) -> None:
+    from tunehost.cpu_memory import cpu_memory
     meta, rows = load(args.cache)
     if args.sample:
         rows = random.Random(args.seed).sample(rows, min(args.sample, len(rows)))
     verdicts: Counter = Counter()
+    per_class: dict[str, Counter] = {}
+    known: Counter = Counter()
     reasons: Counter = Counter()
+    unknown_cpus: Counter = Counter()
     crashes = []
     start = time.time()
     for row in rows:
+        folder = row["path"].split("/")[0]
+        cpu = context(row["text"])["cpu"]
+        known[(folder, "all")] += 1
+        known[(folder, "named")] += cpu is not None
+        if cpu_memory(cpu) is not None:
+            known[(folder, "known")] += 1
+        elif cpu:
+            unknown_cpus[" ".join(cpu.split())[:60]] += 1
         try:
             findings = judge_text(row["text"], row["path"])
         except Exception:  # noqa: BLE001 - counting crashes is the point
             crashes.append((row["path"], traceback.format_exc(limit=3)))
             continue
-        verdicts[findings[0].severity.value if findings else "none"] += 1
+        first = findings[0].severity.value if findings else "none"
+        verdicts[first] += 1
+        per_class.setdefault(folder, Counter())[first] += 1
         if findings and findings[0].severity.value == "skip":
             reasons[re.sub(r"\d+", "N", findings[0].summary)[:90]] += 1
     wall = time.time() - start
     print(f"judged {len(rows)} dumps of linuxhw/DMI {meta['mirror_head']} in {wall:.1f}s: crashes {len(crashes)}; "
           f"first finding {dict(verdicts.most_common())}")
+    total = Counter()
+    for folder in sorted(per_class, key=lambda f: -known[(f, "all")]):
+        n, named, hit = known[(folder, "all")], known[(folder, "named")], known[(folder, "known")]
+        total.update({"all": n, "named": named, "known": hit})
+        print(f"  {folder:15s} {n:6d} dumps: {dict(per_class[folder].most_common())}; CPU memory data knows "
+              f"{hit} ({100 * hit / n:.1f} %; {100 * hit / max(named, 1):.1f} % of the {named} naming a CPU)")
+    print(f"  CPU memory-limit data coverage: {total['known']}/{total['all']} dumps "
+          f"({100 * total['known'] / max(total['all'], 1):.1f} %), {100 * total['known'] / max(total['named'], 1):.1f} "
+          f"% of those naming a CPU")
     for reason, n in reasons.most_common(8):
         print(f"  skip x{n}: {reason}")
+    if args.show_unknown:
+        for name, n in unknown_cpus.most_common(args.show_unknown):
+            print(f"  unknown CPU x{n}: {name}")
     for path, tb in crashes[:5]:
         print(f"CRASH {path}\n{tb}")
 
@@ -303,6 +329,7 @@ if __name__ == "__main__":
     p.add_argument("cache")
     p.add_argument("--sample", type=int, default=0)
     p.add_argument("--seed", type=int, default=10)
+    p.add_argument("--show-unknown", type=int, default=0, help="list the N most common CPUs the data does not know")
     p = sub.add_parser("sample")
     p.add_argument("cache")
     p.add_argument("--n", type=int, default=160)
