@@ -102,7 +102,11 @@ def cpu_memory(cpu_model: str | None) -> CpuMemory | None:
     """The memory controller of this CPU model, or None when the data does not know it."""
     if not cpu_model or not isinstance(cpu_model, str):
         return None
-    name = normalize(cpu_model)
+    return _lookup(normalize(cpu_model))
+
+
+@functools.lru_cache(maxsize=1024)
+def _lookup(name: str) -> CpuMemory | None:
     for pattern, cpu in table():
         if pattern.search(name):
             return cpu
