@@ -390,6 +390,8 @@ class RamSpeedCheck(Check):
             if len(per) == 1:
                 return f"{per.pop()} channels per socket x {len(lay.populated)} sockets"
         total = lay.total_channels or used
+        if lay.cpu_channels:  # the CPU's channels, not the slot names' (an Alder Lake-N lists a second controller)
+            total = max(used, lay.cpu_channels * lay.sockets)
         if total > used:
             return f"{used} of {total} channels"
         names = {1: "single channel", 2: "dual channel", 4: "quad channel"}

@@ -50,6 +50,8 @@ class Layout:
         """Most modules on one channel: from the slot names, else modules / (CPU channels x sockets)."""
         if self.populated:
             return max(n for c in self.populated.values() for n in c.values())
+        if self.cpu_channels and self.per_socket:
+            return math.ceil(max(self.per_socket.values()) / self.cpu_channels)
         if self.cpu_channels:
             return math.ceil(len(self.modules) / (self.cpu_channels * self.sockets))
         return None
