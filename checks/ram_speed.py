@@ -24,6 +24,11 @@ def _pct(part: float, whole: float) -> int:
     return round(100 * part / whole) if whole else 0
 
 
+def _size(mb: int) -> str:
+    """"16 GB", "1.5 GB", "512 MB"."""
+    return f"{mb} MB" if mb < 1024 else f"{mb / 1024:g} GB" if mb % 512 == 0 else f"{mb / 1024:.1f} GB"
+
+
 def _gbs(value: float | None) -> str:
     return f"~{value:.0f} GB/s peak" if value else ""
 
@@ -313,7 +318,7 @@ class RamSpeedCheck(Check):
         single = total - min(sizes) * len(sizes)
         if single * 2 < total:
             return None  # most of the memory is interleaved: a model there still gets the full bandwidth
-        gb = " + ".join(f"{x // 1024} GB" for x in sizes)
+        gb = " + ".join(_size(x) for x in sizes)
         soldered = any(m.soldered for m in lay.modules)
         if soldered:
             fix = "Use a SO-DIMM of the same size as the soldered memory so that both channels hold the same capacity."
@@ -322,7 +327,7 @@ class RamSpeedCheck(Check):
         else:
             fix = "Replace the smaller SO-DIMM with one of the larger one's size (a matched pair)."
         return self.warn(
-            f"Unequal channels ({gb}): {single // 1024} of {total // 1024} GB ({_pct(single, total)} %) sit on one "
+            f"Unequal channels ({gb}): {_size(single)} of {_size(total)} ({_pct(single, total)} %) sit on one "
             f"channel only and are read at single-channel speed — a model in that part of memory runs at about half "
             f"the bandwidth", ev, fix=Fix(fix), detail=WHY)
 

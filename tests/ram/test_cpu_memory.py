@@ -79,3 +79,23 @@ def test_notebook_at_its_cpus_maximum_is_not_below_its_rating():
     assert speed.severity.value == "info" and "DDR4-2133" in speed.summary
     assert channels.severity.value == "warn" and "Single channel" in channels.summary
     assert "SO-DIMM" in channels.fix.text and "XMP" not in channels.fix.text
+
+
+def test_unequal_channels_on_a_notebook():
+    # 4 GB + 16 GB SO-DIMMs on a Ryzen 7 3700U: 12 of 20 GB are read from one channel
+    text = DATA / "linuxhw_dmi_mobile" / ("Notebook__ASUSTek_Computer__VivoBook_ASUSLaptop__VivoBook_ASUSLaptop_"
+                                          "X509DA_M509DA__FD1964527BD4.txt")
+    speed, channels = judge_text(text.read_text(), "Notebook/")
+    assert speed.severity.value == "info" and "DDR4-2400" in speed.summary
+    assert channels.severity.value == "warn"
+    assert "Unequal channels (4 GB + 16 GB): 12 GB of 20 GB (60 %)" in channels.summary
+    assert "matched pair" in channels.fix.text and "XMP" not in channels.fix.text
+
+
+def test_server_population_per_socket_is_one_finding():
+    # HPE DL160 Gen8: 12 RDIMMs on PROC 1 (3 per channel), none on PROC 2
+    text = DATA / "linuxhw_dmi_mobile" / "Server__Hewlett-Packard__ProLiant__ProLiant_DL160_Gen8__229473840979.txt"
+    speed, channels = judge_text(text.read_text(), "Server/")
+    assert speed.severity.value == "info" and "3 DIMMs per channel" in speed.summary
+    assert channels.severity.value == "warn" and "socket 2: no memory" in channels.summary
+    assert "RDIMM in every channel of every socket (4 per CPU" in channels.fix.text
