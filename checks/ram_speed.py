@@ -9,9 +9,9 @@ experts live in RAM (`-ot exps=CPU`, `--n-cpu-moe`).
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
-from tunehost.facts.memory_layout import Layout, layout
+from tunehost.facts.memory_layout import Layout, layout, rating_of
 from tunehost.facts.ram import RamFacts
-from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, cpu_memory_limit, platform_memory_limit
+from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
        "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "
@@ -22,6 +22,11 @@ VERIFY = "sudo dmidecode -t memory | grep -i 'configured memory speed'"
 
 def _pct(part: float, whole: float) -> int:
     return round(100 * part / whole) if whole else 0
+
+
+def _size(mb: int) -> str:
+    """"16 GB", "1.5 GB", "512 MB"."""
+    return f"{mb} MB" if mb < 1024 else f"{mb / 1024:g} GB" if mb % 512 == 0 else f"{mb / 1024:.1f} GB"
 
 
 def _gbs(value: float | None) -> str:
@@ -50,7 +55,11 @@ class RamSpeedCheck(Check):
         if eff is None:
             return self.skip("the firmware does not report the configured memory speed (Configured Memory Speed: "
                              "Unknown): cannot judge it", evidence)
-        unknown = next((m for m in lay.modules if m.rating_unknown), None)
+        unknown = lay.unknown
+        cap = self._cap(ram, lay)
+        if cap is not None and eff >= cap[0] * 0.98 and (rated is None or unknown is not None):
+            return self.ok(f"{t} at {eff} MT/s, the fastest this memory controller runs it ({cap[1]}); the modules' "
+                           f"own rating is not reported{notes}", evidence)
         if unknown is not None and lay.gen and eff > JEDEC_MAX[lay.gen]:
             where = f", {self._channel_words(lay)}" if self._channel_words(lay) else ""
             return self.ok(f"{t} at {eff} MT/s, above every JEDEC speed: XMP/EXPO is on (the exact rating is not in "
@@ -64,12 +73,20 @@ class RamSpeedCheck(Check):
             parts = sorted({m.device.part_number or "not reported" for m in lay.modules})
             return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown (part number "
                              f"{', '.join(parts)} not decoded, Speed not reported)", evidence)
-        slowest = min((m for m in lay.modules if m.rating), key=lambda m: m.rating or 0)
+        slowest = min((m for m in lay.modules if rating_of(m, lay.platform)),
+                      key=lambda m: rating_of(m, lay.platform) or 0)
         source = (f"part number {slowest.part_rating.part}" if slowest.part_rating else "Speed field")
         peak_now, peak_rated = lay.peak_gbs(eff), lay.peak_gbs(rated)
         channels = self._channel_words(lay)
 
         if eff >= rated * 0.995:  # 2666 vs 2667: firmware rounding of the same grade
+            dpc = lay.dimms_per_channel
+            if lay.platform == "server" and cap is not None and eff < cap[0] * 0.98 and dpc and dpc >= 2:
+                return self.info(
+                    f"{t} at {eff} MT/s with {dpc} DIMMs per channel: the platform lowers the speed for that "
+                    f"population ({cap[1]} with one DIMM per channel){notes}", evidence,
+                    fix=Fix(f"Nothing is misconfigured. Fewer, larger RDIMMs (one per channel) would run at up to "
+                            f"{cap[0]} MT/s."), detail=WHY)
             if lay.mixed:
                 rates = sorted({m.rating for m in lay.modules if m.rating})
                 held = f" ({slowest.name}, {slowest.device.part_number or 'part not reported'}, holds the others back)"
@@ -99,18 +116,8 @@ class RamSpeedCheck(Check):
                         "the vendor (a firmware update rarely raises it). Count on this bandwidth when sizing models."),
                 detail=WHY)
         if lay.platform == "server":
-            limit = cpu_memory_limit(ram.cpu_model)
-            if limit and limit[0] <= eff:
-                cause = f"the CPU ({ram.cpu_model}) supports at most {limit[1]}"
-            else:
-                cause = ("server platforms set the speed from the CPU's supported maximum and the DIMMs per channel"
-                         + (f" (CPU: {ram.cpu_model})" if ram.cpu_model else ""))
-            return self.info(
-                f"{head}: CPU/platform-limited, not a misconfiguration — {cause}{notes}", evidence,
-                fix=Fix(f"Nothing to change: registered memory runs at what the CPU and population allow. Only a CPU "
-                        f"with a faster memory controller would use the modules' {rated} MT/s."),
-                detail=WHY)
-        limit = platform_memory_limit(ram.cpu_model, ram.product)
+            return self._server_speed(ram, lay, head, eff, rated, cap, notes, evidence)
+        limit = cap if lay.platform == "mobile" else platform_memory_limit(ram.cpu_model, ram.product, lay.mem_type)
         if lay.platform == "mobile" and limit and eff >= limit[0] * 0.98:
             return self.info(
                 f"{head}: CPU-limited, not a setting — {limit[1]}{notes}", evidence,
@@ -146,14 +153,19 @@ class RamSpeedCheck(Check):
                 fix=Fix(f"Nothing to change in the firmware: this memory controller (or chipset) does not run memory "
                         f"above {limit[0]} MT/s. Only another CPU or board would use the modules' {rated} MT/s."),
                 detail=WHY)
+        official = lay.cpu.max_for(lay.mem_type) if lay.cpu is not None else None
+        if official and official[0] * 0.98 <= eff <= official[0] * 1.005 and lay.profile and loss <= 12 \
+                and eff > JEDEC_BASE.get(lay.gen or "", eff):
+            return self.info(
+                f"{head}: at the CPU's official maximum ({official[1]}, {lay.cpu.family}); the kit's "
+                f"{rated} MT/s is an overclock of the memory controller that not every CPU holds{notes}", evidence,
+                fix=Fix(f"Optional: try the full {rated} MT/s XMP/EXPO profile in the firmware setup and run a memory "
+                        f"test; keep {eff} MT/s if it is not stable.", (FIRMWARE,)),
+                detail=WHY)
         if lay.gen and eff <= JEDEC_MAX[lay.gen]:
             if lay.profile and eff > JEDEC_BASE[lay.gen] and loss <= 12:
-                return self.info(
-                    f"{head}: above the JEDEC base speed, so a profile or a manual speed is applied, a little below "
-                    f"the kit's rating (a reduced profile, or the memory controller's limit){notes}", evidence,
-                    fix=Fix(f"Optional: try the full {rated} MT/s XMP/EXPO profile in the firmware setup; keep the "
-                            f"lower speed if it is not stable.", (FIRMWARE,)),
-                    detail=WHY)
+                return self._reduced_profile("above the JEDEC base speed, so a profile or a manual speed is applied",
+                                             head, loss, rated, notes, evidence)
             if lay.profile:
                 extra = f"; {one_channel}" if one_channel else ""
                 return self.fail(
@@ -169,72 +181,194 @@ class RamSpeedCheck(Check):
                         f"memory speed.", (FIRMWARE,)),
                 detail=WHY)
         if loss <= 20:
-            return self.info(
-                f"{head}: XMP/EXPO is applied but below the kit's rating (a reduced profile, or the memory "
-                f"controller's limit){notes}", evidence,
-                fix=Fix(f"Optional: try the full {rated} MT/s profile in the firmware setup; many CPUs cannot run "
-                        f"the fastest kits, so keep the lower speed if it is not stable.", (FIRMWARE,)),
-                detail=WHY)
+            return self._reduced_profile("XMP/EXPO is applied", head, loss, rated, notes, evidence)
         return self.warn(
             f"{head}: XMP/EXPO seems applied but well below the kit's rating{notes}", evidence,
             fix=Fix(f"Load the kit's XMP/EXPO profile ({rated} MT/s) in the firmware setup, or the next lower speed "
                     f"that is stable.", (FIRMWARE,)),
             detail=WHY)
 
+    def _reduced_profile(self, how: str, head: str, loss: int, rated: int, notes: str, evidence: dict):
+        """A desktop kit a few percent below its XMP/EXPO rating: real lost bandwidth (issue 20 (e)), not info."""
+        return self.warn(
+            f"{head}: {how}, but below the kit's XMP/EXPO rating — {loss} % of the bandwidth is lost (a reduced "
+            f"profile, or a manual setting){notes}", evidence,
+            fix=Fix(f"Load the full {rated} MT/s XMP/EXPO profile in the firmware setup; many CPUs cannot run the "
+                    f"fastest kits, so keep the lower speed only if a memory test fails at {rated}.", (FIRMWARE,)),
+            detail=WHY)
+
+    @staticmethod
+    def _cap(ram: RamFacts, lay: Layout) -> tuple[int, str] | None:
+        """(MT/s, why) the memory cannot exceed here: the CPU's maximum for this memory type where nothing runs
+        memory faster (notebooks, mini PCs, soldered memory, servers), or what platform_memory_limit says on a
+        desktop (a CPU without memory overclocking, or a chipset without it)."""
+        if lay.platform == "desktop":
+            return platform_memory_limit(ram.cpu_model, ram.product, lay.mem_type)
+        limit = lay.cpu.max_for(lay.mem_type) if lay.cpu is not None else None
+        return (limit[0], f"the CPU ({ram.cpu_model}) supports at most {limit[1]}") if limit else None
+
+    def _server_speed(self, ram: RamFacts, lay: Layout, head: str, eff: int, rated: int,
+                      cap: tuple[int, str] | None, notes: str, evidence: dict):
+        dpc = lay.dimms_per_channel
+        if cap is not None and eff >= min(rated, cap[0]) * 0.98:
+            return self.info(
+                f"{head}: CPU/platform-limited, not a misconfiguration — {cap[1]}{notes}", evidence,
+                fix=Fix(f"Nothing to change: registered memory runs at what the CPU allows. Only a CPU with a faster "
+                        f"memory controller would use the modules' {rated} MT/s."),
+                detail=WHY)
+        if dpc and dpc >= 2 or cap is None:
+            cause = (f"{dpc} DIMMs per channel: server platforms lower the speed as channels fill" if dpc and dpc >= 2
+                     else "server platforms set the speed from the CPU's supported maximum and the DIMMs per channel"
+                     + (f" (CPU: {ram.cpu_model})" if ram.cpu_model else ""))
+            return self.info(
+                f"{head}: population/platform-limited, not a misconfiguration — {cause}{notes}", evidence,
+                fix=Fix(f"Nothing to change in the OS: fewer DIMMs per channel (larger RDIMMs) or a CPU with a faster "
+                        f"memory controller would use the modules' {rated} MT/s."),
+                detail=WHY)
+        return self.warn(
+            f"{head}, below both the modules' rating and the CPU's maximum ({cap[1]}) with one DIMM per channel: the "
+            f"firmware caps the memory frequency (a power-saving system profile or a manual setting){notes}", evidence,
+            fix=Fix(f"In the server's firmware setup set the memory frequency to maximum performance (Dell: System "
+                    f"Profile 'Performance'; HPE: Workload Profile; Supermicro/ASRock Rack: Memory Frequency 'Auto' or "
+                    f"{min(rated, cap[0])}), then `{VERIFY}` should show {min(rated, cap[0])} MT/s.", (FIRMWARE,)),
+            detail=WHY)
+
     # -- channels ---------------------------------------------------------------------------------------------------
     def _channels(self, ram: RamFacts, lay: Layout, evidence: dict):
         if lay.platform == "soldered":
             return
-        severe = self.fail if lay.platform == "desktop" else self.warn
         ev = dict(evidence)
         ev[f"{ram.source} (Locator, Bank Locator)"] = "; ".join(
-            f"{m.name}: {m.device.size_mb // 1024 if m.device.size_mb else '?'} GB" for m in lay.modules)
-        if lay.channels is None or lay.populated is None:
-            if lay.platform != "server" and len(lay.modules) == 1 and lay.slot_count >= 2:
-                yield severe(
-                    f"Only 1 of {lay.slot_count} memory slots is populated ({lay.modules[0].name}): almost certainly "
-                    f"single channel, half the memory bandwidth", ev,
-                    fix=Fix("Add a second identical module in the other channel's slot (see the board manual)."),
-                    detail=WHY)
-            return
+            f"{m.name}: {m.device.size_mb // 1024 if m.device.size_mb else '?'} GB"
+            + (" soldered" if m.soldered else "") for m in lay.modules)
+        if lay.cpu is not None:
+            ev["CPU memory controller"] = lay.cpu.describe
         if lay.platform == "server":
-            for socket in sorted(lay.channels):
-                all_ch = lay.channels[socket]
-                used = set(lay.populated.get(socket, {}))
-                if len(used) >= len(all_ch):
-                    continue
-                empty = sorted(all_ch - used)
-                where = f"socket {socket}: " if len(lay.channels) > 1 else ""
-                loss = 100 - _pct(len(used), len(all_ch))
-                yield self.warn(
-                    f"{where}{len(used)} of {len(all_ch)} memory channels populated (channel{'s' if len(empty) > 1 else ''} "
-                    f"{', '.join(empty)} empty): ~{loss} % less peak bandwidth than a full population", ev,
-                    fix=Fix(f"Install one identical RDIMM in each empty channel ({', '.join(empty)}), one DIMM per "
-                            f"channel, for the full {len(all_ch)}-channel bandwidth."),
-                    detail=WHY)
+            yield from self._server_channels(lay, ev)
             return
+        if lay.cpu_channels == 1:
+            return  # a one-channel memory controller (Atom, Alder Lake-N, Stoney Ridge): nothing to populate
+        finding = self._population(lay, ev)
+        if finding is None:
+            finding = self._asymmetric(lay, ev)
+        if finding is not None:
+            yield finding
+
+    def _population(self, lay: Layout, ev: dict):
+        """Channels left empty on a desktop, notebook or mini PC, with the fix that fits the chassis."""
+        severe = self.fail if lay.platform == "desktop" else self.warn
+        soldered = [m for m in lay.modules if m.soldered]
+        socketed = [m for m in lay.modules if not m.soldered]
+        if lay.platform == "desktop":
+            add = "Add a second identical module ({part}; kits are sold in pairs) in the other channel's recommended " \
+                  "slot (see the board manual, usually A2 + B2)."
+        elif soldered:
+            add = ("Fill the empty SO-DIMM slot with a module of the same size and speed as the soldered memory "
+                   f"({soldered[0].device.size_mb // 1024 if soldered[0].device.size_mb else '?'} GB, "
+                   f"{soldered[0].effective_mts or '?'} MT/s).")
+        else:
+            add = ("Add a second SO-DIMM of the same size and speed ({part}) in the empty slot (the service manual "
+                   "shows where; in some notebooks it sits under the keyboard).")
+        if lay.channels is None or lay.populated is None:
+            if len(lay.modules) == 1 and lay.slot_count >= 2:
+                m = lay.modules[0]
+                return severe(
+                    f"Only 1 of {lay.slot_count} memory slots is populated ({m.name}): almost certainly single "
+                    f"channel, half the memory bandwidth", ev,
+                    fix=Fix(add.format(part=m.device.part_number or "same part")), detail=WHY)
+            return None
+        if lay.slot_count <= 1:
+            return None  # the firmware lists one memory device in all: no slot to fill (one soldered bank, a NUC)
         one_channel = self._one_channel_many(lay)
-        total, used = lay.total_channels or 0, lay.populated_channels or 0
-        if total >= 2 and used == 1 and len(lay.modules) == 1:
+        used = lay.populated_channels or 0
+        total = lay.cpu_channels or lay.total_channels or 0
+        if total >= 2 and used == 1 and len(socketed) <= 1 and len(lay.modules) == 1:
             m = lay.modules[0]
-            yield severe(
-                f"Single channel: one {lay.mem_type} module ({m.name}) in a {total}-channel board — "
+            return severe(
+                f"Single channel: one {lay.mem_type} module ({m.name}) where the CPU has {total} channels — "
                 f"{'half' if total == 2 else f'1/{total} of'} the memory bandwidth", ev,
-                fix=Fix(f"Add a second identical module ({m.device.part_number or 'same part'}; kits are sold in pairs) "
-                        f"in the other channel's recommended slot (see the board manual, usually A2 + B2)."),
-                detail=WHY)
-        elif one_channel:
-            yield self.fail(
+                fix=Fix(add.format(part=m.device.part_number or "same part")), detail=WHY)
+        if one_channel and total >= 2:
+            if lay.platform != "desktop":
+                return self.warn(
+                    f"{one_channel[0].upper()}{one_channel[1:]} although the CPU has {total}: single-channel "
+                    f"bandwidth (half)", ev,
+                    fix=Fix("Move one module to the other channel's slot if the machine has one (see the service "
+                            "manual); otherwise this is how the board is wired."), detail=WHY)
+            return self.fail(
                 f"{one_channel[0].upper()}{one_channel[1:]}: single-channel bandwidth (half) and the slower "
                 f"2-DIMMs-per-channel speed", ev,
                 fix=Fix("Power off and move one module to the other channel: use the slots the board manual "
                         "recommends for 2 DIMMs (usually A2 + B2), then enable XMP/EXPO."),
                 detail=WHY)
-        elif total > used >= 1:
-            yield self.warn(
+        if total > used >= 1 and not one_channel:
+            return self.warn(
                 f"{used} of {total} memory channels populated: ~{100 - _pct(used, total)} % less peak bandwidth", ev,
                 fix=Fix("Spread the modules so that every channel has one (see the board manual)."),
                 detail=WHY)
+        return None
+
+    def _asymmetric(self, lay: Layout, ev: dict):
+        """Channels of unequal capacity (8 GB + 16 GB, soldered 8 GB + a 16 GB SO-DIMM): only the smaller size is
+        interleaved across channels (Intel flex mode, AMD likewise); the rest is read from one channel."""
+        sizes = lay.channel_sizes()
+        if not sizes or len(sizes) < 2 or min(sizes) <= 0:
+            return None
+        total = sum(sizes)
+        single = total - min(sizes) * len(sizes)
+        if single * 2 < total:
+            return None  # most of the memory is interleaved: a model there still gets the full bandwidth
+        gb = " + ".join(_size(x) for x in sizes)
+        soldered = any(m.soldered for m in lay.modules)
+        if soldered:
+            fix = "Use a SO-DIMM of the same size as the soldered memory so that both channels hold the same capacity."
+        elif lay.platform == "desktop":
+            fix = "Use modules of the same size in every channel (ideally one matched kit)."
+        else:
+            fix = "Replace the smaller SO-DIMM with one of the larger one's size (a matched pair)."
+        return self.warn(
+            f"Unequal channels ({gb}): {_size(single)} of {_size(total)} ({_pct(single, total)} %) sit on one "
+            f"channel only and are read at single-channel speed — a model in that part of memory runs at about half "
+            f"the bandwidth", ev, fix=Fix(fix), detail=WHY)
+
+    def _server_channels(self, lay: Layout, ev: dict):
+        """One finding for every socket whose CPU channels are not all populated (6 of 12 DIMMs, one socket empty)."""
+        per_channel = lay.cpu_channels
+        lines, lost, full = [], 0.0, 0
+        if lay.populated is not None and len(lay.populated) == 1 and lay.sockets > 1 and per_channel:
+            # channel names without a socket ("ChannelA" .. "ChannelH" on two 4-channel CPUs): count them together
+            used = len(next(iter(lay.populated.values())))
+            sockets = {"all": (used, [])}
+            per_channel *= lay.sockets
+        elif lay.populated is not None and (lay.per_socket is None or len(lay.per_socket) <= len(lay.populated)):
+            sockets = {k: (len(c), sorted(set(lay.channels[k]) - set(c)) if lay.channels else [])
+                       for k, c in lay.populated.items()}
+        elif lay.per_socket is not None:
+            sockets = {k: (min(n, per_channel or n), []) for k, n in lay.per_socket.items()}
+        else:
+            n = len(lay.modules) // max(lay.sockets, 1)
+            sockets = {str(i): (min(n, per_channel or n), []) for i in range(lay.sockets)} if per_channel else {}
+        for k in sorted(sockets):
+            used, empty = sockets[k]
+            have = per_channel or (used + len(empty))
+            full += have
+            lost += max(have - used, 0)
+            if used < have:
+                where = f"socket {k}: " if len(sockets) > 1 else ""
+                names = f" (channel{'s' if len(empty) > 1 else ''} {', '.join(empty)} empty)" \
+                    if empty and len(empty) == have - used else ""
+                lines.append(f"{where}{used} of {have} memory channels populated{names}" if used
+                             else f"{where}no memory")
+        if not lines:
+            return
+        yield self.warn(
+            f"Memory channels left empty — {'; '.join(lines)}: ~{round(100 * lost / full)} % less peak bandwidth than "
+            f"one DIMM in every channel", ev,
+            fix=Fix(f"Install one identical RDIMM in every channel of every socket ({per_channel or 'all'} per CPU, in "
+                    f"the board manual's population order, e.g. A1, B1, C1, ...), one DIMM per channel before any "
+                    f"second DIMM."),
+            detail=WHY + " On a multi-socket machine a socket without memory also makes its cores read across the "
+                         "inter-socket link.")
 
     # -- wording helpers ------------------------------------------------------------------------------------------
     @staticmethod
@@ -261,6 +395,8 @@ class RamSpeedCheck(Check):
             if len(per) == 1:
                 return f"{per.pop()} channels per socket x {len(lay.populated)} sockets"
         total = lay.total_channels or used
+        if lay.cpu_channels:  # the CPU's channels, not the slot names' (an Alder Lake-N lists a second controller)
+            total = max(used, lay.cpu_channels * lay.sockets)
         if total > used:
             return f"{used} of {total} channels"
         names = {1: "single channel", 2: "dual channel", 4: "quad channel"}

@@ -95,10 +95,11 @@ def load(cache: str):
 
 
 def context(text: str) -> dict:
-    """Chassis type, CPU model and board name of a dump (the facts RamFacts.gather reads from /sys and /proc)."""
+    """Chassis type, CPU model, populated CPU sockets and board name of a dump (the facts RamFacts.gather reads from
+    /sys and /proc)."""
     from tunehost.facts.chassis import CHASSIS_NAMES
     names = {v.lower(): k for k, v in CHASSIS_NAMES.items()}
-    found = {"chassis": None, "cpu": None, "board": None}
+    found = {"chassis": None, "cpu": None, "board": None, "sockets": 0}
     for block in re.split(r"\n(?=Handle 0x)", text):
         m = _HANDLE.match(block)
         if not m:
@@ -106,25 +107,33 @@ def context(text: str) -> dict:
         if m[1] == "3" and found["chassis"] is None:
             t = re.search(r"^\tType: (.+)$", block, re.M)
             found["chassis"] = names.get(t[1].strip().lower()) if t else None
-        elif m[1] == "4" and found["cpu"] is None:
+        elif m[1] == "4":
+            found["sockets"] += bool(re.search(r"^\tStatus: Populated", block, re.M))
             v = re.search(r"^\tVersion: (.+)$", block, re.M)
-            found["cpu"] = v[1].strip() if v and v[1].strip() not in ("Not Specified", "") else None
+            if found["cpu"] is None:
+                found["cpu"] = v[1].strip() if v and v[1].strip() not in ("Not Specified", "") else None
         elif m[1] == "2" and found["board"] is None:
             v = re.search(r"^\tProduct Name: (.+)$", block, re.M)
             found["board"] = v[1].strip() if v else None
     return found
 
 
-def judge_text(text: str):
+# the chassis type a machine filed under each linuxhw top folder has, for dumps whose type 3 block is missing or odd
+FOLDER_CHASSIS = {"Desktop": 3, "Notebook": 10, "Convertible": 31, "Tablet": 30, "Mini Pc": 35, "Stick Pc": 35,
+                  "All In One": 13, "Server": 17, "System On Chip": 3, "Firewall": 3}
+
+
+def judge_text(text: str, path: str = "Desktop/"):
     """ram-speed's findings on one dump, the way `tunehost doctor` would judge that machine."""
     from tunehost.checks.ram_speed import RamSpeedCheck
     from tunehost.facts import HostFacts
     from tunehost.facts.ram import RamFacts
     ctx = context(text)
-    # linuxhw files a machine under Desktop/ by its chassis; a missing/odd chassis type is judged as Desktop (3)
-    chassis = ctx["chassis"] if ctx["chassis"] is not None else 3
+    # linuxhw files a machine by its chassis: a missing/odd chassis type is judged as its folder's (Desktop: 3)
+    chassis = ctx["chassis"] if ctx["chassis"] is not None else FOLDER_CHASSIS.get(path.split("/")[0], 3)
     facts = RamFacts.from_text(text, chassis_type=chassis, cpu_model=ctx["cpu"],
-                               product=f"(board {ctx['board']})" if ctx["board"] else None)
+                               product=f"(board {ctx['board']})" if ctx["board"] else None,
+                               sockets=ctx["sockets"] or None)
     return list(RamSpeedCheck().run(HostFacts.of(facts)))
 
 
@@ -201,27 +210,53 @@ def coverage(args) -> None:
 
 
 def judge(args) -> None:
+    from tunehost.cpu_memory import cpu_memory
     meta, rows = load(args.cache)
     if args.sample:
         rows = random.Random(args.seed).sample(rows, min(args.sample, len(rows)))
     verdicts: Counter = Counter()
+    per_class: dict[str, Counter] = {}
+    known: Counter = Counter()
     reasons: Counter = Counter()
+    unknown_cpus: Counter = Counter()
     crashes = []
     start = time.time()
     for row in rows:
+        folder = row["path"].split("/")[0]
+        cpu = context(row["text"])["cpu"]
+        known[(folder, "all")] += 1
+        known[(folder, "named")] += cpu is not None
+        if cpu_memory(cpu) is not None:
+            known[(folder, "known")] += 1
+        elif cpu:
+            unknown_cpus[" ".join(cpu.split())[:60]] += 1
         try:
-            findings = judge_text(row["text"])
+            findings = judge_text(row["text"], row["path"])
         except Exception:  # noqa: BLE001 - counting crashes is the point
             crashes.append((row["path"], traceback.format_exc(limit=3)))
             continue
-        verdicts[findings[0].severity.value if findings else "none"] += 1
+        first = findings[0].severity.value if findings else "none"
+        verdicts[first] += 1
+        per_class.setdefault(folder, Counter())[first] += 1
         if findings and findings[0].severity.value == "skip":
             reasons[re.sub(r"\d+", "N", findings[0].summary)[:90]] += 1
     wall = time.time() - start
     print(f"judged {len(rows)} dumps of linuxhw/DMI {meta['mirror_head']} in {wall:.1f}s: crashes {len(crashes)}; "
           f"first finding {dict(verdicts.most_common())}")
+    total = Counter()
+    for folder in sorted(per_class, key=lambda f: -known[(f, "all")]):
+        n, named, hit = known[(folder, "all")], known[(folder, "named")], known[(folder, "known")]
+        total.update({"all": n, "named": named, "known": hit})
+        print(f"  {folder:15s} {n:6d} dumps: {dict(per_class[folder].most_common())}; CPU memory data knows "
+              f"{hit} ({100 * hit / n:.1f} %; {100 * hit / max(named, 1):.1f} % of the {named} naming a CPU)")
+    print(f"  CPU memory-limit data coverage: {total['known']}/{total['all']} dumps "
+          f"({100 * total['known'] / max(total['all'], 1):.1f} %), {100 * total['known'] / max(total['named'], 1):.1f} "
+          f"% of those naming a CPU")
     for reason, n in reasons.most_common(8):
         print(f"  skip x{n}: {reason}")
+    if args.show_unknown:
+        for name, n in unknown_cpus.most_common(args.show_unknown):
+            print(f"  unknown CPU x{n}: {name}")
     for path, tb in crashes[:5]:
         print(f"CRASH {path}\n{tb}")
 
@@ -230,7 +265,15 @@ def sample(args) -> None:
     meta, rows = load(args.cache)
     from tunehost.parsers.dmidecode import parse_dmidecode_memory
     judged = [r for r in rows if parse_dmidecode_memory(r["text"]).installed]
-    picked = sorted(random.Random(args.seed).sample(judged, args.n), key=lambda r: r["path"])
+    if args.per_prefix:  # a stratified sample: "Notebook=60,Mini Pc=35" draws that many from each top folder
+        rng, picked = random.Random(args.seed), []
+        for part in args.per_prefix.split(","):
+            prefix, _, n = part.partition("=")
+            pool = [r for r in judged if r["path"].startswith(prefix + "/")]
+            picked += rng.sample(pool, min(int(n), len(pool)))
+        picked.sort(key=lambda r: r["path"])
+    else:
+        picked = sorted(random.Random(args.seed).sample(judged, args.n), key=lambda r: r["path"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     listing = []
@@ -239,6 +282,7 @@ def sample(args) -> None:
         (out / name).write_text(row["text"])
         listing.append({"path": row["path"], "file": name})
     (out / "sample.json").write_text(json.dumps({"mirror_head": meta["mirror_head"], "seed": args.seed,
+                                                 "per_prefix": args.per_prefix,
                                                  "dumps": listing}, indent=1) + "\n")
     print(f"{len(picked)} dumps (seed {args.seed}) of {len(judged)} with installed memory -> {out}")
 
@@ -246,15 +290,28 @@ def sample(args) -> None:
 def agree(args) -> None:
     folder = Path(args.folder)
     labels = json.loads((folder / "labels.json").read_text())
-    agree_n, rows = 0, []
+    agree_n, rows, crashes = 0, [], 0
+    per: dict[str, Counter] = {}
     for entry in labels["labels"]:
-        got = [f.severity.value for f in judge_text((folder / entry["file"]).read_text())]
+        cls = per.setdefault(entry["path"].split("/")[0], Counter())
+        cls["all"] += 1
+        try:
+            got = [f.severity.value for f in judge_text((folder / entry["file"]).read_text(), entry["path"])]
+        except Exception:  # noqa: BLE001 - a crash is counted, not fatal
+            crashes += 1
+            rows.append(f"  CRASH {entry['file']}: {traceback.format_exc(limit=2)}")
+            continue
         ok = got == entry["expert"]
         agree_n += ok
+        cls["agree"] += ok
         if not ok:
-            rows.append(f"  {entry['file']}: expert {entry['expert']}, tunehost {got} — {entry.get('why', '')}")
-    print(f"agreement {agree_n}/{len(labels['labels'])}")
-    print("\n".join(rows))
+            rows.append(f"  {entry['file']}: expert {entry['expert']}, tunehost {got} — "
+                        f"{entry.get('why', entry.get('reason', ''))}")
+    print(f"agreement {agree_n}/{len(labels['labels'])}, crashes {crashes}; "
+          + ", ".join(f"{k} {c['agree']}/{c['all']}" for k, c in sorted(per.items())))
+    if args.verbose:
+        print("\n".join(rows))
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -272,13 +329,16 @@ if __name__ == "__main__":
     p.add_argument("cache")
     p.add_argument("--sample", type=int, default=0)
     p.add_argument("--seed", type=int, default=10)
+    p.add_argument("--show-unknown", type=int, default=0, help="list the N most common CPUs the data does not know")
     p = sub.add_parser("sample")
     p.add_argument("cache")
     p.add_argument("--n", type=int, default=160)
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--per-prefix", help='stratified: "Notebook=60,Mini Pc=35,..." (top folder=count)')
     p.add_argument("--out", required=True)
     p = sub.add_parser("agree")
     p.add_argument("folder")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every disagreement")
     args = parser.parse_args()
     if getattr(args, "prefix", "x") is None:
         args.prefix = ["Desktop"]

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from tunehost.cpu_memory import cpu_memory
+
 # data rates that exist as module grades (JEDEC bins and XMP/EXPO kit speeds), MT/s
 STANDARD_GRADES = (
     800, 1066, 1333, 1600, 1866, 2133, 2400, 2666, 2933, 3000, 3200, 3333, 3466, 3600, 3733, 3800, 3866, 4000, 4133,
@@ -390,62 +392,40 @@ def module_vendor(manufacturer: str | None) -> tuple[str, bool] | None:
     return None
 
 
-# CPUs whose memory controller caps memory below the modules' rating, with no way to raise it (Intel ARK "Max Memory
-# Speed"; Xeons do not allow memory overclocking): Xeon Scalable, and the Xeon E5/E3 common on X99/C612 desktop boards
-_CPU_MEMORY_LIMITS: tuple[tuple["re.Pattern[str]", int, str], ...] = (
-    (re.compile(r"Xeon\(R\) Silver 43\d\d"), 2666, "DDR4-2666"),    # Ice Lake-SP Silver
-    (re.compile(r"Xeon\(R\) Silver 4[12]\d\d"), 2400, "DDR4-2400"),  # Skylake/Cascade Lake-SP Silver
-    (re.compile(r"Xeon\(R\) Bronze 3[12]\d\d"), 2133, "DDR4-2133"),
-    (re.compile(r"Xeon\(R\) Gold 5[12]\d\d"), 2666, "DDR4-2666"),
-    (re.compile(r"Xeon\(R\) Gold 53\d\d"), 2933, "DDR4-2933"),
-    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]? v4"), 2400, "DDR4-2400"),  # Broadwell-EP (X99 boards)
-    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]? v3"), 2133, "DDR4-2133"),  # Haswell-EP
-    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]? v2"), 1866, "DDR3-1866"),  # Ivy Bridge-EP
-    (re.compile(r"Xeon\(R\) CPU E5-[124]6\d\d[A-Z]?(?: 0)? @"), 1600, "DDR3-1600"),  # Sandy Bridge-EP
-    (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v6"), 2400, "DDR4-2400"),
-    (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v5"), 2133, "DDR4-2133"),
-    (re.compile(r"Xeon\(R\) CPU E3-12\d\d[A-Z]? v[23]"), 1600, "DDR3-1600"),  # Ivy Bridge / Haswell E3
-    # Atom-class Celeron/Pentium SoCs (no memory overclocking at all): Bay Trail, Gemini Lake, Jasper Lake
-    (re.compile(r"(?:Celeron|Pentium)\(R\) (?:CPU )?(?:J1[89]00|J2[89]00|N2[89]\d\d|N3[5]\d\d)\b"), 1333, "DDR3L-1333"),
-    (re.compile(r"(?:Celeron|Pentium)\(R\) (?:Silver )?(?:CPU )?(?:J4[01]\d5|J5005|J5040|N4[01]\d0|N5000|N5030)\b"),
-     2400, "DDR4-2400"),
-    (re.compile(r"(?:Celeron|Pentium)\(R\) (?:Silver )?(?:CPU )?(?:N45\d\d|N5095|N5105|N6000|N6005)\b"), 2933,
-     "DDR4-2933"),
-)
-# Intel desktop chipsets without memory overclocking (100-400 series H/B/Q): memory runs at most at the CPU's
-# JEDEC maximum whatever the kit's XMP says
-_LOCKED_CHIPSET = re.compile(r"(?<![A-Z0-9])([HBQ](?:110|150|170|250|270|310|360|365|370|410|460|470))(?=[A-Z\-\s/(]|$)")
-# Intel Core desktop CPUs, by generation: the fastest memory the CPU supports (Intel ARK)
-_CORE_MEMORY_LIMITS: tuple[tuple["re.Pattern[str]", int, str], ...] = (
-    (re.compile(r"Core\(TM\) i[3579]-6\d{3}"), 2133, "DDR4-2133"),
-    (re.compile(r"Core\(TM\) i[3579]-7\d{3}"), 2400, "DDR4-2400"),
-    (re.compile(r"Core\(TM\) i3-[89]\d{3}"), 2400, "DDR4-2400"),
-    (re.compile(r"Core\(TM\) i[579]-[89]\d{3}"), 2666, "DDR4-2666"),
-    (re.compile(r"Core\(TM\) i[35]-10\d{3}"), 2666, "DDR4-2666"),
-    (re.compile(r"Core\(TM\) i[79]-10\d{3}"), 2933, "DDR4-2933"),
-)
+# Intel desktop chipsets without memory overclocking (100-400 series H/B/Q, H510, H610, H710): memory runs at most
+# at the CPU's JEDEC maximum whatever the kit's XMP says
+_LOCKED_CHIPSET = re.compile(r"(?<![A-Z0-9])([HBQ](?:110|150|170|250|270|310|360|365|370|410|460|470|510|610|710))(?=[A-Z\-\s/(]|$)")
+def cpu_memory_limit(cpu_model: str | None, mem_type: str | None = None) -> tuple[int, str] | None:
+    """(MT/s, "DDR4-2666") for CPUs whose memory controller caps memory speed with no way to raise it (mobile,
+    embedded and server parts: tunehost/data/cpu_memory.csv, oc = no); None when unknown or overclockable."""
+    cpu = cpu_memory(cpu_model)
+    return cpu.max_for(mem_type) if cpu is not None and cpu.oc == "no" else None
 
 
-def cpu_memory_limit(cpu_model: str | None) -> tuple[int, str] | None:
-    """(MT/s, "DDR4-2666") for CPUs known to cap memory speed; None when unknown."""
-    if not cpu_model or not isinstance(cpu_model, str):
-        return None
-    for pattern, mts, label in _CPU_MEMORY_LIMITS:
-        if pattern.search(cpu_model):
-            return mts, label
-    return None
-
-
-def platform_memory_limit(cpu_model: str | None, board: str | None) -> tuple[int, str] | None:
+def platform_memory_limit(cpu_model: str | None, board: str | None,
+                          mem_type: str | None = None) -> tuple[int, str] | None:
     """(MT/s, why) when the CPU, or an Intel chipset without memory overclocking, caps memory speed; else None."""
-    cpu = cpu_memory_limit(cpu_model)
-    if cpu is not None:
-        return cpu[0], f"the CPU ({cpu_model}) supports at most {cpu[1]}"
-    chipset = _LOCKED_CHIPSET.search((board or "").upper()) if isinstance(board, str) else None
-    if chipset is None or not cpu_model:
+    cpu = cpu_memory(cpu_model)
+    if cpu is None:
         return None
-    for pattern, mts, label in _CORE_MEMORY_LIMITS:
-        if pattern.search(cpu_model):
-            return mts, (f"the board's Intel {chipset[1]} chipset allows no memory overclocking (no XMP), so memory "
-                         f"runs at most at the CPU's {label} ({cpu_model})")
+    limit = cpu.max_for(mem_type)
+    if limit is None:
+        return None
+    if cpu.oc == "no":
+        return limit[0], f"the CPU ({cpu_model}) supports at most {limit[1]}"
+    chipset = _LOCKED_CHIPSET.search((board or "").upper()) if isinstance(board, str) else None
+    if cpu.oc == "chipset" and chipset is not None:
+        return limit[0], (f"the board's Intel {chipset[1]} chipset allows no memory overclocking (no XMP), so memory "
+                          f"runs at most at the CPU's {limit[1]} ({cpu_model})")
     return None
+
+
+# DRAM component part numbers (a package on the board, not a module): Samsung K4.., SK hynix H5../H9.., Micron
+# MT40/MT41/MT5x/MT6x, Nanya NT5.., CXMT CXDB..; firmware of soldered memory often reports them with Form Factor SODIMM
+_DRAM_CHIP = re.compile(r"^(?:K4[A-Z][0-9A-Z]{6}|H5[A-Z]{2}[0-9A-Z]{5}|H9[A-Z]{3}[0-9A-Z]{4}|MT(?:4[01]|5[0-3]|6[0-2])[A-Z]\d"
+                        r"|NT5[A-Z]{2}\d|CXDB\d)")
+
+
+def is_dram_chip(part_number: str | None) -> bool:
+    """True when the part number names a DRAM package (memory soldered on the board), not a module."""
+    return bool(part_number) and isinstance(part_number, str) and bool(_DRAM_CHIP.match(part_number.strip().upper()))

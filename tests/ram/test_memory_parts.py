@@ -64,7 +64,8 @@ def test_snap_grade():
 
 def test_cpu_memory_limit_xeon_silver_4316():
     assert cpu_memory_limit("Intel(R) Xeon(R) Silver 4316 CPU @ 2.30GHz") == (2666, "DDR4-2666")
-    assert cpu_memory_limit("AMD EPYC 9654 96-Core Processor") is None
+    assert cpu_memory_limit("AMD EPYC 9654 96-Core Processor") == (4800, "DDR5-4800")
+    assert cpu_memory_limit("AMD Ryzen 9 7950X 16-Core Processor") is None  # EXPO runs above its official 5200
     assert cpu_memory_limit(None) is None
 
 

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Mapping
 from tunehost.bounds import whole_text
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
-from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_standard_grade, module_family,
-                                   module_vendor, rated_speed, snap_grade)
+from tunehost.cpu_memory import CpuMemory, cpu_memory
+from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_dram_chip, is_standard_grade,
+                                   module_family, module_vendor, rated_speed, snap_grade)
 from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
 from tunehost.parsers.udev_dmi import UDEV_DMI, parse_udev_dmi_memory
@@ -46,6 +47,7 @@ _CONTROLLER_CHANNEL = re.compile(r"Controller(\d+)[\s_-]*Channel([A-Z])", re.I) 
 _CONTROLLER_DIMM = re.compile(r"Controller(\d+)[\s_-]*DIMM([A-Z])\d", re.I)              # "Controller0-DIMMA2"
 _CONTROLLER_SLOT = re.compile(r"^Controller(\d+)[\s_-]*DIMM\d$", re.I)  # Intel DDR5 "Controller1-DIMM0": one channel each
 _CPU_DIMM = re.compile(r"\b(?:CPU|P|Proc)(\d{1,4})[\s_-]*DIMM[\s_-]*([A-Z])\d", re.I)         # "CPU1 DIMM A1", "P1-DIMMA1"
+_DIMM_SOCKET_LETTER = re.compile(r"^DIMM[\s_-]*P(\d{1,2})[\s_-]*([A-H])\d\b", re.I)               # "DIMM_P0_A1"
 _CHANNEL = re.compile(r"Channel[\s_-]*([A-Z])\b", re.I)                                  # "ChannelA-DIMM0"
 _SLOT_LETTER = re.compile(r"^(?:DIMM|DDR\d?|MEM|SLOT)[\s_-]*([A-Z])[\s_-]?\d\b", re.I)    # "DIMMA1", "DDR5-A2", "DIMM_B1"
 
@@ -72,8 +74,29 @@ def channel_of(locator: str | None, bank_locator: str | None) -> tuple[str, str]
     for text in (loc, bank):
         if m := _CHANNEL.search(text):
             return "P0", m[1].upper()
+    if m := _DIMM_SOCKET_LETTER.match(loc):
+        return f"P{int(m[1])}", m[2].upper()
     if m := _SLOT_LETTER.match(loc):
         return "P0", m[1].upper()
+    return None
+
+
+_SOCKET = (re.compile(r"\bPROC\s*(\d{1,2})\s+DIMM", re.I),            # HPE: "PROC 1 DIMM 12"
+           re.compile(r"^(?:CPU|P|Proc)(\d{1,2})[\s_-]", re.I),           # "CPU1_DIMM_A1", "P2-DIMMA1", "P1_DIMMA1"
+           re.compile(r"^(?:CPU|P)\s*(\d{1,2})$", re.I))                  # Bank Locator "CPU1", "P0"
+_DELL_SOCKET = re.compile(r"^([A-H])\d{1,2}$")                             # Dell PowerEdge: socket letter + slot "B3"
+
+
+def socket_of(locator: str | None, bank_locator: str | None) -> str | None:
+    """The CPU socket a slot hangs off, as named ("1", "2", "A", "B"), when the Locator or Bank Locator says; None
+    otherwise. Unlike channel_of it needs no channel in the name ("PROC 2 DIMM 4", Dell "B3", bank "CPU2")."""
+    loc, bank = (locator or "").strip(), (bank_locator or "").strip()
+    for text in (loc, bank):
+        for pattern in _SOCKET:
+            if m := pattern.search(text):
+                return str(int(m[1]))
+    if m := _DELL_SOCKET.match(loc):
+        return m[1]
     return None
 
 
@@ -103,6 +126,17 @@ class Module:
         if configured and not is_standard_grade(configured) and abs(snap_grade(configured) - configured) <= 4:
             configured = snap_grade(configured)
         return configured if is_standard_grade(configured) else None  # "29561 MT/s" is firmware garbage
+
+    @property
+    def soldered(self) -> bool:
+        """On the board: "Row Of Chips", LPDDR, or a DRAM package's part number however the firmware labels it."""
+        return self.device.soldered or is_dram_chip(self.device.part_number)
+
+    @property
+    def speed_field(self) -> int | None:
+        """The Speed field when it is a real grade (the module's own top JEDEC speed on notebooks, servers)."""
+        speed = self.device.speed_mts
+        return speed if is_standard_grade(speed) and not self.speed_field_bogus else None
 
     @property
     def name(self) -> str:
@@ -143,7 +177,8 @@ def describe_module(device: MemoryDevice) -> Module:
     gen = generation(mem_type)
     speed = device.speed_mts
     low = LOWEST_BIN.get(generation(resolve_type(device, part)) or "")
-    clock_units = bool(low and speed and speed < low and (device.configured_mts or 0) < low)
+    # (not on registered DIMMs: a server with 3 RDIMMs per channel really runs DDR3 at 800 MT/s)
+    clock_units = bool(low and speed and speed < low and (device.configured_mts or 0) < low and not device.registered)
     if clock_units:
         speed = snap_grade(speed * 2)  # old AMD AM3+ firmware: both fields hold the clock (MHz), half the data rate
     if speed is not None and not is_standard_grade(speed) and is_standard_grade(snap_grade(speed)) \
@@ -208,10 +243,12 @@ def _is_root(host: "Host") -> bool | None:
     return uid == 0 if isinstance(uid, int) else None
 
 
-def _cpu_model(host: "Host") -> str | None:
+def _cpu_model(host: "Host") -> tuple[str | None, int | None]:
+    """(model name, CPU packages) from /proc/cpuinfo; packages None when it has no "physical id" lines."""
     text = host.files.read(CPUINFO) or ""
     m = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    return m.group(1).strip() if m else None
+    packages = set(re.findall(r"^physical id\s*:\s*(\d+)\s*$", text, re.M))
+    return (m.group(1).strip() if m else None), (len(packages) or None)
 
 
 @dataclass(frozen=True)
@@ -224,6 +261,12 @@ class RamFacts:
     cpu_model: str | None = None
     evidence: Mapping[str, str] = field(default_factory=dict)
     source: str = DMIDECODE_LINE                  # where the modules were read: dmidecode, or systemd's udev copy
+    sockets: int | None = None                   # CPU packages (distinct "physical id" in /proc/cpuinfo)
+
+    @property
+    def cpu(self) -> CpuMemory | None:
+        """The CPU's memory controller (tunehost/data/cpu_memory.csv), None when the model is not in the data."""
+        return cpu_memory(self.cpu_model)
 
     @property
     def chassis_name(self) -> str | None:
@@ -245,7 +288,7 @@ class RamFacts:
 
     @classmethod
     def from_text(cls, text: str, *, chassis_type: int | None = None, cpu_model: str | None = None,
-                  product: str | None = None, udev: bool = False) -> "RamFacts":
+                  product: str | None = None, udev: bool = False, sockets: int | None = None) -> "RamFacts":
         """Facts from a `dmidecode -t memory` text (or, udev=True, a `/run/udev/data/+dmi:id` text) alone."""
         memory = parse_udev_dmi_memory(text) if udev else parse_dmidecode_memory(text)
         source = UDEV_DMI if udev else DMIDECODE_LINE
@@ -254,7 +297,7 @@ class RamFacts:
         if chassis_type is not None:
             evidence[CHASSIS_TYPE] = str(chassis_type)
         return cls(memory if modules else None, None if modules else "no installed memory modules found", modules,
-                   chassis_type, product, cpu_model, evidence, source)
+                   chassis_type, product, cpu_model, evidence, source, sockets)
 
     @classmethod
     def _from_udev(cls, host: "Host", evidence: dict, common: dict, why: str) -> "RamFacts | None":
@@ -283,8 +326,8 @@ class RamFacts:
         product = " ".join(n for n in names[:2] if n) or None
         if names[2] and product:
             product = f"{product} (board {names[2]})"
-        cpu_model = _cpu_model(host)
-        common = dict(chassis_type=chassis, product=product, cpu_model=cpu_model)
+        cpu_model, sockets = _cpu_model(host)
+        common = dict(chassis_type=chassis, product=product, cpu_model=cpu_model, sockets=sockets)
 
         result = host.run(DMIDECODE_MEMORY)
         if result is None:
