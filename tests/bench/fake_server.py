@@ -15,7 +15,8 @@ class FakeLlamaServer:
     completions answered before "die" cuts the connection."""
 
     def __init__(self, mode: str = "ok", *, n_ctx: int = 2048, slots: int = 1, die_after: int = 0,
-                 token_delay_s: float = 0.0, api_key: str | None = None, router: bool = False):
+                 token_delay_s: float = 0.0, api_key: str | None = None, router: bool = False, port: int = 0,
+                 speed: float = 1.0):
         self.mode = mode
         self.n_ctx = n_ctx
         self.slots = slots
@@ -23,6 +24,8 @@ class FakeLlamaServer:
         self.token_delay_s = token_delay_s
         self.api_key = api_key
         self.router = router
+        self.crash_after: int | None = None  # as a program: SIGSEGV itself at this completion
+        self.speed = speed  # divides the reported times: 2.0 reports twice the rates
         self.completions = 0
         self.requests: list[tuple[str, str, Any]] = []
         self.last_prompt: list[int] = []
@@ -41,7 +44,7 @@ class FakeLlamaServer:
             def do_POST(self) -> None:
                 fake.handle(self, "POST")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -111,6 +114,11 @@ class FakeLlamaServer:
         with self._lock:
             self.completions += 1
             number = self.completions
+        if self.crash_after is not None and number > self.crash_after:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGSEGV)
         prompt = list(body.get("prompt") or [])
         n = int(body.get("n_predict") or 1)
         cached = 0
@@ -136,9 +144,36 @@ class FakeLlamaServer:
                 time.sleep(self.token_delay_s)
             h.wfile.write(b'data: {"content": "x", "stop": false}\n\n')
         processed = len(prompt) - cached
-        timings = {"cache_n": cached, "prompt_n": processed, "prompt_ms": max(0.01, processed * 0.001),
-                   "predicted_n": n, "predicted_ms": n * 0.01}
+        timings = {"cache_n": cached, "prompt_n": processed, "prompt_ms": max(0.01, processed * 0.001) / self.speed,
+                   "predicted_n": n, "predicted_ms": n * 0.01 / self.speed}
         if self.mode == "absurd":
             timings.update(prompt_ms=0.0, prompt_n=processed or 1)
         h.wfile.write(b"data: " + json.dumps({"content": "", "stop": True, "timings": timings}).encode() + b"\n\n")
         h.wfile.flush()
+
+
+def main(argv: list[str]) -> None:
+    """As a program: `python fake_server.py [--mode M] [--pid-file F] [--crash-after S] --host H --port N` (the
+    arguments tunehost's --serve adds); --crash-after N kills itself with SIGSEGV at completion N + 1."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", default="ok")
+    parser.add_argument("--pid-file")
+    parser.add_argument("--crash-after", type=int, help="completions answered before a SIGSEGV")
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    if args.pid_file:
+        with open(args.pid_file, "w") as fh:
+            fh.write(str(os.getpid()))
+    with FakeLlamaServer(args.mode, port=args.port, token_delay_s=0.002) as fake:
+        fake.crash_after = args.crash_after
+        fake.thread.join()
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -264,8 +264,8 @@ def stream_request(client: ServerClient, prompt: Sequence[int], *, n_gen: int, c
     ended = time.monotonic()
     cpu_ms = (time.thread_time() - cpu0) * 1000.0
     if timings is None:
-        raise TunehostError(f"{client.target.url}/completion: the stream ended without the server's timings "
-                            "(not a llama-server, or it stopped mid-answer)")
+        raise ServerGone(f"{client.target.url}/completion: the answer ended before the server's timings "
+                         "(it stopped mid-answer, or is not a llama-server)")
     first = first if first is not None else ended
     return _record(timings, client.target.url, config=config, round_no=round_no, test=test, depth=depth,
                    client_no=client_no, ttft_ms=(first - began) * 1000.0, total_ms=(ended - began) * 1000.0,
