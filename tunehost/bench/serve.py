@@ -149,6 +149,10 @@ class ServedServer:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
+    def died(self) -> None:
+        """check_alive with a grace period: the check after a failed request."""
+        self.check_alive(grace_s=2.0)
+
     def wait_ready(self) -> None:
         """Poll /health until 200 (503 = loading), the process exits, or start_timeout_s passes."""
         client = ServerClient(self.target, timeout_s=5.0, api_key=self._api_key)
@@ -166,11 +170,15 @@ class ServedServer:
                                     f"{self.start_timeout_s:g} s (--start-timeout){self._tail()}")
             time.sleep(0.2)
 
-    def check_alive(self) -> None:
-        """Raise, saying how, when the server has exited."""
+    def check_alive(self, grace_s: float = 0.0) -> None:
+        """Raise, saying how, when the server has exited (waiting up to ``grace_s`` for an exit in progress: a
+        dying server closes its connections a moment before its exit status is there)."""
         if self.proc is None:
             return
-        rc = self.proc.poll()
+        try:
+            rc = self.proc.wait(grace_s) if grace_s > 0 else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            rc = None
         if rc is None:
             return
         raise TunehostError(f"--serve ({self.name}): llama-server {describe_exit(rc)}{self._tail()}")

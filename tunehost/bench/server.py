@@ -347,10 +347,8 @@ class RoundRunner:
         self.calls += 1
         try:
             return self._round(round_no, on_line)
-        except ServerGone as exc:
-            if self.alive is not None:
-                self.alive()  # raises with the exit status when the server died
-            raise TunehostError(f"{exc} (did it crash?)") from None
+        except TunehostError as exc:
+            raise _why(exc, self.alive) from None
 
     def _round(self, round_no: int, on_line: Callable[[str], None] | None) -> list[BenchResult]:
         s = self.settings
@@ -413,6 +411,17 @@ class RoundRunner:
         if errors:
             raise TunehostError(f"a client thread failed: {one_line(errors[0], 200)}")
         return [r for r in got if r is not None]
+
+
+def _why(exc: TunehostError, alive: Callable[[], None] | None) -> TunehostError:
+    """The error to show for a failed request: how the server died when tunehost started it and it has
+    exited (--serve), else the request's own error ("did it crash?" for a connection closed mid-request)."""
+    if alive is not None:
+        try:
+            alive()
+        except TunehostError as died:
+            return died
+    return TunehostError(f"{exc} (did it crash?)") if isinstance(exc, ServerGone) else exc
 
 
 def _seed(seed: int, round_no: int, depth: int, client: int) -> int:
@@ -559,10 +568,8 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
         client = ServerClient(t.target, timeout_s=settings.timeout_s, api_key=api_key)
         try:
             info = probe(client, model=settings.model)
-        except ServerGone as exc:
-            if t.alive is not None:
-                t.alive()
-            raise TunehostError(f"{exc} (did it crash?)") from None
+        except TunehostError as exc:
+            raise _why(exc, t.alive) from None
         infos.append(replace(info, command=t.command, cache_ram=cache_ram_statement(t.command)))
     contexts = [i.n_ctx for i in infos if i.n_ctx]
     depths = plan_depths(settings, min(contexts) if contexts else None)

@@ -108,7 +108,7 @@ def bench_server(opts: ServerOptions) -> None:
                 served = stack.enter_context(serving.ServedServer(
                     argv, name=name, api_key_file=str(opts.api_key_file) if opts.api_key_file else None,
                     start_timeout_s=opts.start_timeout_s, api_key=api_key))
-                targets.append(ServerTarget(name, served.target, served.command, served.check_alive))
+                targets.append(ServerTarget(name, served.target, served.command, served.died))
         if counts is None:  # default: 1 client, and as many as the server has slots
             info = probe(ServerClient(targets[0].target, timeout_s=opts.timeout_s, api_key=api_key),
                          model=opts.model)
@@ -158,7 +158,7 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
     from rich.markup import escape
     from rich.table import Table
 
-    from tunehost.cli.bench import render_comparison
+    from tunehost.cli.bench import _ts, render_comparison
 
     for info, config in zip(result.servers, result.configs):
         console.print(f"[bold]tunehost bench --server[/] — [bold]{escape(config.name)}[/] {escape(info.url)} · "
@@ -171,20 +171,16 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
             console.print(f"router: the first request waited [bold]{info.load_s:.2f} s[/] for the model to load "
                           "(not in the figures below)")
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for column, justify in (("request", "left"), ("depth", "right"), ("TTFT p50", "right"),
-                                ("TTFT p90", "right"), ("PP t/s", "right"), ("PP client", "right"),
-                                ("TG t/s", "right"), ("TG client", "right"), ("cached", "right")):
-            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for column in ("request", "depth", "TTFT p50", "p90", "PP t/s", "client", "TG t/s", "client", "all t/s",
+                       "cached"):
+            table.add_column(column, justify="left" if column == "request" else "right")
         rows = result.summary.get(config.name, [])
         for row in rows:
-            label = {"cold": "cold", "cached": "cached"}.get(row["test"], f"{row['clients']} clients")
-            tg = f"{row['tg_ts']:.1f}"
-            if row["test"].startswith("x"):
-                tg += f" (all {row.get('aggregate_ts', 0):.1f})"
+            label = row["test"] if row["test"] in ("cold", "cached") else f"{row['clients']} at once"
             table.add_row(label, str(row["depth"]), _ms(row["ttft_ms_p50"]), _ms(row["ttft_ms_p90"]),
-                          f"{row['pp_ts']:.1f}" if row["prompt_n"] else "—", f"{row['pp_client_ts']:.1f}", tg,
-                          f"{row['tg_client_ts']:.1f}" if row.get("tg_client_ts") else "—",
-                          f"{row['cache_n']:.0f}")
+                          _ts(row["pp_ts"]) if row["prompt_n"] else "—", _ts(row["pp_client_ts"]), _ts(row["tg_ts"]),
+                          _ts(row["tg_client_ts"]) if row.get("tg_client_ts") else "—",
+                          _ts(row["aggregate_ts"]) if "aggregate_ts" in row else "", f"{row['cache_n']:.0f}")
         console.print(table)
         drafts = [r for r in rows if "draft_acceptance" in r]
         for row in drafts:
