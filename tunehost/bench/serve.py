@@ -181,7 +181,7 @@ class ServedServer:
             rc = None
         if rc is None:
             return
-        raise TunehostError(f"--serve ({self.name}): llama-server {describe_exit(rc)}{self._tail()}")
+        raise TunehostError(f"--serve ({self.name}): llama-server ended ({describe_exit(rc)}){self._tail()}")
 
     def _tail(self) -> str:
         if self._log is None or self._log.closed:
@@ -214,14 +214,11 @@ class ServedServer:
 
 
 def describe_exit(rc: int) -> str:
-    """'exited with status 1' / 'was killed by SIGSEGV'."""
+    """'exit 1' / 'killed by SIGSEGV' (the signal's name from signal.Signals, as for llama-bench)."""
+    from tunehost.bench.llama_bench import _describe_exit
+
     # TODO(merge): explain_exit — tunehost.facts.llama_exit.explain_exit(program, returncode, cpu_flags) says why
-    if rc < 0:
-        try:
-            return f"was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"was killed by signal {-rc}"
-    return f"exited with status {rc}"
+    return _describe_exit(rc)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
