@@ -11,7 +11,7 @@ from typing import Any
 
 
 class FakeLlamaServer:
-    """mode: "ok", "hang", "html", "401", "absurd", "die", "garbage-stream", "cached-cold"; ``die_after``
+    """mode: "ok", "draft" (speculative timings), "hang", "html", "401", "absurd", "die", "garbage-stream", "cached-cold"; ``die_after``
     completions answered before "die" cuts the connection."""
 
     def __init__(self, mode: str = "ok", *, n_ctx: int = 2048, slots: int = 1, die_after: int = 0,
@@ -89,6 +89,9 @@ class FakeLlamaServer:
             self._json(h, 401, {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}})
             return
         path = h.path.split("?")[0]
+        if self.mode == "json-404":
+            self._json(h, 404, {"detail": "Not Found"})  # some other JSON API
+            return
         if path == "/health":
             self._json(h, 200, {"status": "ok"})
         elif path == "/props":
@@ -146,6 +149,8 @@ class FakeLlamaServer:
         processed = len(prompt) - cached
         timings = {"cache_n": cached, "prompt_n": processed, "prompt_ms": max(0.01, processed * 0.001) / self.speed,
                    "predicted_n": n, "predicted_ms": n * 0.01 / self.speed}
+        if self.mode == "draft":
+            timings.update(draft_n=10, draft_n_accepted=7)
         if self.mode == "absurd":
             timings.update(prompt_ms=0.0, prompt_n=processed or 1)
         h.wfile.write(b"data: " + json.dumps({"content": "", "stop": True, "timings": timings}).encode() + b"\n\n")

@@ -69,6 +69,13 @@ def test_server_run_reports_cold_cached_and_concurrent_rows(cli, tmp_path):
     assert len(completions) == (data["settings"]["rounds"] + 1) * (2 * 2 + 2)
 
 
+def test_draft_acceptance_from_the_timings(cli):
+    with FakeLlamaServer("draft") as fake:
+        result, _ = run_cli(cli, "--server", fake.url, *QUICK)
+    assert result.exit_code == 0, result.output
+    assert "draft acceptance (cold d32): 70.0%" in result.output
+
+
 def test_depths_that_do_not_fit_the_context_are_dropped_and_said():
     settings = ServerSettings(depths=(512, 4096, 16384), n_gen=64, to_context=True)
     assert plan_depths(settings, 8192) == (512, 4096, 8192 - 64 - 8)
@@ -103,6 +110,7 @@ def test_cache_ram_statement_reads_the_flags():
 
 @pytest.mark.parametrize("mode, expected", [
     ("html", "not JSON"),
+    ("json-404", "not a llama-server"),
     ("absurd", "absurd timings"),
     ("garbage-stream", "not JSON"),
     ("cached-cold", "cache_prompt false"),
@@ -191,6 +199,12 @@ def test_only_the_named_address_is_contacted():
 
 
 # ---------------------------------------------------------------- router mode
+
+
+def test_model_name_is_for_a_router(cli):
+    with FakeLlamaServer() as fake:
+        result, _ = run_cli(cli, "--server", fake.url, *QUICK, "--model", "x")
+    assert "is for a router" in one_error_line(result)
 
 
 def test_router_needs_a_model_name(cli):

@@ -158,8 +158,8 @@ def probe(client: ServerClient, *, model: str | None = None, wait_s: float = PRO
     deadline = time.monotonic() + wait_s
     while True:
         status, health = client.request_json("GET", "/health", timeout_s=min(client.timeout_s, PROBE_TIMEOUT_S),
-                                             ok=(200, 503))
-        if not isinstance(health, dict) or ("status" not in health and "error" not in health):
+                                             ok=(200, 503, 404))
+        if status == 404 or not isinstance(health, dict) or ("status" not in health and "error" not in health):
             raise TunehostError(f"{client.target.url}/health: not llama-server's answer; not a llama-server")
         if status == 200:
             break
