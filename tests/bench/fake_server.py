@@ -11,8 +11,8 @@ from typing import Any
 
 
 class FakeLlamaServer:
-    """mode: "ok", "draft" (speculative timings), "hang", "html", "401", "absurd", "die", "garbage-stream", "cached-cold"; ``die_after``
-    completions answered before "die" cuts the connection."""
+    """mode: "ok", "draft" (speculative timings), "hang", "html", "json-404", "absurd", "die", "garbage-stream",
+    "cached-cold"; ``die_after`` completions answered before "die" cuts the connection."""
 
     def __init__(self, mode: str = "ok", *, n_ctx: int = 2048, slots: int = 1, die_after: int = 0,
                  token_delay_s: float = 0.0, api_key: str | None = None, router: bool = False, port: int = 0,

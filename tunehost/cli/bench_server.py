@@ -161,11 +161,12 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
     from tunehost.cli.bench import _ts, render_comparison
 
     for info, config in zip(result.servers, result.configs):
-        console.print(f"[bold]tunehost bench --server[/] — [bold]{escape(config.name)}[/] {escape(info.url)} · "
-                      f"{escape(info.model_alias or info.model_path or 'model')} · build {escape(info.build or '?')} · "
+        model = info.model_alias or info.model_path or "model"
+        console.print(f"[bold]tunehost bench --server[/] — [bold]{escape(config.name)}[/] "
+                      f"{escape(one_line(info.url, 200))} · {escape(model)} · build {escape(info.build or '?')} · "
                       f"{info.slots or '?'} slot(s) × {info.n_ctx or '?'} ctx")
         if info.command:
-            console.print(f"[dim]{escape(' '.join(info.command))}[/]")
+            console.print(f"[dim]{escape(one_line(' '.join(info.command), 1000))}[/]")
         console.print(f"[dim]prompt cache in host RAM: {escape(info.cache_ram)}[/]")
         if info.load_s is not None:
             console.print(f"router: the first request waited [bold]{info.load_s:.2f} s[/] for the model to load "
