@@ -110,10 +110,12 @@ class FakeLlamaServer:
             self._json(h, 200, {"tokens": [abs(hash(w)) % 30000 for w in words]})
         elif path == "/completion":
             self.completion(h, body)
+        elif path == "/v1/completions":
+            self.completion(h, body, openai=True)
         else:
             self._json(h, 404, {"error": {"code": 404, "message": "File Not Found"}})
 
-    def completion(self, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+    def completion(self, h: BaseHTTPRequestHandler, body: dict[str, Any], openai: bool = False) -> None:
         with self._lock:
             self.completions += 1
             number = self.completions
@@ -123,7 +125,9 @@ class FakeLlamaServer:
 
             os.kill(os.getpid(), signal.SIGSEGV)
         prompt = list(body.get("prompt") or [])
-        n = int(body.get("n_predict") or 1)
+        n = int(body.get("max_tokens" if openai else "n_predict") or 1)
+        token = (b'data: {"choices": [{"text": "x", "finish_reason": null}]}\n\n' if openai
+                 else b'data: {"content": "x", "stop": false}\n\n')
         cached = 0
         if body.get("cache_prompt") and prompt == self.last_prompt:
             cached = len(prompt) - 1
@@ -145,7 +149,7 @@ class FakeLlamaServer:
         for _ in range(n):
             if self.token_delay_s:
                 time.sleep(self.token_delay_s)
-            h.wfile.write(b'data: {"content": "x", "stop": false}\n\n')
+            h.wfile.write(token)
         processed = len(prompt) - cached
         timings = {"cache_n": cached, "prompt_n": processed, "prompt_ms": max(0.01, processed * 0.001) / self.speed,
                    "predicted_n": n, "predicted_ms": n * 0.01 / self.speed}
@@ -153,7 +157,11 @@ class FakeLlamaServer:
             timings.update(draft_n=10, draft_n_accepted=7)
         if self.mode == "absurd":
             timings.update(prompt_ms=0.0, prompt_n=processed or 1)
-        h.wfile.write(b"data: " + json.dumps({"content": "", "stop": True, "timings": timings}).encode() + b"\n\n")
+        final = ({"choices": [{"text": "", "finish_reason": "length"}], "timings": timings} if openai
+                 else {"content": "", "stop": True, "timings": timings})
+        h.wfile.write(b"data: " + json.dumps(final).encode() + b"\n\n")
+        if openai:
+            h.wfile.write(b"data: [DONE]\n\n")
         h.wfile.flush()
 
 

@@ -69,6 +69,16 @@ def test_server_run_reports_cold_cached_and_concurrent_rows(cli, tmp_path):
     assert len(completions) == (data["settings"]["rounds"] + 1) * (2 * 2 + 2)
 
 
+def test_openai_endpoint_streams_with_timings(cli):
+    with FakeLlamaServer() as fake:
+        result, _ = run_cli(cli, "--server", fake.url, *QUICK, "--api", "openai", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["settings"]["endpoint"] == "/v1/completions (streamed)"
+    assert {path for _, path, _ in fake.requests if "completion" in path} == {"/v1/completions"}
+    assert all(r["predicted_n"] == 8 for r in data["requests"])
+
+
 def test_draft_acceptance_from_the_timings(cli):
     with FakeLlamaServer("draft") as fake:
         result, _ = run_cli(cli, "--server", fake.url, *QUICK)

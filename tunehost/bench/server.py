@@ -45,6 +45,7 @@ DEFAULT_N_GEN = 64
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_BUDGET_S = 180.0
 MAX_CLIENTS = 64
+ENDPOINTS = {"native": "/completion", "openai": "/v1/completions"}
 CACHE_RAM_UNKNOWN = ("not reported by /props (llama-server keeps a host-RAM prompt cache by default: --cache-ram); "
                      "cold requests send cache_prompt false and must report cache_n 0")
 CONTEXT_MARGIN = 8  # tokens kept free of the context besides n_gen (BOS, the first generated token's position)
@@ -71,12 +72,13 @@ class ServerSettings:
     max_rounds: int = 200
     timeout_s: float = DEFAULT_TIMEOUT_S
     model: str | None = None  # router mode: the model name sent with every request
+    api: str = "native"  # "native": /completion; "openai": /v1/completions (both stream and carry timings)
 
     def to_json(self) -> dict[str, Any]:
         return {"depths": list(self.depths), "n_gen": self.n_gen, "clients": list(self.clients),
                 "to_context": self.to_context, "seed": self.seed, "budget_s": self.budget_s,
                 "min_rounds": self.min_rounds, "max_rounds": self.max_rounds, "timeout_s": self.timeout_s,
-                "model": self.model, "endpoint": "/completion (native, streamed)",
+                "model": self.model, "endpoint": f"{ENDPOINTS[self.api]} (streamed)",
                 "order": "alternating: A B, B A, A B, ..."}
 
 
@@ -241,36 +243,48 @@ def seeded_prompt(client: ServerClient, n_tokens: int, seed: int, model: str | N
 
 
 def stream_request(client: ServerClient, prompt: Sequence[int], *, n_gen: int, cache_prompt: bool,
-                   model: str | None, where: tuple[str, int, str, int, int]) -> RequestRecord:
-    """One streamed /completion: TTFT on the client's clock, the server's timings, the client's own CPU time."""
+                   model: str | None, where: tuple[str, int, str, int, int], api: str = "native") -> RequestRecord:
+    """One streamed completion (native /completion or OpenAI /v1/completions): TTFT on the client's clock, the
+    server's timings, the client's own CPU time."""
     config, round_no, test, depth, client_no = where
-    body: dict[str, Any] = {"prompt": list(prompt), "n_predict": n_gen, "stream": True, "cache_prompt": cache_prompt,
+    openai = api == "openai"
+    body: dict[str, Any] = {"prompt": list(prompt), "stream": True, "cache_prompt": cache_prompt,
                             "ignore_eos": True, "temperature": 0.0, "seed": 1}
+    body["max_tokens" if openai else "n_predict"] = n_gen
     if model:
         body["model"] = model
     cpu0 = time.thread_time()
     began = time.monotonic()
     first = last = None
     timings: Any = None
-    for event in client.stream("/completion", body):
-        if first is None and (event.data.get("content") or event.data.get("tokens")):
-            first = event.at
-        if event.data.get("content") or event.data.get("tokens"):
+    for event in client.stream(ENDPOINTS[api], body):
+        piece, done = _piece(event.data, openai)
+        if piece:
+            first = event.at if first is None else first
             last = event.at
         if "timings" in event.data:
             timings = event.data["timings"]
-        if event.data.get("stop") is True:
+        if done:
             break
     ended = time.monotonic()
     cpu_ms = (time.thread_time() - cpu0) * 1000.0
     if timings is None:
-        raise ServerGone(f"{client.target.url}/completion: the answer ended before the server's timings "
+        raise ServerGone(f"{client.target.url}{ENDPOINTS[api]}: the answer ended before the server's timings "
                          "(it stopped mid-answer, or is not a llama-server)")
     first = first if first is not None else ended
     return _record(timings, client.target.url, config=config, round_no=round_no, test=test, depth=depth,
                    client_no=client_no, ttft_ms=(first - began) * 1000.0, total_ms=(ended - began) * 1000.0,
                    cpu_ms=cpu_ms, after_first_ms=(last - first) * 1000.0 if last is not None else None,
                    n_gen=n_gen, n_sent=len(prompt), cold=not cache_prompt)
+
+
+def _piece(data: Mapping[str, Any], openai: bool) -> tuple[bool, bool]:
+    """(this event carries generated text, it is the last one) in either API's stream."""
+    if not openai:
+        return bool(data.get("content") or data.get("tokens")), data.get("stop") is True
+    choices = data.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    return bool(choice.get("text")), choice.get("finish_reason") is not None
 
 
 def _record(timings: Any, url: str, *, config: str, round_no: int, test: str, depth: int, client_no: int,
@@ -359,9 +373,9 @@ class RoundRunner:
                 on_line(f"depth {depth}")
             prompt = seeded_prompt(client, depth, _seed(s.seed, round_no, depth, 0), s.model)
             cold = stream_request(client, prompt, n_gen=s.n_gen, cache_prompt=False, model=s.model,
-                                  where=(self.name, round_no, "cold", depth, 0))
+                                  where=(self.name, round_no, "cold", depth, 0), api=s.api)
             cached = stream_request(client, prompt, n_gen=s.n_gen, cache_prompt=True, model=s.model,
-                                    where=(self.name, round_no, "cached", depth, 0))
+                                    where=(self.name, round_no, "cached", depth, 0), api=s.api)
             self.records += [cold, cached]
             results += [_rate(f"pp{depth}", (cold.pp_ts,), n_prompt=depth),
                         _rate(f"pp{depth} client", (cold.pp_client_ts,), n_prompt=depth),
@@ -394,7 +408,7 @@ class RoundRunner:
             try:
                 start.wait(timeout=s.timeout_s)
                 got[c] = stream_request(self.client(), prompts[c], n_gen=s.n_gen, cache_prompt=False, model=s.model,
-                                        where=(self.name, round_no, f"x{clients}", depth, c))
+                                        where=(self.name, round_no, f"x{clients}", depth, c), api=s.api)
             except BaseException as exc:  # reported by the main thread
                 errors.append(exc)
                 start.abort()

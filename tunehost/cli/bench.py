@@ -85,6 +85,8 @@ def bench(
                                                      "saved)."),
     timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS",
                                   help="Server bench: the longest wait for any answer and for one whole request."),
+    api: str = typer.Option("native", "--api", metavar="native|openai",
+                            help="Server bench: stream from /completion (native) or /v1/completions (openai)."),
     start_timeout: float = typer.Option(300.0, "--start-timeout", metavar="SECONDS",
                                         help="--serve: the longest wait for llama-server's /health."),
 ) -> None:
@@ -106,7 +108,7 @@ def bench(
         bench_server(ServerOptions(
             server=server, serve=serve, extra=tuple(ctx.args), model=str(model) if model is not None else None,
             n_gen=n_gen, depths=depths, to_context=to_context, clients=clients, api_key_file=api_key_file,
-            timeout_s=timeout, start_timeout_s=start_timeout, budget_s=budget, save=save, json_out=json_out))
+            timeout_s=timeout, start_timeout_s=start_timeout, budget_s=budget, save=save, json_out=json_out, api=api))
         return
     if ctx.args:
         raise TunehostError(f"unexpected arguments: {one_line(' '.join(ctx.args), 200)} (llama-server arguments go after "

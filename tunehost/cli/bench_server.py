@@ -41,6 +41,7 @@ class ServerOptions:
     budget_s: float
     save: Path | None
     json_out: bool
+    api: str = "native"
 
 
 def parse_counts(text: str | None, option: str, low: int, high: int) -> tuple[int, ...] | None:
@@ -80,13 +81,16 @@ def bench_server(opts: ServerOptions) -> None:
         raise TunehostError(f"--budget must be a finite number of seconds, 0 or more, not {opts.budget_s}")
     if opts.save is not None and opts.save.is_dir():
         raise TunehostError(f"--save {opts.save} is a directory; give a file name (OUT.json)")
+    if opts.api not in ("native", "openai"):
+        raise TunehostError(f"--api must be native or openai, not {one_line(opts.api, 40)!r}")
     n_gen = opts.n_gen if opts.n_gen is not None else DEFAULT_N_GEN
     check_range("-n/--n-gen", n_gen, 1, LLAMA_INT_MAX, what=" tokens (the server bench generates in every request)")
     depths = parse_counts(opts.depths, "--depths", 1, LLAMA_INT_MAX) or DEFAULT_DEPTHS
     counts = parse_counts(opts.clients, "--clients", 1, MAX_CLIENTS)
     api_key = read_api_key(str(opts.api_key_file)) if opts.api_key_file is not None else None
     settings = ServerSettings(depths=depths, n_gen=n_gen, clients=counts or (1,), to_context=opts.to_context,
-                              budget_s=opts.budget_s, timeout_s=opts.timeout_s, model=opts.model)
+                              budget_s=opts.budget_s, timeout_s=opts.timeout_s, model=opts.model,
+                              api=opts.api)
     err = make_console(stderr=True)
     with contextlib.ExitStack() as stack:
         if opts.server is not None:
@@ -177,7 +181,7 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
             table.add_column(column, justify="left" if column == "request" else "right")
         rows = result.summary.get(config.name, [])
         for row in rows:
-            label = row["test"] if row["test"] in ("cold", "cached") else f"{row['clients']} at once"
+            label = row["test"] if row["test"] in ("cold", "cached") else f"x{row['clients']}"
             table.add_row(label, str(row["depth"]), _ms(row["ttft_ms_p50"]), _ms(row["ttft_ms_p90"]),
                           _ts(row["pp_ts"]) if row["prompt_n"] else "—", _ts(row["pp_client_ts"]), _ts(row["tg_ts"]),
                           _ts(row["tg_client_ts"]) if row.get("tg_client_ts") else "—",
