@@ -24,6 +24,7 @@ class FakeLlamaServer:
         self.token_delay_s = token_delay_s
         self.api_key = api_key
         self.router = router
+        self.loading_polls = 0  # /health answers 503 (loading) this many times first
         self.crash_after: int | None = None  # as a program: SIGSEGV itself at this completion
         self.speed = speed  # divides the reported times: 2.0 reports twice the rates
         self.completions = 0
@@ -92,7 +93,10 @@ class FakeLlamaServer:
         if self.mode == "json-404":
             self._json(h, 404, {"detail": "Not Found"})  # some other JSON API
             return
-        if path == "/health":
+        if path == "/health" and self.loading_polls > 0:
+            self.loading_polls -= 1
+            self._json(h, 503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
+        elif path == "/health":
             self._json(h, 200, {"status": "ok"})
         elif path == "/props":
             if self.router and "model=" not in h.path:

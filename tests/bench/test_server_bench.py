@@ -141,6 +141,18 @@ def test_a_server_that_never_answers_times_out(cli):
     assert took < 5
 
 
+def test_a_loading_server_is_waited_for():
+    from tunehost.bench.server import probe
+
+    with FakeLlamaServer() as fake:
+        fake.loading_polls = 2
+        info = probe(ServerClient(parse_target(fake.url), timeout_s=5))
+        assert info.n_ctx == 2048 and fake.loading_polls == 0
+        fake.loading_polls = 100
+        with pytest.raises(TunehostError, match="still loading after 0.5 s"):
+            probe(ServerClient(parse_target(fake.url), timeout_s=5), wait_s=0.5)
+
+
 def test_a_closed_port(cli):
     result, took = run_cli(cli, "--server", f"http://127.0.0.1:{serving.free_port()}", *QUICK)
     assert result.exit_code == 1

@@ -152,11 +152,12 @@ class RequestRecord:
 # ---------------------------------------------------------------- asking the server
 
 
-def probe(client: ServerClient, *, model: str | None = None, wait_s: float = PROBE_TIMEOUT_S) -> ServerInfo:
+def probe(client: ServerClient, *, model: str | None = None, wait_s: float | None = None) -> ServerInfo:
     """/health then /props (or /props?model=NAME behind a router): is this a llama-server, what does it run.
 
-    A server still loading (503 on /health) is waited for, up to ``wait_s``. Router mode without ``model`` is an
-    error naming the models the router offers."""
+    A server still loading (503 on /health) is waited for, up to ``wait_s`` (default: the client's timeout).
+    Router mode without ``model`` is an error naming the models the router offers."""
+    wait_s = client.timeout_s if wait_s is None else wait_s
     deadline = time.monotonic() + wait_s
     while True:
         status, health = client.request_json("GET", "/health", timeout_s=min(client.timeout_s, PROBE_TIMEOUT_S),
