@@ -304,3 +304,17 @@ def test_round_runner_counts_warm_up_as_round_zero():
         runner.invoke([], None)
         runner.invoke([], None)
     assert [r.round for r in runner.records] == [0, 0, 1, 1]
+
+
+def test_overhead_script_reports_the_share(tmp_path, capsys):
+    from tests.conftest import load_script
+
+    script = load_script("bench_server_overhead")
+    out = tmp_path / "overhead.json"
+    with FakeLlamaServer(token_delay_s=0.005) as fake:
+        status = script.main(["--server", fake.url, "--depths", "32", "-n", "8", "--clients", "1", "--rounds", "1",
+                              "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert data["requests"] == 2 and data["build"] == "b11312-0c1e570"
+    assert status == (0 if data["total_percent"] < 1.0 else 1)
+    assert "client overhead:" in capsys.readouterr().out

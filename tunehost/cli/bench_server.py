@@ -207,4 +207,5 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
 
 
 def _ms(value: float) -> str:
-    return f"{value / 1000:.2f} s" if value >= 10000 else f"{value:.0f} ms"
+    """Compact (no space, so a narrow table never wraps it): "955ms", "10.8s"."""
+    return f"{value / 1000:.1f}s" if value >= 1000 else f"{value:.0f}ms"
