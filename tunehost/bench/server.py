@@ -243,22 +243,48 @@ def seeded_prompt(client: ServerClient, n_tokens: int, seed: int, model: str | N
     return tokens[:n_tokens]
 
 
-def stream_request(client: ServerClient, prompt: Sequence[int], *, n_gen: int, cache_prompt: bool,
-                   model: str | None, where: tuple[str, int, str, int, int], api: str = "native") -> RequestRecord:
+@dataclass(frozen=True)
+class RequestSpec:
+    """What one request asks and where it belongs (configuration, round, test, depth, client)."""
+
+    config: str
+    round: int
+    test: str  # "cold", "cached" or "x{c}"
+    depth: int
+    client: int = 0
+    n_gen: int = DEFAULT_N_GEN
+    model: str | None = None
+    api: str = "native"
+
+    @property
+    def cold(self) -> bool:
+        return self.test != "cached"
+
+
+@dataclass(frozen=True)
+class ClientClock:
+    """The client's side of one request, in milliseconds (CPU: the client thread's own time)."""
+
+    ttft_ms: float
+    total_ms: float
+    cpu_ms: float
+    after_first_ms: float | None
+
+
+def stream_request(client: ServerClient, prompt: Sequence[int], spec: RequestSpec) -> RequestRecord:
     """One streamed completion (native /completion or OpenAI /v1/completions): TTFT on the client's clock, the
-    server's timings, the client's own CPU time."""
-    config, round_no, test, depth, client_no = where
-    openai = api == "openai"
-    body: dict[str, Any] = {"prompt": list(prompt), "stream": True, "cache_prompt": cache_prompt,
+    server's timings, the client's own CPU time. Cold requests send ``cache_prompt: false``."""
+    openai = spec.api == "openai"
+    body: dict[str, Any] = {"prompt": list(prompt), "stream": True, "cache_prompt": not spec.cold,
                             "ignore_eos": True, "temperature": 0.0, "seed": 1}
-    body["max_tokens" if openai else "n_predict"] = n_gen
-    if model:
-        body["model"] = model
+    body["max_tokens" if openai else "n_predict"] = spec.n_gen
+    if spec.model:
+        body["model"] = spec.model
     cpu0 = time.thread_time()
     began = time.monotonic()
     first = last = None
     timings: Any = None
-    for event in client.stream(ENDPOINTS[api], body):
+    for event in client.stream(ENDPOINTS[spec.api], body):
         piece, done = _piece(event.data, openai)
         if piece:
             first = event.at if first is None else first
@@ -270,13 +296,12 @@ def stream_request(client: ServerClient, prompt: Sequence[int], *, n_gen: int, c
     ended = time.monotonic()
     cpu_ms = (time.thread_time() - cpu0) * 1000.0
     if timings is None:
-        raise ServerGone(f"{client.target.url}{ENDPOINTS[api]}: the answer ended before the server's timings "
+        raise ServerGone(f"{client.target.url}{ENDPOINTS[spec.api]}: the answer ended before the server's timings "
                          "(it stopped mid-answer, or is not a llama-server)")
     first = first if first is not None else ended
-    return _record(timings, client.target.url, config=config, round_no=round_no, test=test, depth=depth,
-                   client_no=client_no, ttft_ms=(first - began) * 1000.0, total_ms=(ended - began) * 1000.0,
-                   cpu_ms=cpu_ms, after_first_ms=(last - first) * 1000.0 if last is not None else None,
-                   n_gen=n_gen, n_sent=len(prompt), cold=not cache_prompt)
+    clock = ClientClock(ttft_ms=(first - began) * 1000.0, total_ms=(ended - began) * 1000.0, cpu_ms=cpu_ms,
+                        after_first_ms=(last - first) * 1000.0 if last is not None else None)
+    return _record(timings, client.target.url, spec, clock, len(prompt))
 
 
 def _piece(data: Mapping[str, Any], openai: bool) -> tuple[bool, bool]:
@@ -288,9 +313,7 @@ def _piece(data: Mapping[str, Any], openai: bool) -> tuple[bool, bool]:
     return bool(choice.get("text")), choice.get("finish_reason") is not None
 
 
-def _record(timings: Any, url: str, *, config: str, round_no: int, test: str, depth: int, client_no: int,
-            ttft_ms: float, total_ms: float, cpu_ms: float, after_first_ms: float | None, n_gen: int, n_sent: int,
-            cold: bool) -> RequestRecord:
+def _record(timings: Any, url: str, spec: RequestSpec, clock: ClientClock, n_sent: int) -> RequestRecord:
     """The server's timings checked against physics and the client's clock; one error for absurd ones."""
     def bad(what: str) -> TunehostError:
         return TunehostError(f"{url}: absurd timings from the server ({what}); not trusting this server's numbers")
@@ -304,26 +327,27 @@ def _record(timings: Any, url: str, *, config: str, round_no: int, test: str, de
             raise bad(f"{key} = {one_line(timings.get(key), 40)}")
     prompt_n, predicted_n, cache_n = ints["prompt_n"] or 0, ints["predicted_n"] or 0, ints["cache_n"] or 0
     prompt_ms, predicted_ms = floats["prompt_ms"] or 0.0, floats["predicted_ms"] or 0.0
-    if predicted_n > n_gen or predicted_n == 0:
-        raise bad(f"{predicted_n} tokens generated of the {n_gen} asked")
+    if predicted_n > spec.n_gen or predicted_n == 0:
+        raise bad(f"{predicted_n} tokens generated of the {spec.n_gen} asked")
     if prompt_n > n_sent + COLD_PROMPT_SLACK or prompt_n + cache_n > n_sent + COLD_PROMPT_SLACK:
         raise bad(f"{prompt_n} prompt tokens processed and {cache_n} cached of the {n_sent} sent")
     for n, ms, what in ((prompt_n, prompt_ms, "prompt"), (predicted_n, predicted_ms, "generation")):
         if n > 0 and (ms <= 0 or n / ms * 1000.0 > MAX_RATE_TS):
             raise bad(f"{n} {what} tokens in {ms:g} ms")
-    if prompt_ms + predicted_ms > total_ms * SERVER_CLOCK_SLACK + 50.0:
-        raise bad(f"{prompt_ms + predicted_ms:.0f} ms of work inside a {total_ms:.0f} ms request")
-    if cold and cache_n > 0:
+    if prompt_ms + predicted_ms > clock.total_ms * SERVER_CLOCK_SLACK + 50.0:
+        raise bad(f"{prompt_ms + predicted_ms:.0f} ms of work inside a {clock.total_ms:.0f} ms request")
+    if spec.cold and cache_n > 0:
         raise TunehostError(f"{url}: the server reused {cache_n} cached prompt tokens on a request sent with "
                             "cache_prompt false; its prompt rate would be flattered, so it is not used")
     draft_n = whole(timings.get("draft_n"), 0, 1 << 31)
     accepted = whole(timings.get("draft_n_accepted"), 0, 1 << 31)
     if draft_n is not None and accepted is not None and accepted > draft_n:
         raise bad(f"{accepted} draft tokens accepted of {draft_n}")
-    return RequestRecord(config=config, round=round_no, test=test, depth=depth, client=client_no, ttft_ms=ttft_ms,
-                         total_ms=total_ms, client_cpu_ms=cpu_ms, tokens_after_first_ms=after_first_ms,
-                         prompt_n=prompt_n, prompt_ms=prompt_ms, cache_n=cache_n, predicted_n=predicted_n,
-                         predicted_ms=predicted_ms, draft_n=draft_n, draft_n_accepted=accepted)
+    return RequestRecord(config=spec.config, round=spec.round, test=spec.test, depth=spec.depth, client=spec.client,
+                         ttft_ms=clock.ttft_ms, total_ms=clock.total_ms, client_cpu_ms=clock.cpu_ms,
+                         tokens_after_first_ms=clock.after_first_ms, prompt_n=prompt_n, prompt_ms=prompt_ms,
+                         cache_n=cache_n, predicted_n=predicted_n, predicted_ms=predicted_ms, draft_n=draft_n,
+                         draft_n_accepted=accepted)
 
 
 # ---------------------------------------------------------------- one round
@@ -357,6 +381,11 @@ class RoundRunner:
     def client(self) -> ServerClient:
         return ServerClient(self.target, timeout_s=self.settings.timeout_s, api_key=self.api_key)
 
+    def spec(self, round_no: int, test: str, depth: int, client: int = 0) -> RequestSpec:
+        s = self.settings
+        return RequestSpec(config=self.name, round=round_no, test=test, depth=depth, client=client, n_gen=s.n_gen,
+                           model=s.model, api=s.api)
+
     def invoke(self, args: Sequence[str], on_line: Callable[[str], None] | None) -> list[BenchResult]:
         round_no = self.calls  # the engine calls each configuration once for its warm-up, then once per round
         self.calls += 1
@@ -373,10 +402,8 @@ class RoundRunner:
             if on_line:
                 on_line(f"depth {depth}")
             prompt = seeded_prompt(client, depth, _seed(s.seed, round_no, depth, 0), s.model)
-            cold = stream_request(client, prompt, n_gen=s.n_gen, cache_prompt=False, model=s.model,
-                                  where=(self.name, round_no, "cold", depth, 0), api=s.api)
-            cached = stream_request(client, prompt, n_gen=s.n_gen, cache_prompt=True, model=s.model,
-                                    where=(self.name, round_no, "cached", depth, 0), api=s.api)
+            cold = stream_request(client, prompt, self.spec(round_no, "cold", depth))
+            cached = stream_request(client, prompt, self.spec(round_no, "cached", depth))
             self.records += [cold, cached]
             results += [_rate(f"pp{depth}", (cold.pp_ts,), n_prompt=depth),
                         _rate(f"pp{depth} client", (cold.pp_client_ts,), n_prompt=depth),
@@ -408,8 +435,7 @@ class RoundRunner:
         def run(c: int) -> None:
             try:
                 start.wait(timeout=s.timeout_s)
-                got[c] = stream_request(self.client(), prompts[c], n_gen=s.n_gen, cache_prompt=False, model=s.model,
-                                        where=(self.name, round_no, f"x{clients}", depth, c), api=s.api)
+                got[c] = stream_request(self.client(), prompts[c], self.spec(round_no, f"x{clients}", depth, c))
             except BaseException as exc:  # reported by the main thread
                 errors.append(exc)
                 start.abort()
