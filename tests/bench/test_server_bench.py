@@ -285,8 +285,9 @@ def test_serve_says_which_signal_killed_the_server(cli, tmp_path):
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)])
 def test_ctrl_c_or_sigterm_leaves_no_server_behind(tmp_path, sig, status):
     pid_file = tmp_path / "pid"
-    tunehost = [sys.executable, "-m", "tunehost", "bench", "--serve", "--depths", "32", "-n", "8", "--budget", "60",
-                "--", sys.executable, str(FAKE), "--pid-file", str(pid_file)]
+    # 400 tokens at 2 ms each: the 6 rounds the engine always runs take over 9 s, far beyond the signal at 1 s
+    tunehost = [sys.executable, "-m", "tunehost", "bench", "--serve", "--depths", "32", "-n", "400", "--budget",
+                "60", "--", sys.executable, str(FAKE), "--pid-file", str(pid_file)]
     proc = subprocess.Popen(tunehost, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 20
     while not pid_file.exists() and time.monotonic() < deadline:
