@@ -24,6 +24,7 @@ class FakeLlamaServer:
         self.token_delay_s = token_delay_s
         self.api_key = api_key
         self.router = router
+        self.alias = "fake"  # /props model_alias (hostile on demand)
         self.loading_polls = 0  # /health answers 503 (loading) this many times first
         self.crash_after: int | None = None  # as a program: SIGSEGV itself at this completion
         self.speed = speed  # divides the reported times: 2.0 reports twice the rates
@@ -105,7 +106,7 @@ class FakeLlamaServer:
                                     "build_info": "b11312-0c1e570"})
                 return
             self._json(h, 200, {"default_generation_settings": {"params": {}, "n_ctx": self.n_ctx},
-                                "total_slots": self.slots, "model_alias": "fake", "model_path": "/models/fake.gguf",
+                                "total_slots": self.slots, "model_alias": self.alias, "model_path": "/models/fake.gguf",
                                 "build_info": "b11312-0c1e570"})
         elif path == "/models":
             self._json(h, 200, {"data": [{"id": "fake-model"}]})

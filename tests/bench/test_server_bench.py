@@ -86,6 +86,16 @@ def test_draft_acceptance_from_the_timings(cli):
     assert "draft acceptance (cold d32): 70.0%" in result.output
 
 
+def test_hostile_props_are_printed_as_one_clean_line(cli):
+    with FakeLlamaServer() as fake:
+        fake.alias = "evil\x1b[2J\nline two"
+        result, _ = run_cli(cli, "--server", fake.url, *QUICK)
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    header = next(ln for ln in result.output.splitlines() if ln.startswith("tunehost bench --server"))
+    assert "evil" in header and "line two" in header
+
+
 def test_depths_that_do_not_fit_the_context_are_dropped_and_said():
     settings = ServerSettings(depths=(512, 4096, 16384), n_gen=64, to_context=True)
     assert plan_depths(settings, 8192) == (512, 4096, 8192 - 64 - 8)
