@@ -79,6 +79,15 @@ def test_openai_endpoint_streams_with_timings(cli):
     assert all(r["predicted_n"] == 8 for r in data["requests"])
 
 
+def test_default_clients_are_one_and_the_slot_count(cli):
+    with FakeLlamaServer(slots=3) as fake:
+        result, _ = run_cli(cli, "--server", fake.url, *QUICK, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["settings"]["clients"] == [1, 3]
+    assert {r["test"] for r in data["summary"]["server"]} == {"cold", "cached", "x3"}
+
+
 def test_draft_acceptance_from_the_timings(cli):
     with FakeLlamaServer("draft") as fake:
         result, _ = run_cli(cli, "--server", fake.url, *QUICK)

@@ -64,7 +64,7 @@ class ServerSettings:
 
     depths: tuple[int, ...] = DEFAULT_DEPTHS
     n_gen: int = DEFAULT_N_GEN
-    clients: tuple[int, ...] = (1,)
+    clients: tuple[int, ...] = ()  # () = 1, and the server's slot count when above 1
     to_context: bool = False  # add the largest depth that fits the context
     seed: int = 42
     budget_s: float = DEFAULT_BUDGET_S
@@ -612,6 +612,9 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
         except TunehostError as exc:
             raise _why(exc, t.alive) from None
         infos.append(replace(info, command=t.command, cache_ram=cache_ram_statement(t.command)))
+    if not settings.clients:
+        slots = min(infos[0].slots or 1, MAX_CLIENTS)
+        settings = replace(settings, clients=(1, slots) if slots > 1 else (1,))
     contexts = [i.n_ctx for i in infos if i.n_ctx]
     depths = plan_depths(settings, min(contexts) if contexts else None)
     runners = {t.name: RoundRunner(t.name, t.target, settings, depths, api_key=api_key, alive=t.alive)

@@ -9,7 +9,7 @@ import contextlib
 import json
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,9 +64,9 @@ def bench_server(opts: ServerOptions) -> None:
     from tunehost.bench import serve as serving
     from tunehost.bench.results import write_json
     from tunehost.bench.server import (
-        DEFAULT_DEPTHS, DEFAULT_N_GEN, MAX_CLIENTS, ServerSettings, ServerTarget, measure_server, probe, record,
+        DEFAULT_DEPTHS, DEFAULT_N_GEN, MAX_CLIENTS, ServerSettings, ServerTarget, measure_server, record,
     )
-    from tunehost.bench.server_http import ServerClient, parse_target, read_api_key
+    from tunehost.bench.server_http import parse_target, read_api_key
     from tunehost.cli import LLAMA_INT_MAX, make_console
 
     if (opts.server is None) == (not opts.serve):
@@ -88,7 +88,7 @@ def bench_server(opts: ServerOptions) -> None:
     depths = parse_counts(opts.depths, "--depths", 1, LLAMA_INT_MAX) or DEFAULT_DEPTHS
     counts = parse_counts(opts.clients, "--clients", 1, MAX_CLIENTS)
     api_key = read_api_key(str(opts.api_key_file)) if opts.api_key_file is not None else None
-    settings = ServerSettings(depths=depths, n_gen=n_gen, clients=counts or (1,), to_context=opts.to_context,
+    settings = ServerSettings(depths=depths, n_gen=n_gen, clients=counts or (), to_context=opts.to_context,
                               budget_s=opts.budget_s, timeout_s=opts.timeout_s, model=opts.model,
                               api=opts.api)
     err = make_console(stderr=True)
@@ -113,15 +113,12 @@ def bench_server(opts: ServerOptions) -> None:
                     argv, name=name, api_key_file=str(opts.api_key_file) if opts.api_key_file else None,
                     start_timeout_s=opts.start_timeout_s, api_key=api_key))
                 targets.append(ServerTarget(name, served.target, served.command, served.died))
-        if counts is None:  # default: 1 client, and as many as the server has slots
-            info = probe(ServerClient(targets[0].target, timeout_s=opts.timeout_s, api_key=api_key),
-                         model=opts.model)
-            slots = min(info.slots or 1, MAX_CLIENTS)
-            settings = replace(settings, clients=(1, slots) if slots > 1 else (1,))
         progress = _Progress(err, enabled=sys.stderr.isatty() and not opts.json_out)
-        result = measure_server(targets, settings, api_key=api_key, on_progress=progress.update,
-                                label=opts.save.stem if opts.save else None)
-        progress.close()
+        try:
+            result = measure_server(targets, settings, api_key=api_key, on_progress=progress.update,
+                                    label=opts.save.stem if opts.save else None)
+        finally:
+            progress.close()
     if opts.save is not None:
         write_json(result.to_json(), opts.save)
     record(result)  # the results-store seam (tunehost.bench.server.record)
