@@ -59,3 +59,14 @@ def test_a_server_killed_mid_run_is_named_by_its_signal(llama_server, tiny_model
                            ServerSettings(depths=(64,), n_gen=8, budget_s=60, min_rounds=200, max_rounds=200))
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_router_mode_reports_the_load_apart(cli, llama_server, tiny_model, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny.gguf").symlink_to(tiny_model)
+    result = cli("bench", "--serve", "--model", "tiny", "--depths", "64", "-n", "8", "--clients", "1", "--budget",
+                 "0", "--json", "--", str(llama_server), "--models-dir", str(models), "-c", "512")
+    assert result.exit_code == 0, result.output
+    server = json.loads(result.stdout)["servers"][0]
+    assert server["router"] is True and server["load_s"] > 0 and server["n_ctx"]
