@@ -138,6 +138,15 @@ def llama_bench() -> Path:
 
 
 @pytest.fixture(scope="session")
+def llama_server(llama_bench: Path) -> Path:
+    """The llama-server built beside llama-bench (scripts/build_llama_cpp.py builds both)."""
+    server = llama_bench.with_name("llama-server")
+    if not (server.is_file() and os.access(server, os.X_OK)):
+        _unavailable(f"no llama-server beside {llama_bench}; rebuild with scripts/build_llama_cpp.py")
+    return server
+
+
+@pytest.fixture(scope="session")
 def tiny_model() -> Path:
     configured = os.environ.get("TUNEHOST_TEST_MODEL")
     if configured:

@@ -421,11 +421,16 @@ def _build(result: SavedResult) -> str:
 
 def save(result: SavedResult, path: str | os.PathLike[str]) -> Path:
     """Write the result as JSON (atomically: a crash never leaves half a file)."""
+    return write_json(result.to_json(), path)
+
+
+def write_json(document: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a JSON document atomically (a temporary file beside it, then a rename)."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        tmp.write_text(json.dumps(document, indent=2) + "\n")
         os.replace(tmp, target)
     except OSError as exc:
         raise TunehostError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -198,8 +198,12 @@ def command_line(binary: str | os.PathLike[str], args: Sequence[str]) -> str:
 
 def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: Invoke, *,
                watcher: "HostWatcher | None" = None, on_progress: Callable[[Progress], None] | None = None,
-               clock: Callable[[], float] = time.monotonic) -> RoundsOutcome:
-    """Warm up, then interleaved rounds until every test is decided, the budget or max_rounds is reached."""
+               clock: Callable[[], float] = time.monotonic,
+               invoke_for: Callable[[BenchConfig], Invoke] | None = None) -> RoundsOutcome:
+    """Warm up, then interleaved rounds until every test is decided, the budget or max_rounds is reached.
+
+    ``invoke_for(config)`` (when given) picks the runner of each configuration: the server bench measures two
+    running servers, one per configuration, and their flags alone may be equal (an A/A run)."""
     from tunehost.bench import stats
 
     if not configs:
@@ -235,7 +239,8 @@ def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: 
         phase = "round" if counted else "warm-up"
         emit(phase, config.name, round_no)
         began = clock()
-        got = invoke(args, lambda line: emit(phase, config.name, round_no, line))
+        run = invoke if invoke_for is None else invoke_for(config)
+        got = run(args, lambda line: emit(phase, config.name, round_no, line))
         took = clock() - began
         by_test = _one_per_test(got, config)
         if counted:

@@ -16,6 +16,7 @@ import typer
 
 from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.errors import TunehostError
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,12 +32,16 @@ KIND_NAME = {"pp": "PP (prompt processing)", "tg": "TG (token generation)", "pp+
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
+    # extra arguments: the llama-server command lines after `--serve --`
+    app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(bench)
 
 
 @cli_errors
 def bench(
-    model: Optional[Path] = typer.Option(None, "--model", "-m", metavar="PATH.gguf", help="The GGUF model to run."),
+    ctx: typer.Context,
+    model: Optional[Path] = typer.Option(None, "--model", "-m", metavar="PATH.gguf",
+                                         help="The GGUF model to run (--server/--serve: the model NAME a "
+                                              "llama-server router serves)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FLAGS",
                                            help='llama-bench flags of the baseline, one string ("-t 4 -fa off"); '
                                                 "default: llama-bench's defaults."),
@@ -62,11 +67,52 @@ def bench(
     llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
                                                help="The llama-bench binary (or its directory)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (the --save format)."),
+    server: Optional[str] = typer.Option(None, "--server", metavar="URL",
+                                         help="Benchmark a running llama-server (http://127.0.0.1:8080): TTFT, "
+                                              "PP/TG rates, prompt cache, concurrent clients."),
+    serve: bool = typer.Option(False, "--serve",
+                               help="Start llama-server yourself: --serve -- llama-server ARGS [--vs -- ARGS_B]; "
+                                    "stopped afterwards."),
+    depths: Optional[str] = typer.Option(None, "--depths", metavar="N,N,...",
+                                         help="Server bench prompt depths in the server's tokens (default "
+                                              "512,4096,16384; those that fit the context)."),
+    to_context: bool = typer.Option(False, "--to-context", help="Server bench: add the deepest prompt that fits."),
+    clients: Optional[str] = typer.Option(None, "--clients", metavar="N,N,...",
+                                          help="Server bench: concurrent client counts (default: 1, and the "
+                                               "server's slot count when above 1)."),
+    api_key_file: Optional[Path] = typer.Option(None, "--api-key-file", metavar="FILE",
+                                                help="Server bench: the API key (first line; never printed or "
+                                                     "saved)."),
+    timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS",
+                                  help="Server bench: the longest wait for any answer and for one whole request."),
+    api: str = typer.Option("native", "--api", metavar="native|openai",
+                            help="Server bench: stream from /completion (native) or /v1/completions (openai)."),
+    start_timeout: float = typer.Option(300.0, "--start-timeout", metavar="SECONDS",
+                                        help="--serve: the longest wait for llama-server's /health."),
 ) -> None:
     """Measure a model with the real llama-bench: baseline against candidate, interleaved, with a verdict only
-    beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy)."""
+    beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy).
+
+    With --server URL or --serve, measure llama-server over HTTP instead (docs/bench.md, "Server bench")."""
     from tunehost.bench import results as saved_results
     from tunehost.bench import runner
+
+    if server is not None or serve:
+        if baseline or candidate or advised or import_file or compare or llama_bench or depth is not None \
+                or n_prompt is not None:
+            raise TunehostError("--server/--serve measure llama-server: --baseline/--candidate/--advised/--import/"
+                                "--compare/--llama-bench/-p/--depth are llama-bench's (use --depths, and --vs for "
+                                "a second configuration)")
+        from tunehost.cli.bench_server import ServerOptions, bench_server
+
+        bench_server(ServerOptions(
+            server=server, serve=serve, extra=tuple(ctx.args), model=str(model) if model is not None else None,
+            n_gen=n_gen, depths=depths, to_context=to_context, clients=clients, api_key_file=api_key_file,
+            timeout_s=timeout, start_timeout_s=start_timeout, budget_s=budget, save=save, json_out=json_out, api=api))
+        return
+    if ctx.args:
+        raise TunehostError(f"unexpected arguments: {one_line(' '.join(ctx.args), 200)} (llama-server arguments go after "
+                            "--serve --)")
 
     if candidate is not None and advised:
         raise TunehostError("--candidate and --advised are two candidates; give one")

@@ -1,0 +1,72 @@
+"""The server bench against the real llama-server on the tiny test model, on loopback (short: small depths)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+from tunehost.bench import serve as serving
+from tunehost.bench.server import ServerSettings, ServerTarget, measure_server
+from tunehost.errors import TunehostError
+
+pytestmark = pytest.mark.integration
+
+
+def test_serve_measures_the_real_server(cli, llama_server, tiny_model, tmp_path):
+    out = tmp_path / "server.json"
+    result = cli("bench", "--serve", "--depths", "64,256", "-n", "8", "--clients", "1,2", "--budget", "0",
+                 "--save", str(out), "--", str(llama_server), "-m", str(tiny_model), "-c", "1024", "-np", "2")
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    server = data["servers"][0]
+    assert server["build"].startswith("b") and server["total_slots"] == 2 and server["n_ctx"] == 512
+    assert server["model_path"] == str(tiny_model)
+    rows = {(r["test"], r["depth"]): r for r in data["summary"]["A"]}
+    assert set(rows) == {("cold", 64), ("cold", 256), ("cached", 64), ("cached", 256), ("x2", 64)}
+    for depth in (64, 256):
+        cold, cached = rows[("cold", depth)], rows[("cached", depth)]
+        assert cold["cache_n"] == 0 and cold["prompt_n"] == depth  # every prompt token processed, none cached
+        assert cached["cache_n"] >= depth - 1 and cached["prompt_n"] <= 1  # the resent prompt came from the slot
+        assert cold["pp_ts"] > 0 and cold["tg_ts"] > 0 and cold["ttft_ms_p50"] > 0
+    assert all(r["predicted_n"] == 8 for r in data["requests"])
+    assert data["client_overhead"]["requests"] == len([r for r in data["requests"] if r["round"] > 0])
+
+
+def test_serve_ab_gives_a_verdict_row_per_test(cli, llama_server, tiny_model):
+    result = cli("bench", "--serve", "--depths", "64", "-n", "8", "--clients", "1", "--budget", "0", "--json",
+                 "--", str(llama_server), "-m", str(tiny_model), "-c", "512", "-t", "1",
+                 "--vs", "--", "-m", str(tiny_model), "-c", "512", "-t", "2")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    rows = {r["test"]: r for r in data["comparison"]["rows"]}
+    assert set(rows) == {"pp64", "pp64 client", "tg8@d64", "cached64 client"}
+    assert all(r["verdict"] in ("faster", "slower", "no clear difference") for r in rows.values())
+    assert [s["command"][-4:-2] for s in data["servers"]] == [["--host", "127.0.0.1"]] * 2
+
+
+def test_a_server_killed_mid_run_is_named_by_its_signal(llama_server, tiny_model):
+    serving.install_handlers()
+    with serving.ServedServer([str(llama_server), "-m", str(tiny_model), "-c", "512"], name="A") as served:
+        assert served.proc is not None
+        pid = served.proc.pid
+        threading.Timer(1.0, lambda: os.kill(pid, signal.SIGSEGV)).start()
+        with pytest.raises(TunehostError, match=r"ended \(killed by SIGSEGV\)"):
+            measure_server([ServerTarget("A", served.target, served.command, served.died)],
+                           ServerSettings(depths=(64,), n_gen=8, budget_s=60, min_rounds=200, max_rounds=200))
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_router_mode_reports_the_load_apart(cli, llama_server, tiny_model, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny.gguf").symlink_to(tiny_model)
+    result = cli("bench", "--serve", "--model", "tiny", "--depths", "64", "-n", "8", "--clients", "1", "--budget",
+                 "0", "--json", "--", str(llama_server), "--models-dir", str(models), "-c", "512")
+    assert result.exit_code == 0, result.output
+    server = json.loads(result.stdout)["servers"][0]
+    assert server["router"] is True and server["load_s"] > 0 and server["n_ctx"]

@@ -1,0 +1,251 @@
+"""``tunehost bench --serve``: start llama-server on a free loopback port, wait for /health, stop it afterwards.
+
+No process is left behind: the server runs in its own session (process group), is stopped with SIGTERM then
+SIGKILL on every way out of :class:`ServedServer` (normal end, an error, Ctrl-C, SIGTERM/SIGHUP to tunehost via
+signal handlers, interpreter exit via atexit), and on Linux asks the kernel to kill it if tunehost itself dies
+(PR_SET_PDEATHSIG). Its output goes to a temporary log whose last lines are shown when it fails.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tunehost.bench.server_http import ServerClient, Target
+from tunehost.errors import TunehostError
+from tunehost.printable import one_line
+
+SERVER_BINARY = "llama-server"
+DEFAULT_START_TIMEOUT_S = 300.0  # loading a large model from a cold disk takes minutes
+STOP_GRACE_S = 10.0
+LOG_TAIL_BYTES = 4096
+# llama-server options tunehost sets itself -> what to use instead (checked in common/arg.cpp of b11312)
+CONTROLLED_SERVER_OPTIONS: dict[str, str] = {
+    "--host": "tunehost serves on 127.0.0.1 only",
+    "--port": "tunehost picks a free loopback port",
+    "--api-key": "a key on the command line is visible to every user of this host: use tunehost's --api-key-file",
+    "--api-key-file": "give it to tunehost (--api-key-file): tunehost passes it on",
+    "--reuse-port": "tunehost picks a free loopback port",
+    "--path": "tunehost measures the API, not the web UI",
+}
+
+_live: set["ServedServer"] = set()
+_lock = threading.Lock()
+
+
+def resolve_server_binary(program: str) -> Path:
+    """The llama-server to run: a path as given, else tunehost's llama.cpp search, else PATH."""
+    from tunehost.host.samples import llama_program_candidates
+
+    if "/" in program:
+        path = Path(program).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise TunehostError(f"--serve: no executable {one_line(program, 200)}")
+    if program != SERVER_BINARY:
+        found = shutil.which(program)
+        if found:
+            return Path(found)
+        raise TunehostError(f"--serve: {one_line(program, 100)} not found on PATH")
+    found_list = llama_program_candidates(SERVER_BINARY)
+    if found_list:
+        return Path(found_list[0][0])
+    raise TunehostError("--serve: llama-server not found ($TUNEHOST_LLAMA_BIN_DIR, $LLAMA_CPP_DIR, PATH, the build "
+                        "cache); give its path after --, or build it with scripts/build_llama_cpp.py")
+
+
+def split_serve_args(args: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """``llama-server ARGS_A [--vs [--] [llama-server] ARGS_B]`` -> (A, B or None); each starts with its program."""
+    args = list(args)
+    if "--vs" not in args:
+        return args, None
+    at = args.index("--vs")
+    first, second = args[:at], args[at + 1:]
+    if second and second[0] == "--":
+        second = second[1:]
+    if "--vs" in second:
+        raise TunehostError("--serve compares two configurations: give --vs once")
+    if not first:
+        raise TunehostError("--serve: nothing before --vs")
+    if not second or second[0].startswith("-"):
+        second = [first[0], *second]  # ARGS_B without a program: the same llama-server
+    return first, second
+
+
+def check_server_args(argv: Sequence[str], *, what: str) -> None:
+    if not argv:
+        raise TunehostError(f"{what}: give the llama-server command after --: --serve -- llama-server -m MODEL.gguf")
+    for token in argv[1:]:
+        name = token.split("=", 1)[0]
+        if name in CONTROLLED_SERVER_OPTIONS:
+            raise TunehostError(f"{what}: {name} is set by tunehost; {CONTROLLED_SERVER_OPTIONS[name]}")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class ServedServer:
+    """One llama-server tunehost started; a context manager that always stops it."""
+
+    def __init__(self, argv: Sequence[str], *, name: str, api_key_file: str | None = None,
+                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, api_key: str | None = None):
+        check_server_args(argv, what=f"--serve ({name})")
+        self.name = name
+        self.binary = resolve_server_binary(argv[0])
+        self.port = free_port()
+        self.target = Target("http", "127.0.0.1", self.port)
+        extra = ["--api-key-file", api_key_file] if api_key_file else []
+        self.argv = [str(self.binary), *argv[1:], "--host", "127.0.0.1", "--port", str(self.port), *extra]
+        self.start_timeout_s = start_timeout_s
+        self._api_key = api_key
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        return tuple(self.argv)
+
+    def __enter__(self) -> "ServedServer":
+        self._log = tempfile.TemporaryFile(prefix="tunehost-llama-server-")
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._log,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
+        except OSError as exc:
+            self._log.close()
+            raise TunehostError(f"--serve: cannot start {one_line(self.binary, 200)}: {exc.strerror or exc}") from None
+        with _lock:
+            _live.add(self)
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def died(self) -> None:
+        """check_alive with a grace period: the check after a failed request."""
+        self.check_alive(grace_s=2.0)
+
+    def wait_ready(self) -> None:
+        """Poll /health until 200 (503 = loading), the process exits, or start_timeout_s passes."""
+        client = ServerClient(self.target, timeout_s=5.0, api_key=self._api_key)
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            self.check_alive()
+            try:
+                status, _ = client.request_json("GET", "/health", ok=(200, 503))
+                if status == 200:
+                    return
+            except TunehostError:
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise TunehostError(f"--serve ({self.name}): llama-server did not become ready within "
+                                    f"{self.start_timeout_s:g} s (--start-timeout){self._tail()}")
+            time.sleep(0.2)
+
+    def check_alive(self, grace_s: float = 0.0) -> None:
+        """Raise, saying how, when the server has exited (waiting up to ``grace_s`` for an exit in progress: a
+        dying server closes its connections a moment before its exit status is there)."""
+        if self.proc is None:
+            return
+        try:
+            rc = self.proc.wait(grace_s) if grace_s > 0 else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc is None:
+            return
+        raise TunehostError(f"--serve ({self.name}): llama-server ended ({describe_exit(rc)}){self._tail()}")
+
+    def _tail(self) -> str:
+        if self._log is None or self._log.closed:
+            return ""
+        try:
+            self._log.flush()
+            size = self._log.seek(0, os.SEEK_END)
+            self._log.seek(max(0, size - LOG_TAIL_BYTES))
+            lines = [ln for ln in self._log.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except (OSError, ValueError):
+            return ""
+        return f"; its last words: {one_line(lines[-1], 300)}" if lines else ""
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after STOP_GRACE_S; idempotent."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+        elif proc is not None:
+            _signal_group(proc, signal.SIGKILL)  # anything it left in its group
+        with _lock:
+            _live.discard(self)
+        if self._log is not None and not self._log.closed:
+            self._log.close()
+
+
+def describe_exit(rc: int) -> str:
+    """'exit 1' / 'killed by SIGSEGV' (the signal's name from signal.Signals, as for llama-bench)."""
+    from tunehost.bench.llama_bench import _describe_exit
+
+    # TODO(merge): explain_exit — tunehost.facts.llama_exit.explain_exit(program, returncode, cpu_flags) says why
+    return _describe_exit(rc)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # start_new_session: its pgid is its pid
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_all() -> None:
+    """Stop every server this process started (atexit, and the SIGTERM/SIGHUP handlers)."""
+    with _lock:
+        live = list(_live)
+    for server in live:
+        server.stop()
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    stop_all()
+    raise SystemExit(128 + signum)
+
+
+def install_handlers() -> None:
+    """atexit and SIGTERM/SIGHUP handlers that stop the servers (main thread only; Ctrl-C unwinds the context
+    managers as KeyboardInterrupt)."""
+    atexit.register(stop_all)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                signal.signal(sig, _on_signal)
