@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
+from tunehost.cli.bench_render import BAR_WIDTH, KIND_NAME, VERDICT_STYLE, _bar, _ts, render_comparison  # noqa: F401
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
@@ -23,12 +24,6 @@ if TYPE_CHECKING:
 
     from tunehost.bench.results import Comparison, SavedResult
 
-VERDICT_STYLE = {
-    "faster": "bold green", "slower": "bold red", "no clear difference": "yellow", "disturbed": "bold magenta",
-    "n/a": "dim",
-}
-BAR_WIDTH = 36
-KIND_NAME = {"pp": "PP (prompt processing)", "tg": "TG (token generation)", "pp+tg": "PP+TG"}
 
 
 def register(app: typer.Typer) -> None:
@@ -278,51 +273,6 @@ def render_result(result: "SavedResult", console: "Console") -> None:
     render_how(result, console)
 
 
-def render_comparison(comparison: "Comparison", console: "Console", *, chart: bool = True) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("test")
-    table.add_column(f"{comparison.baseline} t/s", justify="right")
-    table.add_column(f"{comparison.candidate} t/s", justify="right")
-    table.add_column("change", justify="right")
-    table.add_column(f"{comparison.confidence:.0%} interval", justify="right")
-    table.add_column("verdict")
-    for row in comparison.rows:
-        interval = "—" if row.low is None else f"{(row.low - 1) * 100:+.1f} … {(row.high - 1) * 100:+.1f} %"
-        verdict = row.verdict
-        if row.verdict == "disturbed" and row.statistical_verdict:
-            verdict = f"disturbed (numbers alone: {row.statistical_verdict})"
-        table.add_row(f"{row.kind.upper()} {row.test}", _ts(row.baseline_ts), _ts(row.candidate_ts),
-                      f"{row.change_percent:+.1f} %", interval,
-                      f"[{VERDICT_STYLE.get(row.verdict, '')}]{escape(verdict)}[/]")
-    console.print(table)
-    if chart:
-        console.print()
-        width = min(24, max(len(comparison.baseline), len(comparison.candidate)))
-        base_label, cand_label = comparison.baseline[:width], comparison.candidate[:width]
-        for row in comparison.rows:
-            top = max(row.baseline_ts, row.candidate_ts) or 1.0
-            style = VERDICT_STYLE.get(row.verdict, "")
-            console.print(f"{row.kind.upper():<3} {escape(base_label):<{width}} {_bar(row.baseline_ts / top)} "
-                          f"{_ts(row.baseline_ts)}")
-            console.print(f"{'':<3} {escape(cand_label):<{width}} {_bar(row.candidate_ts / top, style=style)} "
-                          f"{_ts(row.candidate_ts)}")
-    console.print()
-    console.print(f"[dim]verdict: faster/slower only when the whole {comparison.confidence:.0%} interval of "
-                  f"candidate/baseline lies beyond ±{comparison.threshold:.0%}[/]")
-    for row in comparison.rows:
-        if row.rounds:
-            console.print(f"[dim]{row.test}: {row.rounds} round{'s' if row.rounds != 1 else ''} behind the interval; "
-                          f"{min(row.n_baseline, row.n_candidate)} repetitions a side, worth "
-                          f"{row.effective_samples or 0:.1f} independent samples[/]")
-        if row.note:
-            console.print(f"[dim]{row.test}: {escape(row.note)}[/]")
-    for note in comparison.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
-
-
 def render_configs(result: "SavedResult", console: "Console") -> None:
     from rich.table import Table
 
@@ -431,17 +381,3 @@ def render_gpu_watch(gpu: Any, console: "Console") -> None:
         console.print(f"[dim]{escape(str(name))}: {escape(', '.join(bits))}[/]")
     for finding in gpu.get("findings") or ():
         console.print(f"[yellow]GPU:[/] {escape(str(finding))}")
-
-
-def _ts(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}".replace(",", " ")
-    return f"{value:.2f}"
-
-
-def _bar(fraction: float, *, style: str = "") -> str:
-    blocks = " ▏▎▍▌▋▊▉█"
-    eighths = max(0, min(BAR_WIDTH * 8, round(fraction * BAR_WIDTH * 8)))
-    text = "█" * (eighths // 8) + (blocks[eighths % 8] if eighths % 8 else "")
-    text = text.ljust(BAR_WIDTH)
-    return f"[{style}]{text}[/]" if style else text

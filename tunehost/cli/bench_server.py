@@ -159,7 +159,7 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
     from rich.markup import escape
     from rich.table import Table
 
-    from tunehost.cli.bench import _ts, render_comparison
+    from tunehost.cli.bench_render import _ts, render_comparison
 
     for info, config in zip(result.servers, result.configs):
         model = info.model_alias or info.model_path or "model"
