@@ -431,11 +431,26 @@ def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
     comparison = saved.comparison
     default_summary = {"rounds": saved.settings.get("rounds"), "stop_reason": saved.settings.get("stop_reason"),
                        "disturbed": saved.disturbed,
-                       "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {}}
+                       "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {},
+                       "settings": {"n_prompt": saved.settings.get("n_prompt"), "n_gen": saved.settings.get("n_gen"),
+                                    "n_depth": saved.settings.get("n_depth"), "reps": saved.settings.get("reps")},
+                       "rounds_ts": rounds_ts(saved)}
     path = str(saved.model.get("path") or "")
     return NewRun(command=command, host=identity, host_fp=fingerprint, build=build, model_path=path,
                   model_hash=model_hash(path), model_name=saved.model.get("name"), results=results_of(saved),
                   summary=dict(summary) if summary is not None else default_summary, label=saved.label)
+
+
+def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:
+    """{config: {test: [one value per counted round]}}: what a later re-measure compares with (drift)."""
+    from tunehost.bench.results import rounds_of
+    from tunehost.bench.stats import round_value
+
+    out: dict[str, dict[str, list[float]]] = {}
+    for config in saved.configs:
+        per_test = rounds_of(saved.invocations, config.name)
+        out[config.name] = {test: [round(round_value(r), 4) for r in runs if r] for test, runs in per_test.items()}
+    return out
 
 
 def _build_text(llama_bench: Mapping[str, Any]) -> str | None:

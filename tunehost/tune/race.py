@@ -117,6 +117,15 @@ class Measurer:
         self.reused_steps = 0
         self.reused_s = 0.0
         self.replaying = True
+        self.build: str | None = None  # "b11312 (0c1e570)": the llama.cpp build llama-bench reported
+
+    def _seen(self, results: list[BenchResult]) -> list[BenchResult]:
+        if self.build is None:
+            first = next((r for r in results if r.build_commit or r.build_number is not None), None)
+            if first is not None:
+                self.build = (f"b{first.build_number} ({first.build_commit})" if first.build_number is not None
+                              else str(first.build_commit))
+        return results
 
     @property
     def stored_steps(self) -> int:
@@ -132,7 +141,7 @@ class Measurer:
             self.spent_s += duration
             self.reused_steps += 1
             self.reused_s += duration
-            return _outcome_results(outcome)
+            return self._seen(_outcome_results(outcome))
         self.replaying = False
         began = self.clock()
         try:
@@ -146,7 +155,7 @@ class Measurer:
             self.journal.add(seq, args, duration, outcome)
         if results is None:
             raise TunehostError(outcome["error"])
-        return results
+        return self._seen(results)
 
 
 def result_to_json(r: BenchResult) -> dict[str, Any]:
