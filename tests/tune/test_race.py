@@ -24,8 +24,9 @@ class FakeBench:
     The rng is drawn per call number, so a resumed run that starts at call N draws what the killed one would have."""
 
     def __init__(self, speed: dict[tuple[str, str], float], *, seed: int = 0, start: int = 0,
-                 crash: set[tuple[str, str]] = frozenset(), kill_after: int | None = None):
+                 crash: set[tuple[str, str]] = frozenset(), kill_after: int | None = None, level: float = 50.0):
         self.speed, self.seed, self.calls, self.crash, self.kill_after = speed, seed, start, crash, kill_after
+        self.level = level
         self.now = 0.0
         self.invocations: list[list[str]] = []
 
@@ -52,7 +53,7 @@ class FakeBench:
             scale = math.prod(self.speed.get(p, 1.0) for p in pairs)
             self.now += 1.0 + 0.5 * reps
             offset = rng.standard_normal() * BETWEEN
-            samples = tuple(50.0 * scale * math.exp(offset + z * WITHIN) for z in rng.standard_normal(reps))
+            samples = tuple(self.level * scale * math.exp(offset + z * WITHIN) for z in rng.standard_normal(reps))
             out.append(BenchResult(test="tg16", n_prompt=0, n_gen=16, n_depth=0, avg_ts=sum(samples) / reps,
                                    stddev_ts=0.0, samples_ts=samples))
         return out

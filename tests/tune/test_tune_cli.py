@@ -120,3 +120,20 @@ def test_a_damaged_store_is_one_line(cli, tmp_path, monkeypatch):
     result = cli("history")
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert "is damaged or not a tunehost store" in result.stderr
+
+
+def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, monkeypatch):
+    from tunehost import store
+    from tunehost.bench import watch
+
+    assert cli("tune", "--model", str(model), "--budget", "2h", "-n", "16").exit_code == 0
+    slow = FakeBench({("-t", "4"): 1.3}, seed=9, level=35.0)  # everything 30 % slower now
+    monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: lambda args, on_line: slow(args))
+    monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU"})
+    monkeypatch.setattr(store, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.9"}, "fp2"))
+    result = cli("history", "--drift", "--model", str(model), "--budget", "30")
+    assert result.exit_code == 2, result.output
+    assert "this box is slower beyond the noise since then" in result.stdout
+    assert "kernel 6.8 -> 6.9" in result.stdout
+    assert " -t 4 " in " ".join(slow.invocations[-1]) + " "
+    assert [r["command"] for r in json.loads(cli("history", "--json").stdout)["runs"]] == ["drift", "tune"]
