@@ -266,10 +266,11 @@ class StageOutcome:
 
 
 def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate], measurer: Measurer,
-               settings: TuneSettings, *, end_s: float, alpha: float | None = None,
+               settings: TuneSettings, *, end_s: float, hard_end_s: float | None = None, alpha: float | None = None,
                on_progress: Callable[[str, int, Candidate, float | None, int], None] | None = None) -> StageOutcome:
     """Race ``challengers`` against ``incumbent`` until one remains, the result is clear, or ``end_s`` (on the
-    measurer's budget clock) would be passed by another round. See the module docstring for the rules."""
+    measurer's budget clock) would be passed by another round once ``min_rounds`` ran (``hard_end_s``: even
+    before). See the module docstring for the rules."""
     arms: list[Candidate] = [incumbent]
     for c in challengers:
         if c.args not in {a.args for a in arms}:
@@ -358,7 +359,9 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
         if rounds >= settings.max_rounds:
             stop = f"max rounds ({settings.max_rounds})"
             break
-        if measurer.spent_s + last_round_s > end_s:
+        # the stage's share ends it once it could decide (min_rounds); the hard end (the whole search's) always
+        if (rounds >= settings.min_rounds and measurer.spent_s + last_round_s > end_s) \
+                or measurer.spent_s + last_round_s > (end_s if hard_end_s is None else hard_end_s):
             stop = "budget"
             break
     final = {a: _compare(scores[incumbent], scores[a], confidence, settings) for a in alive if a != incumbent}
@@ -459,7 +462,7 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
         if measurer.spent_s + settings.min_rounds * first_round_s * arms / 2 > search_end:
             skipped.append((knob.name, "no budget left for it"))
             continue
-        outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end,
+        outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end, hard_end_s=search_end,
                              on_progress=lambda k, r, lead, ch, al, i=index: progress(k, i, r, lead, ch, al))
         stages.append(outcome)
         incumbent = outcome.winner
