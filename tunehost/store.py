@@ -453,6 +453,44 @@ def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:
     return out
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What this host measured for one model: TG medians over its runs (the loop back into advise)."""
+
+    runs: int
+    tg_ts: float  # median over the runs of each run's best TG median
+    last: str  # date of the newest run
+
+    def text(self, ceiling_ts: float | None = None) -> str:
+        share = f" = {self.tg_ts / ceiling_ts:.0%} of the ceiling above" if ceiling_ts else ""
+        return (f"measured here: TG {self.tg_ts:.2f} t/s{share} (from {self.runs} run{'s' if self.runs != 1 else ''}"
+                f" on this host, {self.last[:10]})")
+
+    def to_json(self, ceiling_ts: float | None = None) -> dict[str, Any]:
+        return {"runs": self.runs, "tg_ts": round(self.tg_ts, 3), "last": self.last,
+                "efficiency": round(self.tg_ts / ceiling_ts, 4) if ceiling_ts else None}
+
+
+def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None) -> Measured | None:
+    """TG this host measured for this model (same model hash, same host fingerprint), or None: no store, no runs,
+    or a store that cannot be read (advise must not fail for it)."""
+    import statistics
+
+    try:
+        if not store_path().is_file():
+            return None
+        digest = model_hash(model_path)
+        _, fingerprint = host_identity(host)
+        with open_store() as store:
+            runs = [r for r in store.runs(model_hash=digest, limit=1000) if r.host_fp == fingerprint]
+    except TunehostError:
+        return None
+    tgs = [max(t.median_ts for t in r.results if t.kind == "tg") for r in runs if any(t.kind == "tg" for t in r.results)]
+    if not tgs:
+        return None
+    return Measured(runs=len(tgs), tg_ts=float(statistics.median(tgs)), last=runs[0].created)
+
+
 def _build_text(llama_bench: Mapping[str, Any]) -> str | None:
     commit, number = llama_bench.get("build_commit"), llama_bench.get("build_number")
     if not commit and number is None:

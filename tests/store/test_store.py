@@ -142,3 +142,22 @@ def test_model_hash_samples_blocks(tmp_path):
     assert model_hash(path) not in (first,)
     with pytest.raises(TunehostError, match="cannot read the model"):
         model_hash(tmp_path / "absent.gguf")
+
+
+def test_advise_reads_what_this_host_measured_for_the_model(tmp_path, monkeypatch):
+    from tunehost import store as store_module
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + bytes(5000))
+    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    assert store_module.measured_on_host(model) is None  # no store yet: nothing, and no file is created
+    assert not store_module.store_path().exists()
+    with open_store() as store:
+        for tg, fp in ((10.0, "fp1"), (12.0, "fp1"), (14.0, "fp1"), (99.0, "other-host")):
+            run = _run(0, model=str(model), tg=tg)
+            store.record(NewRun(**{**run.__dict__, "model_hash": model_hash(model), "host_fp": fp}))
+    measured = store_module.measured_on_host(model)
+    assert measured is not None and measured.runs == 3 and measured.tg_ts == 12.0
+    assert measured.text(24.0).startswith("measured here: TG 12.00 t/s = 50% of the ceiling above (from 3 runs on "
+                                          "this host, ")
+    assert measured.to_json(24.0)["efficiency"] == 0.5

@@ -124,16 +124,24 @@ def advise(
 
     for refused in host.refusals:  # what the plan could not use from the snapshot
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
+    measured = None
+    if host.live:  # what this box measured for this model (tunehost bench/tune record it): docs/history.md
+        from tunehost.store import measured_on_host
+
+        measured = measured_on_host(options.model_path, host=host)
+    ceiling_ts = result.ceiling.tokens_per_s if result.ceiling is not None else None
     if fmt == "json":
         data = result.to_json()
         data["snapshot"] = str(snapshot) if snapshot else None
+        data["measured"] = measured.to_json(ceiling_ts) if measured else None
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "shell":
         typer.echo(render_shell(result.launch()))
     elif fmt == "systemd":
         typer.echo(render_systemd(result.launch(), user=user_unit), nl=False)
     else:
-        render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
+        render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None,
+                     measured=measured.text(ceiling_ts) if measured else None)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -270,7 +278,7 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else gib(n)
 
 
-def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) -> None:
+def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None, measured: str | None = None) -> None:
     """The budget table, the command, each flag's reason, then warnings and notes."""
     from rich.markup import escape
     from rich.table import Table
@@ -306,6 +314,8 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) 
         console.print(escape(describe(c)))
         if c.tokens_per_s is not None:
             console.print(f"[dim]{escape(c.note)}[/]")
+    if measured:
+        console.print(escape(measured))
     console.print()
     console.print("[bold]command[/]")
     console.print(escape(render_shell(p.launch())))
