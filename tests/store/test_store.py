@@ -83,12 +83,16 @@ def test_a_damaged_file_is_one_clear_line(tmp_path):
     assert "\n" not in message and "damaged or not a tunehost store" in message and str(path) in message
 
 
-def test_another_sqlite_database_is_refused(tmp_path):
-    path = tmp_path / "r.sqlite3"
+def _sql(path, statement: str) -> None:
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE t (x)")
+    db.execute(statement)
     db.commit()
     db.close()
+
+
+def test_another_sqlite_database_is_refused(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    _sql(path, "CREATE TABLE t (x)")
     with pytest.raises(TunehostError, match="not a tunehost store"):
         open_store(path)
 
@@ -96,10 +100,7 @@ def test_another_sqlite_database_is_refused(tmp_path):
 def test_a_newer_schema_is_refused(tmp_path):
     path = tmp_path / "r.sqlite3"
     open_store(path).close()
-    db = sqlite3.connect(path)
-    db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
-    db.commit()
-    db.close()
+    _sql(path, "UPDATE meta SET value = '99' WHERE key = 'schema'")
     with pytest.raises(TunehostError, match="has schema 99"):
         open_store(path)
 
