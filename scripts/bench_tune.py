@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import re
 import shutil
@@ -113,7 +112,7 @@ class Setup:
 def grid(setup: Setup) -> dict:
     """Every configuration each round (interleaved, order reversed every other round), paired against the plan."""
     from tunehost.bench.stats import compare_rounds
-    from tunehost.tune.race import Measurer, groups_of, race_stage, score, split_results, tune
+    from tunehost.tune.race import Measurer, groups_of, score, split_results, tune
 
     space = setup.space()
     plan_args = setup.plan.args

@@ -485,7 +485,8 @@ def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None) ->
             runs = [r for r in store.runs(model_hash=digest, limit=1000) if r.host_fp == fingerprint]
     except TunehostError:
         return None
-    tgs = [max(t.median_ts for t in r.results if t.kind == "tg") for r in runs if any(t.kind == "tg" for t in r.results)]
+    tgs = [max(t.median_ts for t in r.results if t.kind == "tg") for r in runs
+           if any(t.kind == "tg" for t in r.results)]
     if not tgs:
         return None
     return Measured(runs=len(tgs), tg_ts=float(statistics.median(tgs)), last=runs[0].created)

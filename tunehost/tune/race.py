@@ -462,7 +462,8 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
         if measurer.spent_s + settings.min_rounds * first_round_s * arms / 2 > search_end:
             skipped.append((knob.name, "no budget left for it"))
             continue
-        outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end, hard_end_s=search_end,
+        outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end,
+                             hard_end_s=search_end,
                              on_progress=lambda k, r, lead, ch, al, i=index: progress(k, i, r, lead, ch, al))
         stages.append(outcome)
         incumbent = outcome.winner
