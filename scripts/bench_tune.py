@@ -5,7 +5,8 @@
    paired against advise's plan) against tune's race over the same space. Target: tune's winner within the noise
    of the grid's best (a long paired bench run of the two says "no clear difference" or "faster"), using at most
    1/3 of the grid's measurement time. Also: advise's plan reaches >= 97 % of the grid's best (paired ratio).
-2. **aa**: tune over an A/A space (-ngl 0 / 1 / 99 on a CPU-only build: llama-bench ignores it) many times;
+2. **aa**: tune over an A/A space (-ngl 0 / 1 / 99 on a CPU-only build: llama-bench ignores it; the plan with
+   -t 1 so each run stays short on a loaded 2-core box) many times;
    target: a winner other than the plan in <= 5 % of the runs (95 % Wilson interval given).
 3. **optimus**: llama-optimus (PyPI; Optuna TPE over llama-bench) on the same model within the same budget;
    both winners re-measured by the same paired bench against llama-bench's defaults.
@@ -181,7 +182,9 @@ def aa(setup: Setup) -> dict:
         return [setup.candidate(f"-ngl {n}", inc.launch.with_flag("-ngl", n)) for n in ("1", "99")
                 if inc.launch.value("-ngl") != n]
 
-    plan = setup.candidate("plan -ngl 0", setup.plan.launch.with_flag("-ngl", "0"))
+    # -t 1: one spinning thread keeps each run short on a loaded 2-core box; the A/A property does not depend on it
+    plan = setup.candidate("plan -t 1 -ngl 0", setup.plan.launch.with_flag("-t", "1").with_flag("-tb", "1")
+                           .with_flag("-ngl", "0"))
     runs = []
     for i in range(setup.args.aa_runs):
         outcome = tune(plan, [Knob("ngl (ignored on CPU)", variants)], Measurer(setup.invoke),
