@@ -145,8 +145,18 @@ def grid(setup: Setup) -> dict:
     print(f"grid: {len(arms)} configurations x {setup.args.grid_rounds} rounds in {grid_s:.0f} s; best "
           f"{best_label} {best.change_percent:+.1f} % vs plan", file=sys.stderr)
 
+    partial = {"space": [a.label for a in arms], "grid_rounds": setup.args.grid_rounds, "grid_s": round(grid_s, 1),
+               "grid_best": best_label, "grid_best_vs_plan": {"change_percent": round(best.change_percent, 2),
+                                                              "low": best.low, "high": best.high},
+               "plan_share_of_best": round(1.0 / best.ratio, 4) if plan_best else 1.0}
+    Path("/tmp/bench_tune_grid_partial.json").write_text(json.dumps(partial, indent=2, default=str))
     t0 = time.monotonic()
-    outcome = tune(setup.plan, setup.knobs(), Measurer(setup.invoke), setup.settings(grid_s / 3.0))
+    from tunehost.errors import TunehostError
+
+    try:
+        outcome = tune(setup.plan, setup.knobs(), Measurer(setup.invoke), setup.settings(grid_s / 3.0))
+    except TunehostError as exc:
+        return dict(partial, tune_error=str(exc))
     tune_s = outcome.spent_s
     print(f"tune: {outcome.winner.label} in {tune_s:.0f} s ({time.monotonic() - t0:.0f} s wall)", file=sys.stderr)
 
@@ -159,13 +169,10 @@ def grid(setup: Setup) -> dict:
                         n_gen=setup.args.n_gen, reps=setup.args.reps, budget_s=setup.args.check_budget,
                         llama_bench=setup.binary, describe=False, ceiling=False, watch=False)
         row = check.comparison.rows[0]
-        versus = {"change_percent": round(row.change_percent, 2), "low": row.ratio_low, "high": row.ratio_high,
+        versus = {"change_percent": round(row.change_percent, 2), "low": row.low, "high": row.high,
                   "verdict": row.statistical_verdict, "rounds": row.rounds}
     return {
-        "space": [a.label for a in arms], "grid_rounds": setup.args.grid_rounds, "grid_s": round(grid_s, 1),
-        "grid_best": best_label, "grid_best_vs_plan": {"change_percent": round(best.change_percent, 2),
-                                                       "low": best.low, "high": best.high},
-        "plan_share_of_best": round(1.0 / best.ratio, 4) if plan_best else 1.0,
+        **partial,
         "tune_winner": outcome.winner.label, "tune_selected": outcome.best.label, "tune_s": round(tune_s, 1),
         "tune_share_of_grid_time": round(tune_s / grid_s, 3),
         "tune_stages": [{"knob": s.knob, "rounds": s.rounds, "winner": s.winner.label, "stop": s.stop_reason}
@@ -246,7 +253,7 @@ def optimus(setup: Setup) -> dict:
                         describe=False, ceiling=False, watch=False)
         row = check.comparison.rows[0]
         results[name] = {"flags": list(flags), "vs_defaults_percent": round(row.change_percent, 2),
-                         "low": row.ratio_low, "high": row.ratio_high, "verdict": row.statistical_verdict,
+                         "low": row.low, "high": row.high, "verdict": row.statistical_verdict,
                          "rounds": row.rounds, "remeasured_ts": row.candidate_ts}
     c = outcome.confirmation
     return {"budget_s": round(optimus_s, 1), "optimus_claimed_best_ts": max(claimed) if claimed else None,
@@ -278,7 +285,10 @@ def main() -> int:
                     "cores": setup.cores, "settings": {"n_gen": args.n_gen, "reps": args.reps},
                     "load_average": os.getloadavg()}
     for part in args.parts.split(","):
-        report[part] = {"grid": grid, "aa": aa, "optimus": optimus}[part](setup)
+        try:
+            report[part] = {"grid": grid, "aa": aa, "optimus": optimus}[part](setup)
+        except Exception as exc:  # one part failing must not lose the others' figures
+            report[part] = {"error": f"{exc.__class__.__name__}: {exc}"}
         print(json.dumps({part: report[part]}, indent=2, default=str))
         if args.json_out:
             Path(args.json_out).write_text(json.dumps(report, indent=2, default=str))

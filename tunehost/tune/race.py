@@ -450,7 +450,8 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                 measurer.run([*settings.base_args(1), *plan.args])
             except TunehostError as exc:
                 raise TunehostError(f"the configuration being tuned ({plan.label}) fails in llama-bench: {exc}") from None
-            first_round_s = (measurer.spent_s - began) * max(1, settings.reps) * 2
+            # -r 1 is llama-bench's warm-up pass + 1 repetition; -r N is N + 1 passes; a round has two arms at least
+            first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
             needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
             if needed > settings.budget_s:
                 raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
