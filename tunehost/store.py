@@ -424,8 +424,8 @@ def results_of(saved: "SavedResult") -> tuple[StoredResult, ...]:
 
 
 def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
-              summary: Mapping[str, Any] | None = None) -> NewRun:
-    """The NewRun of a measured bench result (model hash read from the model file)."""
+              extra: Mapping[str, Any] | None = None) -> NewRun:
+    """The NewRun of a measured bench result (model hash read from the model file); ``extra`` joins the summary."""
     identity, fingerprint = host_identity(host)
     build = _build_text(saved.llama_bench)
     comparison = saved.comparison
@@ -438,7 +438,7 @@ def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
     path = str(saved.model.get("path") or "")
     return NewRun(command=command, host=identity, host_fp=fingerprint, build=build, model_path=path,
                   model_hash=model_hash(path), model_name=saved.model.get("name"), results=results_of(saved),
-                  summary=dict(summary) if summary is not None else default_summary, label=saved.label)
+                  summary={**default_summary, **(extra or {})}, label=saved.label)
 
 
 def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:

@@ -133,7 +133,7 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     monkeypatch.setattr(store, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.9"}, "fp2"))
     result = cli("history", "--drift", "--model", str(model), "--budget", "30")
     assert result.exit_code == 2, result.output
-    assert "this box is slower beyond the noise since then" in result.stdout
+    assert "this box got slower beyond the noise since then" in result.stdout
     assert "kernel 6.8 -> 6.9" in result.stdout
     assert " -t 4 " in " ".join(slow.invocations[-1]) + " "
     assert [r["command"] for r in json.loads(cli("history", "--json").stdout)["runs"]] == ["drift", "tune"]

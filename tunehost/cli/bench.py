@@ -133,7 +133,8 @@ def bench(
         console.print(f"\nsaved to {escape(str(save))}; compare later with: {escape(again)}", highlight=False)
 
 
-def record_result(result: "SavedResult", err: "Console", *, command: str = "bench") -> int | None:
+def record_result(result: "SavedResult", err: "Console", *, command: str = "bench",
+                  extra: dict[str, Any] | None = None) -> int | None:
     """Every measured run goes into the results store (docs/history.md); a store that cannot be written is one
     warning line on stderr and the result is still shown."""
     from tunehost.store import bench_run, open_for_recording
@@ -142,7 +143,7 @@ def record_result(result: "SavedResult", err: "Console", *, command: str = "benc
     if store is None:
         return None
     with store:
-        return store.record(bench_run(result, command=command))
+        return store.record(bench_run(result, command=command, extra=extra))
 
 
 def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int, budget: float) -> None:

@@ -139,10 +139,12 @@ def _ts(value: float | None) -> str:
 
 
 def last_best(runs: list["StoredRun"]) -> tuple["StoredRun", tuple[str, ...], dict[str, list[float]]] | None:
-    """The newest run that knows a best configuration, its llama-bench flags and its per-round values per test
-    (tune: the winner; bench: the configuration with the highest TG)."""
+    """The newest bench or tune run that knows a best configuration, its llama-bench flags and its per-round
+    values per test (tune: the winner; bench: the configuration with the highest TG). Drift runs are skipped."""
     for run in runs:
         s = run.summary
+        if run.command == "drift":  # a re-measure is not a reference: drift compares with the last bench/tune
+            continue
         if run.command == "tune" and s.get("winner_rounds"):
             objective = (s.get("settings") or {}).get("objective", "tg")
             return run, tuple(s.get("winner_flags") or ()), {objective: list(s["winner_rounds"])}
@@ -198,7 +200,8 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     slower = any(r["verdict"] == "slower" for r in rows)
     verdict = ("slower beyond the noise" if slower else
                "faster beyond the noise" if any(r["verdict"] == "faster" for r in rows) else "no clear change")
-    record_result(result, err, command="drift")
+    record_result(result, err, command="drift", extra={"verdict": verdict, "since_run": old.id,
+                                                       "changed": what_changed})
     if json_out:
         typer.echo(json.dumps({"schema": "tunehost-drift/1", "since_run": old.id, "since": old.created,
                                "flags": list(flags), "verdict": verdict, "rows": rows, "changed": what_changed},
@@ -216,7 +219,8 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
                       f"95 % interval {low}..{high} % ({r['rounds_then']} rounds then, {r['rounds_now']} now): "
                       f"{r['verdict']}", highlight=False)
     style = "bold red" if slower else "green"
-    console.print(f"[{style}]this box is {verdict} since then[/]" if rows else "nothing comparable was measured")
+    said = f"this box got {verdict} since then" if verdict != "no clear change" else "no clear change since then"
+    console.print(f"[{style}]{said}[/]" if rows else "nothing comparable was measured")
     if what_changed:
         console.print("what changed on this host since then:")
         for line in what_changed:
