@@ -136,4 +136,7 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     assert "this box got slower beyond the noise since then" in result.stdout
     assert "kernel 6.8 -> 6.9" in result.stdout
     assert " -t 4 " in " ".join(slow.invocations[-1]) + " "
-    assert [r["command"] for r in json.loads(cli("history", "--json").stdout)["runs"]] == ["drift", "tune"]
+    runs = json.loads(cli("history", "--json").stdout)["runs"]
+    assert [r["command"] for r in runs] == ["drift", "tune"]
+    assert runs[0]["summary"]["verdict"] == "slower beyond the noise" and runs[0]["summary"]["since_run"] == runs[1]["id"]
+    assert runs[0]["summary"]["changed"] == ["kernel 6.8 -> 6.9"]
