@@ -240,9 +240,7 @@ def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") 
         console.print(f"resumed: reused {outcome.reused_steps} of {outcome.steps} llama-bench runs from the store "
                       f"({outcome.reused_s:.0f} s of {outcome.spent_s:.0f} s of measurement)", highlight=False)
     for stage in outcome.stages:
-        result = "kept" if stage.winner == stage.incumbent else f"→ {stage.winner.label}"
-        line = f"{stage.knob}: {stage.arms} configurations, {stage.rounds} rounds, {result} ({stage.stop_reason})"
-        console.print(escape(line), highlight=False)
+        console.print(escape(stage.describe()), highlight=False)
         for label, why in stage.dropped:
             console.print(f"[dim]  dropped {escape(label)}: {escape(why)}[/]", highlight=False)
     for knob, why in outcome.skipped:

@@ -263,6 +263,15 @@ class StageOutcome:
     stop_reason: str
     arms: int
     scores: Mapping[str, tuple[float, ...]] = field(default_factory=dict, hash=False)  # label -> per-round score
+    challenger: str | None = None  # whose interval ``comparison`` is (the winner, or the best challenger seen)
+
+    def describe(self) -> str:
+        """"threads: 3 configurations, 9 rounds, → -t 4 (decided); -t 4 +12.0 %, interval +4.1..+20.3 %"."""
+        result = "kept" if self.winner == self.incumbent else f"→ {self.winner.label}"
+        line = f"{self.knob}: {self.arms} configurations, {self.rounds} rounds, {result} ({self.stop_reason})"
+        if self.comparison is not None and self.challenger and self.comparison.rounds:
+            line += f"; {self.challenger} {_interval(self.comparison)}"
+        return line
 
 
 def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate], measurer: Measurer,
@@ -368,11 +377,12 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
     faster = [a for a in final if final[a].verdict == "faster"]
     winner = max(faster, key=lambda a: final[a].ratio) if faster else incumbent
     if winner != incumbent:
-        comparison: RoundsComparison | None = final[winner]
+        best: Candidate | None = winner
     else:  # the incumbent stayed: the best any challenger showed (for the report)
-        comparison = max(last.values(), key=lambda c: c.ratio, default=None)
-    return StageOutcome(knob, incumbent, winner, comparison, rounds, tuple(dropped), stop, len(arms),
-                        {a.label: tuple(v for _, v in sorted(s.items())) for a, s in scores.items()})
+        best = max(last, key=lambda a: last[a].ratio, default=None)
+    return StageOutcome(knob, incumbent, winner, last.get(best) if best is not None else None, rounds, tuple(dropped),
+                        stop, len(arms), {a.label: tuple(v for _, v in sorted(s.items())) for a, s in scores.items()},
+                        best.label if best is not None else None)
 
 
 def _compare(base: Mapping[int, float], cand: Mapping[int, float], confidence: float,
