@@ -110,12 +110,15 @@ def _result(run: "StoredRun") -> str:
 def render_chart(runs: list["StoredRun"], console: "Console") -> None:
     """TG over time per model and configuration (oldest left), one sparkline each, from two points up."""
     series: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    labels: dict[tuple[str, str], str] = {}
     for run in reversed(runs):
         for r in run.results:
             if r.kind in ("tg", "balanced"):
-                label = f"{run.model_name or Path(run.model_path).name} · {' '.join(r.flags) or 'defaults'}"
-                series.setdefault((label, r.config_key), []).append((run.created, r.median_ts))
-    shown = [(label, points) for (label, _), points in series.items() if len(points) >= 2]
+                key = (run.model_hash, r.config_key)  # the model by content, whatever its file was called
+                labels.setdefault(key, f"{run.model_name or Path(run.model_path).name} · "
+                                       f"{' '.join(r.flags) or 'defaults'}")
+                series.setdefault(key, []).append((run.created, r.median_ts))
+    shown = [(labels[key], points) for key, points in series.items() if len(points) >= 2]
     if not shown:
         console.print("[dim]TG over time: a chart needs two runs of the same model and configuration[/]")
         return

@@ -130,7 +130,8 @@ def tune_command(
     if store is not None:
         with store:
             results = []
-            for name, c in (("advise's plan", outcome.plan), ("winner", outcome.winner)):
+            sides = [("advise's plan", outcome.plan)] + ([("winner", outcome.winner)] if outcome.improved else [])
+            for name, c in sides:
                 values = _scores_of(outcome, c)
                 if values:
                     results.append(StoredResult(name, config_key(c.args), c.args, objective, objective,
@@ -139,7 +140,7 @@ def tune_command(
                 "n_prompt": n_prompt if objective != "tg" else 0, "n_gen": n_gen if objective != "pp" else 0,
                 "reps": reps, "objective": objective})
             store.record(NewRun(command="tune", host=identity, host_fp=fingerprint, build=build,
-                                model_path=resolved, model_hash=digest, model_name=facts_model.name,
+                                model_path=resolved, model_hash=digest, model_name=Path(resolved).name,
                                 results=tuple(results), summary=summary))
     render(outcome, settings, fmt, make_console())
 
@@ -186,7 +187,7 @@ def _median(values: tuple[float, ...]) -> float:
 def tune_summary(outcome: "TuneOutcome", tune_key: str | None) -> dict[str, Any]:
     c = outcome.confirmation
     return {
-        "tune_key": tune_key, "best": "winner", "improved": outcome.improved, "winner": outcome.winner.label,
+        "tune_key": tune_key, "best": "winner" if outcome.improved else "advise's plan", "improved": outcome.improved, "winner": outcome.winner.label,
         "winner_flags": list(outcome.winner.args), "winner_launch": outcome.winner.launch.to_json(),
         "plan_flags": list(outcome.plan.args), "selected": outcome.best.label,
         "confirmation": None if c is None else {"ratio": c.ratio, "low": c.low if c.low > 0 else None,
