@@ -193,16 +193,24 @@ def aa(setup: Setup) -> dict:
     plan = setup.candidate("plan -t 1 -ngl 0", setup.plan.launch.with_flag("-t", "1").with_flag("-tb", "1")
                            .with_flag("-ngl", "0"))
     runs = []
+    from tunehost.errors import TunehostError
+
+    refused = []
     for i in range(setup.args.aa_runs):
-        outcome = tune(plan, [Knob("ngl (ignored on CPU)", variants)], Measurer(setup.invoke),
-                       setup.settings(setup.args.aa_budget))
+        try:
+            outcome = tune(plan, [Knob("ngl (ignored on CPU)", variants)], Measurer(setup.invoke),
+                           setup.settings(setup.args.aa_budget))
+        except TunehostError as exc:  # a load spike made the budget too short: not a run, said so
+            refused.append(str(exc))
+            print(f"A/A {i + 1}/{setup.args.aa_runs}: refused: {exc}", file=sys.stderr)
+            continue
         runs.append({"winner": outcome.winner.label, "selected": outcome.best.label,
                      "rounds": sum(s.rounds for s in outcome.stages), "spent_s": round(outcome.spent_s, 1)})
         print(f"A/A {i + 1}/{setup.args.aa_runs}: {outcome.winner.label} (search picked {outcome.best.label})",
               file=sys.stderr)
     false = sum(1 for r in runs if r["winner"] != plan.label)
     selected = sum(1 for r in runs if r["selected"] != plan.label)
-    return {"runs": len(runs), "false_winners": false, "rate": round(false / len(runs), 4) if runs else None,
+    return {"runs": len(runs), "refused": len(refused), "false_winners": false, "rate": round(false / len(runs), 4) if runs else None,
             "wilson95": wilson(false, len(runs)), "search_selected_non_plan": selected,
             "median_rounds": statistics.median(r["rounds"] for r in runs) if runs else None, "detail": runs}
 
