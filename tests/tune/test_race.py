@@ -161,3 +161,11 @@ def test_a_stage_with_one_arm_measures_nothing():
     fake = FakeBench({})
     outcome = race_stage("x", PLAN, [PLAN], Measurer(fake, clock=fake.clock), SETTINGS, end_s=100)
     assert outcome.winner == PLAN and outcome.rounds == 0 and fake.invocations == []
+
+
+def test_a_winner_from_one_stage_against_the_plan_keeps_that_interval_and_a_multi_stage_one_is_confirmed():
+    one = run(FakeBench({("-t", "3"): 1.25}, seed=1), [threads_knob(), ubatch_knob()])
+    assert [s.knob for s in one.stages] == ["threads", "ubatch"] and one.confirmation == one.stages[0].comparison
+    two = run(FakeBench({("-t", "3"): 1.25, ("-ub", "256"): 1.25}, seed=2), [threads_knob(), ubatch_knob()])
+    assert two.stages[-1].knob == "confirmation" and two.winner.args == cand("w", t="3", ub="256").args
+    assert two.confirmation.verdict == "faster" and two.confirmation.ratio > 1.3

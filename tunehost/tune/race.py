@@ -18,10 +18,12 @@ confidence sequences (:mod:`tunehost.bench.stats`, Lai 1976 / Howard et al. 2021
   stage names a winner that is not really >2 % faster (A/A: any winner) is at most alpha.
 
 Stages search one knob each (threads, CPU set, -ub, KV types, flash attention, mmap, repack, offload, priority:
-:mod:`tunehost.tune.space`); the stage's winner is the next stage's incumbent. Because the final configuration
-was *selected* on these data, its gain over advise's plan is not read off them: a fresh paired race of the final
-configuration against the plan (two arms, alpha = 0.05, the engine's stopping rule) measures the reported
-interval. That confirmation, not the search, decides "faster than advise's plan".
+:mod:`tunehost.tune.space`); the stage's winner is the next stage's incumbent. When the final configuration
+won a stage raced against advise's plan itself, that stage's interval is the result: it holds simultaneously with
+every other interval of the stage, so selecting the arm does not void it. When it is the product of several
+stages (never compared with the plan as a whole), a fresh paired race of it against the plan (two arms,
+alpha = 0.05, the engine's stopping rule) measures the reported interval, and that confirmation, not the search,
+decides "faster than advise's plan".
 
 Every llama-bench call goes through :class:`Measurer`, which keeps a journal (the results store's
 ``tune_steps``): a tune killed halfway replays the stored calls in order (the race is deterministic given its
@@ -480,7 +482,12 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
         incumbent = outcome.winner
     confirmation = None
     winner = plan
-    if incumbent != plan:
+    direct = next((s for s in stages if s.incumbent == plan and s.winner == incumbent), None)
+    if incumbent != plan and direct is not None and direct.comparison is not None:
+        # the best was raced against the plan itself: that stage's interval holds together with every other
+        # interval of the stage (Bonferroni), so it stays valid for the arm the race selected
+        confirmation, winner = direct.comparison, incumbent
+    elif incumbent != plan:
         final = race_stage("confirmation", plan, [incumbent], measurer, settings, end_s=settings.budget_s,
                            alpha=settings.alpha,
                            on_progress=lambda k, r, lead, ch, al: progress(k, len(knobs), r, lead, ch, al))
