@@ -113,12 +113,17 @@ class Setup:
 def grid(setup: Setup) -> dict:
     """Every configuration each round (interleaved, order reversed every other round), paired against the plan."""
     from tunehost.bench.stats import compare_rounds
-    from tunehost.tune.race import Measurer, groups_of, score, split_results, tune
+    from tunehost.tune.race import Measurer, groups_of, score, split_results
 
     space = setup.space()
     plan_args = setup.plan.args
     arms = [a for a in space if a.args != plan_args]
     arms.insert(0, setup.plan)
+    if setup.args.grid_from:  # the grid of an earlier run of this script (its partial JSON): race and check only
+        partial = json.loads(Path(setup.args.grid_from).read_text())
+        partial["grid_reused_from"] = setup.args.grid_from
+        best_arm = next(a for a in arms if a.label == partial["grid_best"])
+        return _race_and_check(setup, partial, best_arm, float(partial["grid_s"]))
     measurer = Measurer(setup.invoke)
     settings = setup.settings(1e9)
     values: dict[str, list[float]] = {a.label: [] for a in arms}
@@ -150,6 +155,13 @@ def grid(setup: Setup) -> dict:
                                                               "low": best.low, "high": best.high},
                "plan_share_of_best": round(1.0 / best.ratio, 4) if plan_best else 1.0}
     Path("/tmp/bench_tune_grid_partial.json").write_text(json.dumps(partial, indent=2, default=str))
+    return _race_and_check(setup, partial, best_arm, grid_s)
+
+
+def _race_and_check(setup: Setup, partial: dict, best_arm, grid_s: float) -> dict:
+    """tune over the same space with a third of the grid's time, then its winner against the grid's best."""
+    from tunehost.tune.race import Measurer, tune
+
     t0 = time.monotonic()
     from tunehost.errors import TunehostError
 
@@ -280,6 +292,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--parts", default="grid,aa,optimus")
     parser.add_argument("--grid-rounds", type=int, default=10)
+    parser.add_argument("--grid-from", default=None, help="reuse the grid of an earlier run (its partial JSON)")
     parser.add_argument("--check-budget", type=float, default=120.0)
     parser.add_argument("--aa-runs", type=int, default=40)
     parser.add_argument("--aa-budget", type=float, default=60.0)
