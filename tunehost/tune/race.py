@@ -445,6 +445,7 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
     stages: list[StageOutcome] = []
     skipped: list[tuple[str, str]] = []
     first_round_s: float | None = None
+    round_s = 0.0
 
     def progress(knob: str, index: int, rounds: int, leader: Candidate, change: float | None, alive: int) -> None:
         if on_progress is not None:
@@ -464,6 +465,7 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                 raise TunehostError(f"the configuration being tuned ({plan.label}) fails in llama-bench: {exc}") from None
             # -r 1 is llama-bench's warm-up pass + 1 repetition; -r N is N + 1 passes; a round has two arms at least
             first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
+            round_s = first_round_s  # a paired round of the incumbent: re-estimated after every stage
             needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
             if needed > settings.budget_s:
                 raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
@@ -472,13 +474,16 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
         left = len([k for k in knobs[index:]])
         end = measurer.spent_s + max(0.0, search_end - measurer.spent_s) / left
         arms = 1 + len(challengers)
-        if measurer.spent_s + settings.min_rounds * first_round_s * arms / 2 > search_end:
+        if measurer.spent_s + settings.min_rounds * round_s * arms / 2 > search_end:
             skipped.append((knob.name, "no budget left for it"))
             continue
+        stage_began = measurer.spent_s
         outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end,
                              hard_end_s=search_end,
                              on_progress=lambda k, r, lead, ch, al, i=index: progress(k, i, r, lead, ch, al))
         stages.append(outcome)
+        if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
+            round_s = (measurer.spent_s - stage_began) / (outcome.rounds + 1) * 2 / outcome.arms
         incumbent = outcome.winner
     confirmation = None
     winner = plan
