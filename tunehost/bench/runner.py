@@ -592,6 +592,9 @@ def plan_to_bench_flags(plan: Any, supported: frozenset[str] | None = None) -> t
         if name == "--mlock":
             mlock = True
             continue
+        if name in ("--no-repack", "-nr"):  # llama-server's switch; llama-bench takes --repack 0|1
+            out += ["--repack", "0"]
+            continue
         if name in ("taskset", "--cpus", "cpus") and value:
             out += ["-C", cpu_list_to_mask(str(value)), "--cpu-strict", "1"]
             continue

@@ -154,10 +154,17 @@ def advise(
         result = _note(result, f"{reserve_vram} MiB of VRAM kept for other servers on the GPU (--reserve-vram)")
     for refused in host.refusals:  # what the plan could not use from the snapshot
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
+    measured = None
+    if host.live:  # what this box measured for this model (tunehost bench/tune record it): docs/history.md
+        from tunehost.store import measured_on_host
+
+        measured = measured_on_host(options.model_path, host=host)
+    ceiling_ts = result.ceiling.tokens_per_s if result.ceiling is not None else None
     if fmt == "json":
         data = result.to_json()
         data["launch"] = result.launch().to_json()  # the typed launch configuration bench and tune read back
         data["snapshot"] = str(snapshot) if snapshot else None
+        data["measured"] = measured.to_json(ceiling_ts) if measured else None
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "shell":
         typer.echo(render_shell(result.launch()))
@@ -166,7 +173,8 @@ def advise(
     elif fmt == "ollama":
         typer.echo(render_ollama(result.launch()), nl=False)
     else:
-        render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None)
+        render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None,
+                     measured=measured.text(ceiling_ts) if measured else None)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
@@ -570,7 +578,7 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else gib(n)
 
 
-def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) -> None:
+def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None, measured: str | None = None) -> None:
     """The budget table, the command, each flag's reason, then warnings and notes."""
     from rich.markup import escape
     from rich.table import Table
@@ -606,6 +614,8 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None) 
         console.print(escape(describe(c)))
         if c.tokens_per_s is not None:
             console.print(f"[dim]{escape(c.note)}[/]")
+    if measured:
+        console.print(escape(measured))
     console.print()
     console.print("[bold]command[/]")
     console.print(escape(render_shell(p.launch())))

@@ -146,6 +146,8 @@ def bench(
                 llama_bench=llama_bench, on_progress=progress.update, on_status=progress.status,
                 label=save.stem if save else None,
             )
+    if import_file is None:
+        record_result(result, err)
     if save is not None:
         saved_results.save(result, save)
     comparison = saved_results.compare_saved(before, result) if before is not None else None
@@ -170,6 +172,19 @@ def bench(
         again = shlex.join(["tunehost", "bench", "--model", str(result.model.get("path") or "MODEL.gguf"),
                             "--compare", str(save)])  # a command to paste: quoted, never raw paths
         console.print(f"\nsaved to {escape(str(save))}; compare later with: {escape(again)}", highlight=False)
+
+
+def record_result(result: "SavedResult", err: "Console", *, command: str = "bench",
+                  extra: dict[str, Any] | None = None) -> int | None:
+    """Every measured run goes into the results store (docs/history.md); a store that cannot be written is one
+    warning line on stderr and the result is still shown."""
+    from tunehost.store import bench_run, open_for_recording
+
+    store = open_for_recording(lambda line: err.print(f"warning: {line}", markup=False, highlight=False))
+    if store is None:
+        return None
+    with store:
+        return store.record(bench_run(result, command=command, extra=extra))
 
 
 def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int, budget: float) -> None:

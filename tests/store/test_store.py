@@ -1,0 +1,164 @@
+"""The results store: WAL, transactions, concurrent writers, a damaged file, a read-only state directory."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+
+import pytest
+
+from tunehost.errors import TunehostError
+from tunehost.store import (
+    NewRun, StoredResult, StoreUnavailable, config_key, model_hash, open_for_recording, open_store, store_dir,
+    store_path,
+)
+
+
+def _run(i: int, *, model: str = "m.gguf", command: str = "bench", tg: float = 10.0) -> NewRun:
+    flags = ("-t", str(1 + i % 2))
+    return NewRun(command=command, host={"cpu": "x"}, host_fp="fp1", build="b1 (abc)", model_path=model,
+                  model_hash="h-" + model, model_name="tiny", summary={"i": i},
+                  results=(StoredResult("baseline", config_key(flags), flags, "tg8", "tg", tg + i, 5),
+                           StoredResult("baseline", config_key(flags), flags, "pp16", "pp", 100.0, 5)))
+
+
+def test_where_the_store_lives(tmp_path):
+    assert store_dir({"TUNEHOST_STATE_DIR": str(tmp_path)}) == tmp_path
+    assert str(store_dir({"XDG_STATE_HOME": "/x/state", "HOME": "/home/u"})) == "/x/state/tunehost"
+    assert str(store_dir({"HOME": "/home/u"})) == "/home/u/.local/state/tunehost"
+    assert store_path({"TUNEHOST_STATE_DIR": str(tmp_path)}).name == "results.sqlite3"
+
+
+def test_record_and_read_back_newest_first(tmp_path):
+    with open_store(tmp_path / "r.sqlite3") as store:
+        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        ids = [store.record(_run(i, model="a.gguf" if i < 2 else "b.gguf", command="tune" if i == 2 else "bench"))
+               for i in range(3)]
+        runs = store.runs()
+        assert [r.id for r in runs] == ids[::-1]
+        assert [r.id for r in store.runs(model_path="a.gguf")] == ids[1::-1]
+        assert [r.id for r in store.runs(command="tune")] == [ids[2]]
+        first = runs[-1]
+        assert first.tg() == 10.0 and first.results[0].flags == ("-t", "1") and first.summary == {"i": 0}
+        assert first.to_json()["results"][0]["median_ts"] == 10.0
+
+
+def test_a_failed_transaction_leaves_nothing(tmp_path):
+    with open_store(tmp_path / "r.sqlite3") as store:
+        good = _run(0)
+        nan = StoredResult("baseline", "k", (), "tg9", "tg", float("nan"), 1)  # SQLite stores NaN as NULL: refused
+        with pytest.raises(TunehostError, match="not recorded"):
+            store.record(NewRun(**{**good.__dict__, "results": (*good.results, nan)}))
+        assert store.runs() == []  # the runs row inserted before the failing result was rolled back
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    with open_store(path) as store:
+        for i in range(count):
+            store.record(_run(worker * 1000 + i))
+
+
+def test_concurrent_writers_in_two_processes(tmp_path):
+    path = str(tmp_path / "r.sqlite3")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, w, 40)) for w in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+        assert w.exitcode == 0
+    with open_store(path) as store:
+        runs = store.runs(limit=1000)
+        assert len(runs) == 80 and all(len(r.results) == 2 for r in runs)
+        assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_damaged_file_is_one_clear_line(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    path.write_bytes(b"this is not sqlite at all\n" * 100)
+    with pytest.raises(TunehostError) as caught:
+        open_store(path)
+    message = str(caught.value)
+    assert "\n" not in message and "damaged or not a tunehost store" in message and str(path) in message
+
+
+def _sql(path, statement: str) -> None:
+    db = sqlite3.connect(path)
+    db.execute(statement)
+    db.commit()
+    db.close()
+
+
+def test_another_sqlite_database_is_refused(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    _sql(path, "CREATE TABLE t (x)")
+    with pytest.raises(TunehostError, match="not a tunehost store"):
+        open_store(path)
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    open_store(path).close()
+    _sql(path, "UPDATE meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(TunehostError, match="has schema 99"):
+        open_store(path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_state_dir_warns_and_runs_without_recording(tmp_path, monkeypatch):
+    state = tmp_path / "ro"
+    state.mkdir()
+    state.chmod(0o500)
+    monkeypatch.setenv("TUNEHOST_STATE_DIR", str(state))
+    try:
+        with pytest.raises(StoreUnavailable):
+            open_store()
+        lines: list[str] = []
+        assert open_for_recording(lines.append) is None
+        assert len(lines) == 1 and "not recorded" in lines[0] and "TUNEHOST_STATE_DIR" in lines[0]
+    finally:
+        state.chmod(0o700)
+
+
+def test_state_dir_that_is_a_file_warns(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("TUNEHOST_STATE_DIR", str(blocker / "state"))
+    lines: list[str] = []
+    assert open_for_recording(lines.append) is None
+    assert len(lines) == 1 and "not recorded" in lines[0]
+
+
+def test_model_hash_samples_blocks(tmp_path):
+    path = tmp_path / "m.gguf"
+    data = bytearray(os.urandom(3 * 1024 * 1024))
+    path.write_bytes(data)
+    first = model_hash(path)
+    assert model_hash(path) == first and len(first) == 24
+    data[-1] ^= 0xFF  # the last block is always sampled
+    path.write_bytes(data)
+    assert model_hash(path) != first
+    path.write_bytes(data + b"x")  # the size is part of it
+    assert model_hash(path) not in (first,)
+    with pytest.raises(TunehostError, match="cannot read the model"):
+        model_hash(tmp_path / "absent.gguf")
+
+
+def test_advise_reads_what_this_host_measured_for_the_model(tmp_path, monkeypatch):
+    from tunehost import store as store_module
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + bytes(5000))
+    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    assert store_module.measured_on_host(model) is None  # no store yet: nothing, and no file is created
+    assert not store_module.store_path().exists()
+    with open_store() as store:
+        for tg, fp in ((10.0, "fp1"), (12.0, "fp1"), (14.0, "fp1"), (99.0, "other-host")):
+            run = _run(0, model=str(model), tg=tg)
+            store.record(NewRun(**{**run.__dict__, "model_hash": model_hash(model), "host_fp": fp}))
+    measured = store_module.measured_on_host(model)
+    assert measured is not None and measured.runs == 3 and measured.tg_ts == 12.0
+    assert measured.text(24.0).startswith("measured here: TG 12.00 t/s = 50% of the ceiling above (from 3 runs on "
+                                          "this host, ")
+    assert measured.to_json(24.0)["efficiency"] == 0.5

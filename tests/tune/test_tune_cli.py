@@ -1,0 +1,142 @@
+"""`tunehost tune` and `tunehost history` through the real Typer app, llama-bench and the host faked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.advise.conftest import dense_tensors, write_gguf
+from tests.tune.test_race import FakeBench
+from tunehost.advise.host_view import HostView
+from tunehost.bench import runner
+
+GiB = 1024 ** 3
+SUPPORTED = frozenset({"-m", "-p", "-n", "-r", "-t", "-C", "--cpu-strict", "-ngl", "-ncmoe", "-ctk", "-ctv", "-fa",
+                       "-b", "-ub", "-lm", "--repack", "--prio", "--numa", "--progress", "-o"})
+HOST = HostView(online_cpus=(0, 1, 2, 3), cores=((0,), (1,), (2,), (3,)), pin_cpus=(0, 1, 2), performance_cores=4,
+                threads=3, smt=False, hybrid=False, ram_total=16 * GiB, ram_available=12 * GiB,
+                memlock_unlimited=True, numa_nodes=1)
+
+
+@pytest.fixture
+def model(tmp_path) -> Path:
+    return write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2)
+
+
+@pytest.fixture
+def boundary(monkeypatch, tmp_path):
+    """llama-bench (a FakeBench: -t 4 is 30 % faster), its --help, the host view, the host identity."""
+    from tunehost import store
+    from tunehost.bench import llama_bench
+    from tunehost.cli import tune as tune_cli
+
+    binary = tmp_path / "llama-bench"
+    binary.write_text("#!/bin/sh\n")
+    state = {"fake": FakeBench({("-t", "4"): 1.3}, seed=5), "host": HOST}
+    monkeypatch.setattr(runner, "resolve_binary", lambda explicit: binary)
+    monkeypatch.setattr(runner, "_supported", lambda b: SUPPORTED)
+    monkeypatch.setattr(llama_bench, "run_llama_bench", lambda b, args, timeout: state["fake"](args))
+    monkeypatch.setattr(store, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
+
+    def plan_here(path, ctx):
+        from tunehost.advise.plan import AdviseOptions, plan
+        from tunehost.model import read_model
+
+        facts = read_model(path)
+        return plan(facts, state["host"], AdviseOptions(model_path=path, ctx=ctx or 512)), state["host"], facts
+
+    monkeypatch.setattr(tune_cli, "_plan", plan_here)
+    monkeypatch.setattr(tune_cli, "CLOCK", lambda: state["fake"].now)
+    return state
+
+
+def test_tune_finds_the_faster_threads_renders_it_and_records_it(cli, model, boundary):
+    result = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16")
+    assert result.exit_code == 0, result.output
+    assert "-t 4: +" in result.stdout and "over advise's plan, 95 % interval +" in result.stdout
+    assert "llama-server" in result.stdout and " -t 4 " in result.stdout  # rendered by advise's render_shell
+    history = cli("history", "--json")
+    doc = json.loads(history.stdout)
+    (run,) = doc["runs"]
+    assert run["command"] == "tune" and run["summary"]["improved"] and run["summary"]["winner"] == "-t 4"
+    assert {r["config"] for r in run["results"]} == {"advise's plan", "winner"}
+    text = cli("history").stdout
+    assert "tune" in text and "-t 4: +" in text
+
+
+def test_tune_json_and_systemd_use_the_same_launch_config(cli, model, boundary):
+    doc = json.loads(cli("tune", "--model", str(model), "--budget", "2h", "-n", "16", "--format", "json").stdout)
+    assert doc["schema"] == "tunehost-tune/1" and doc["winner_launch"]["argv"][0] == "llama-server"
+    boundary["fake"] = FakeBench({("-t", "4"): 1.3}, seed=5)
+    unit = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16", "--format", "systemd", "--fresh").stdout
+    assert "[Service]" in unit and "ExecStart=" in unit
+
+
+def test_a_killed_tune_resumes_and_says_how_much_it_reused(cli, model, boundary):
+    boundary["fake"] = FakeBench({("-t", "4"): 1.3}, seed=5, kill_after=12)
+    killed = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16")
+    assert killed.exit_code == 130
+    boundary["fake"] = FakeBench({("-t", "4"): 1.3}, seed=5, start=12)
+    resumed = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16")
+    assert resumed.exit_code == 0, resumed.output
+    assert "resuming an interrupted tune: 12 llama-bench runs are in the store" in resumed.stderr
+    assert "resumed: reused 12 of " in resumed.stdout
+
+
+def test_a_model_that_does_not_fit_is_one_line(cli, model, boundary):
+    boundary["host"] = HostView(online_cpus=(0,), cores=((0,),), pin_cpus=(0,), threads=1, ram_available=1024)
+    result = cli("tune", "--model", str(model))
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "does not fit on this host" in result.stderr and boundary["fake"].invocations == []
+
+
+def test_a_budget_too_short_is_one_line(cli, model, boundary):
+    result = cli("tune", "--model", str(model), "--budget", "5s")
+    assert result.exit_code == 1 and "--budget 5 s is too short" in result.stderr
+    assert cli("tune", "--model", str(model), "--budget", "ten").stderr.startswith(
+        "tunehost: error: --budget must be a duration like 10m")
+
+
+def test_a_state_dir_that_cannot_be_written_warns_and_tunes_anyway(cli, model, boundary, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("TUNEHOST_STATE_DIR", str(blocker / "state"))
+    result = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16")
+    assert result.exit_code == 0 and "warning: not recorded in the results store" in result.stderr
+
+
+def test_history_of_an_empty_store_and_bad_filters(cli):
+    assert "no runs recorded" in cli("history").stdout
+    assert cli("history", "--command", "nope").exit_code == 1
+    assert "--drift needs --model" in cli("history", "--drift").stderr
+
+
+def test_a_damaged_store_is_one_line(cli, tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "results.sqlite3").write_bytes(b"garbage" * 1000)
+    result = cli("history")
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "is damaged or not a tunehost store" in result.stderr
+
+
+def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, monkeypatch):
+    from tunehost import store
+    from tunehost.bench import watch
+
+    assert cli("tune", "--model", str(model), "--budget", "2h", "-n", "16").exit_code == 0
+    slow = FakeBench({("-t", "4"): 1.3}, seed=9, level=35.0)  # everything 30 % slower now
+    monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: lambda args, on_line: slow(args))
+    monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU"})
+    monkeypatch.setattr(store, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.9"}, "fp2"))
+    result = cli("history", "--drift", "--model", str(model), "--budget", "30")
+    assert result.exit_code == 2, result.output
+    assert "this box got slower beyond the noise since then" in result.stdout
+    assert "kernel 6.8 -> 6.9" in result.stdout
+    assert " -t 4 " in " ".join(slow.invocations[-1]) + " "
+    runs = json.loads(cli("history", "--json").stdout)["runs"]
+    assert [r["command"] for r in runs] == ["drift", "tune"]
+    assert runs[0]["summary"]["verdict"] == "slower beyond the noise" and runs[0]["summary"]["since_run"] == runs[1]["id"]
+    assert runs[0]["summary"]["changed"] == ["kernel 6.8 -> 6.9"]

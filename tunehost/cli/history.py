@@ -1,0 +1,240 @@
+"""`tunehost history`: every recorded measurement, newest first; `--drift` re-measures the last known best.
+
+docs/history.md describes the store, the chart and how drift decides "slower".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from tunehost.cli import cli_errors, make_console
+from tunehost.errors import TunehostError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tunehost.store import StoredRun
+
+COMMANDS = ("bench", "tune", "drift")
+EXIT_SLOWER = 2  # --drift: this box got slower beyond the noise
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("history")(history)
+
+
+@cli_errors
+def history(
+    model: Optional[Path] = typer.Option(None, "--model", "-m", metavar="PATH.gguf",
+                                         help="Only runs of this model (by its content hash, so a moved copy counts)."),
+    command: Optional[str] = typer.Option(None, "--command", metavar="bench|tune|drift", help="Only this command."),
+    limit: int = typer.Option(30, "--limit", metavar="N", help="At most N runs (newest first)."),
+    json_out: bool = typer.Option(False, "--json", help="The runs as JSON."),
+    drift: bool = typer.Option(False, "--drift", help="Re-measure the last known best configuration of --model "
+                                                      "and say whether this box got slower since."),
+    budget: float = typer.Option(120.0, "--budget", metavar="SECONDS", help="--drift: measurement budget."),
+    llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
+                                               help="--drift: the llama-bench binary (or its directory)."),
+) -> None:
+    """The measurements this box has recorded (bench, tune, drift), newest first, with a chart of TG over time."""
+    from tunehost.store import model_hash, open_store
+
+    if command is not None and command not in COMMANDS:
+        raise TunehostError(f"--command must be one of {', '.join(COMMANDS)}, not {command!r}")
+    if not 1 <= limit <= 100_000:
+        raise TunehostError(f"--limit must be between 1 and 100000, not {limit}")
+    if not math.isfinite(budget) or budget <= 0:
+        raise TunehostError(f"--budget must be a positive number of seconds, not {budget}")
+    digest = model_hash(model) if model is not None else None
+    if drift:
+        if model is None:
+            raise TunehostError("--drift needs --model PATH.gguf (whose last best configuration to re-measure)")
+        raise typer.Exit(run_drift(model, digest or "", budget=budget, llama_bench=llama_bench, json_out=json_out))
+    store = open_store()
+    with store:
+        runs = store.runs(model_hash=digest, command=command, limit=limit)
+    if json_out:
+        typer.echo(json.dumps({"schema": "tunehost-history/1", "store": str(store.path),
+                               "runs": [r.to_json() for r in runs]}, indent=2))
+        return
+    console = make_console()
+    if not runs:
+        console.print(f"no runs recorded in {store.path}" + (" for this model" if model else "")
+                      + " yet: `tunehost bench` and `tunehost tune` record every run", highlight=False)
+        return
+    render_runs(runs, console)
+    console.print()
+    render_chart(runs, console)
+
+
+def render_runs(runs: list["StoredRun"], console: "Console") -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for column in ("id", "when (UTC)", "command", "model", "build", "configuration", "TG t/s", "PP t/s", "result"):
+        table.add_column(column, justify="right" if column in ("id", "TG t/s", "PP t/s") else "left")
+    for run in runs:
+        configs = list(dict.fromkeys(r.config for r in run.results)) or ["—"]
+        for i, config in enumerate(configs):
+            rows = [r for r in run.results if r.config == config]
+            flags = " ".join(rows[0].flags) if rows else ""
+            tg = next((r.median_ts for r in rows if r.kind == "tg"), None)
+            pp = next((r.median_ts for r in rows if r.kind == "pp"), None)
+            table.add_row(str(run.id) if i == 0 else "", run.created.replace("T", " ").rstrip("Z") if i == 0 else "",
+                          run.command if i == 0 else "", (run.model_name or Path(run.model_path).name) if i == 0
+                          else "", (run.build or "?") if i == 0 else "",
+                          f"{config}: {flags or '(llama-bench defaults)'}", _ts(tg), _ts(pp),
+                          _result(run) if i == 0 else "")
+    console.print(table)
+
+
+def _result(run: "StoredRun") -> str:
+    s = run.summary
+    if run.command == "tune":
+        c = s.get("confirmation") or {}
+        if s.get("improved") and c:
+            return f"{s.get('winner')}: {(c.get('ratio', 1) - 1) * 100:+.1f} % ({c.get('rounds')} rounds)"
+        return "advise's plan kept" + (f" (reused {s['reused_steps']} runs)" if s.get("reused_steps") else "")
+    if run.command == "drift":
+        return str(s.get("verdict") or "")
+    verdicts = s.get("verdicts") or {}
+    return ", ".join(f"{t} {v}" for t, v in verdicts.items()) or f"{s.get('rounds')} rounds"
+
+
+def render_chart(runs: list["StoredRun"], console: "Console") -> None:
+    """TG over time per model and configuration (oldest left), one sparkline each, from two points up."""
+    series: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    labels: dict[tuple[str, str], str] = {}
+    for run in reversed(runs):
+        for r in run.results:
+            if r.kind in ("tg", "balanced"):
+                key = (run.model_hash, r.config_key)  # the model by content, whatever its file was called
+                labels.setdefault(key, f"{run.model_name or Path(run.model_path).name} · "
+                                       f"{' '.join(r.flags) or 'defaults'}")
+                series.setdefault(key, []).append((run.created, r.median_ts))
+    shown = [(labels[key], points) for key, points in series.items() if len(points) >= 2]
+    if not shown:
+        console.print("[dim]TG over time: a chart needs two runs of the same model and configuration[/]")
+        return
+    console.print("[bold]TG over time[/] (oldest → newest, t/s)")
+    for label, points in shown:
+        values = [v for _, v in points]
+        low, high = min(values), max(values)
+        span = high - low or 1.0
+        line = "".join(SPARK[min(len(SPARK) - 1, int((v - low) / span * (len(SPARK) - 1) + 0.5))] for v in values)
+        console.print(f"  {line}  {_ts(low)}..{_ts(high)}  [dim]{points[0][0][:10]} → {points[-1][0][:10]}, "
+                      f"{len(points)} runs · {label}[/]", highlight=False)
+
+
+def _ts(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f}".replace(",", " ") if value >= 100 else f"{value:.2f}"
+
+
+# ---------------------------------------------------------------- drift
+
+
+def last_best(runs: list["StoredRun"]) -> tuple["StoredRun", tuple[str, ...], dict[str, list[float]]] | None:
+    """The newest bench or tune run that knows a best configuration, its llama-bench flags and its per-round
+    values per test (tune: the winner; bench: the configuration with the highest TG). Drift runs are skipped."""
+    for run in runs:
+        s = run.summary
+        if run.command == "drift":  # a re-measure is not a reference: drift compares with the last bench/tune
+            continue
+        if run.command == "tune" and s.get("winner_rounds"):
+            objective = (s.get("settings") or {}).get("objective", "tg")
+            return run, tuple(s.get("winner_flags") or ()), {objective: list(s["winner_rounds"])}
+        per_config = s.get("rounds_ts") or {}
+        if per_config and run.results:
+            best = max((r for r in run.results if r.kind == "tg"), key=lambda r: r.median_ts, default=run.results[0])
+            rounds = per_config.get(best.config) or {}
+            if rounds:
+                return run, best.flags, {test: list(v) for test, v in rounds.items()}
+    return None
+
+
+def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | None, json_out: bool) -> int:
+    from tunehost.bench import runner
+    from tunehost.bench.results import rounds_of
+    from tunehost.bench.stats import compare_rounds
+    from tunehost.cli.bench import record_result
+    from tunehost.facts.identity import HostIdentity, changes
+    from tunehost.store import host_identity, open_store
+
+    with open_store() as store:
+        found = last_best(store.runs(model_hash=digest, limit=1000))
+    if found is None:
+        raise TunehostError("no earlier run of this model with per-round results in the store: run `tunehost tune` "
+                            "or `tunehost bench` first")
+    old, flags, old_rounds = found
+    settings = old.summary.get("settings") or {}
+    kinds = {t: ("pp" if t.startswith("pp") else "tg") for t in old_rounds}
+    n_prompt = int(settings.get("n_prompt") or 0) if "pp" in kinds.values() else 0
+    n_gen = int(settings.get("n_gen") or 0) if "tg" in kinds.values() else 0
+    if settings.get("objective") == "balanced":
+        raise TunehostError("the last best configuration was tuned for --objective balanced; re-measure it with "
+                            "`tunehost bench --baseline FLAGS` and compare")
+    err = make_console(stderr=True)
+    result = runner.measure(model, baseline=flags, n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
+                            depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3),
+                            budget_s=budget, llama_bench=llama_bench, label="drift", ceiling=False)
+    new_rounds = {t: list(v) for t, v in rounds_of(result.invocations, "baseline").items()}
+    rows = []
+    for test, values in old_rounds.items():
+        now = new_rounds.get(test) or next((v for t, v in new_rounds.items() if t[:2] == kinds[test]), None)
+        if not now or len(values) < 2:
+            continue
+        c = compare_rounds([[v] for v in values], now, paired=False)
+        rows.append({"test": test, "then": _median(values), "now": _median([_median(r) for r in now]),
+                     "change_percent": round(c.change_percent, 2), "low": c.low, "high": c.high,
+                     "verdict": c.verdict, "rounds_then": len(values), "rounds_now": len(now)})
+    identity, _ = host_identity()
+    what_changed = changes(HostIdentity.from_json(old.host), HostIdentity.from_json(identity))
+    build_now = f"b{result.llama_bench.get('build_number')} ({result.llama_bench.get('build_commit')})"
+    if old.build and old.build != build_now:
+        what_changed.append(f"llama.cpp build {old.build} -> {build_now}")
+    slower = any(r["verdict"] == "slower" for r in rows)
+    verdict = ("slower beyond the noise" if slower else
+               "faster beyond the noise" if any(r["verdict"] == "faster" for r in rows) else "no clear change")
+    record_result(result, err, command="drift", extra={"verdict": verdict, "since_run": old.id,
+                                                       "changed": what_changed})
+    if json_out:
+        typer.echo(json.dumps({"schema": "tunehost-drift/1", "since_run": old.id, "since": old.created,
+                               "flags": list(flags), "verdict": verdict, "rows": rows, "changed": what_changed},
+                              indent=2, default=lambda v: None))
+        return EXIT_SLOWER if slower else 0
+    from rich.markup import escape
+
+    console = make_console()
+    console.print(f"drift of {escape(' '.join(flags) or '(llama-bench defaults)')} since run {old.id} "
+                  f"({old.created}, {old.command}):", highlight=False)
+    for r in rows:
+        high = f"{(r['high'] - 1) * 100:+.1f}" if math.isfinite(r["high"]) else "+inf"
+        low = f"{(r['low'] - 1) * 100:+.1f}" if r["low"] > 0 else "-100"
+        console.print(f"  {r['test']}: {_ts(r['then'])} → {_ts(r['now'])} t/s, {r['change_percent']:+.1f} %, "
+                      f"95 % interval {low}..{high} % ({r['rounds_then']} rounds then, {r['rounds_now']} now): "
+                      f"{r['verdict']}", highlight=False)
+    style = "bold red" if slower else "green"
+    said = f"this box got {verdict} since then" if verdict != "no clear change" else "no clear change since then"
+    console.print(f"[{style}]{said}[/]" if rows else "nothing comparable was measured")
+    if what_changed:
+        console.print("what changed on this host since then:")
+        for line in what_changed:
+            console.print(f"  - {escape(line)}", highlight=False)
+    else:
+        console.print("[dim]no host fact tunehost records changed (CPU, memory modules, GPUs, kernel, BIOS, "
+                      "llama.cpp build): look at load, pinning, power and thermal state (`tunehost doctor`)[/]")
+    return EXIT_SLOWER if slower else 0
+
+
+def _median(values: Any) -> float:
+    import statistics
+
+    return float(statistics.median(values))

@@ -1,0 +1,289 @@
+"""`tunehost tune`: race configurations around advise's plan with the real llama-bench; the winner, proven.
+
+docs/tune.md explains the race, the search space and how a killed tune resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from tunehost.cli import check_range, cli_errors, make_console
+from tunehost.errors import TunehostError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tunehost.tune.race import TuneOutcome
+
+FORMATS = ("human", "shell", "systemd", "json")
+CLOCK = time.monotonic  # the budget clock's source (tests drive it with a simulated llama-bench's clock)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune")(tune_command)
+
+
+def parse_budget(text: str) -> float:
+    """"10m" / "90s" / "1h" / "600" (seconds) -> seconds; one clear error otherwise."""
+    match = _DURATION.match(text or "")
+    if not match:
+        raise TunehostError(f"--budget must be a duration like 10m, 90s or 1h, not {text!r}")
+    value = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+    if not math.isfinite(value) or value <= 0 or value > 7 * 24 * 3600:
+        raise TunehostError(f"--budget must be more than 0 and at most a week, not {text!r}")
+    return value
+
+
+@cli_errors
+def tune_command(
+    model: Path = typer.Option(..., "--model", "-m", metavar="PATH.gguf", help="The GGUF model to tune for."),
+    budget: str = typer.Option("10m", "--budget", metavar="DURATION",
+                               help="Measurement time for the whole tune (10m, 90s, 1h)."),
+    ctx: Optional[int] = typer.Option(None, "--ctx", metavar="N",
+                                      help="Context tokens llama-server gets (decides what fits in memory)."),
+    objective: str = typer.Option("tg", "--objective", metavar="tg|pp|balanced",
+                                  help="What to make faster: token generation, prompt processing, or both."),
+    n_prompt: int = typer.Option(512, "-p", "--n-prompt", metavar="N", help="Prompt tokens of the PP test."),
+    n_gen: int = typer.Option(128, "-n", "--n-gen", metavar="N", help="Generated tokens of the TG test."),
+    reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run."),
+    fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT",
+                            help="human (default), shell, systemd or json: how the winner is printed."),
+    llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
+                                               help="The llama-bench binary (or its directory)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming an interrupted tune."),
+) -> None:
+    """Find the fastest llama.cpp configuration for MODEL on this box: a race of paired llama-bench rounds
+    around advise's plan; a winner only when it beats the plan beyond the noise."""
+    from tunehost.bench import runner
+    from tunehost.bench.llama_bench import run_llama_bench
+    from tunehost.store import NewRun, StoredResult, config_key, host_identity, model_hash, open_for_recording
+    from tunehost.tune import race, space
+
+    if fmt not in FORMATS:
+        raise TunehostError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if objective not in race.OBJECTIVES:
+        raise TunehostError(f"--objective must be one of {', '.join(race.OBJECTIVES)}, not {objective!r}")
+    budget_s = parse_budget(budget)
+    if ctx is not None:
+        check_range("--ctx", ctx, 1)
+    check_range("-p/--n-prompt", n_prompt, 1)
+    check_range("-n/--n-gen", n_gen, 1)
+    check_range("--reps", reps, 1, 1000)
+    err = make_console(stderr=True)
+
+    def warn(line: str) -> None:
+        err.print(f"warning: {line}", markup=False, highlight=False)
+
+    resolved = str(model.expanduser().resolve())
+    made, view, facts_model = _plan(resolved, ctx)
+    if not made.fits:
+        raise TunehostError("the model does not fit on this host at this context ("
+                            + "; ".join(w for w in made.warnings if "does not fit" in w or "fit" in w)[:300]
+                            + "): nothing to tune; see `tunehost advise` for what would fit")
+    binary = runner.resolve_binary(llama_bench)
+    supported = runner._supported(binary)
+    launch = made.launch()
+    plan_candidate = race.Candidate("advise's plan", launch, launch.bench_args(supported))
+    knobs = space.knobs(facts_model, view, made.path, supported)
+    settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
+                                 objective=objective)
+
+    identity, fingerprint = host_identity()
+    digest = model_hash(resolved)
+    store = open_for_recording(warn)
+    journal = None
+    tune_key = None
+    if store is not None:
+        stat = binary.stat()
+        prefix = hashlib.sha256(json.dumps([fingerprint, digest, str(binary), stat.st_size, int(stat.st_mtime),
+                                            objective, n_prompt, n_gen, reps, budget_s, list(plan_candidate.args)])
+                                .encode()).hexdigest()[:16]
+        attempts = store.tune_keys(prefix)
+        last = attempts[-1] if attempts else None
+        if last is not None and not fresh and not store.tune_finished(last):
+            tune_key = last
+        else:
+            tune_key = f"{prefix}-{len(attempts) + 1}"
+        journal = _StoreJournal(store, tune_key)
+
+    def invoke(args: Any) -> Any:
+        return run_llama_bench(binary, args, timeout=max(60.0, budget_s))
+
+    measurer = race.Measurer(invoke, journal, clock=CLOCK)
+    if measurer.stored_steps and fmt == "human":
+        err.print(f"resuming an interrupted tune: {measurer.stored_steps} llama-bench runs are in the store",
+                  markup=False, highlight=False)
+    with _TuneView(err, enabled=sys.stderr.isatty()) as view_progress:
+        outcome = race.tune(plan_candidate, knobs, measurer, settings, on_progress=view_progress.update)
+
+    build = measurer.build
+    if store is not None:
+        with store:
+            results = []
+            sides = [("advise's plan", outcome.plan)] + ([("winner", outcome.winner)] if outcome.improved else [])
+            for name, c in sides:
+                values = _scores_of(outcome, c)
+                if values:
+                    results.append(StoredResult(name, config_key(c.args), c.args, objective, objective,
+                                                _median(values), len(values)))
+            summary = dict(tune_summary(outcome, tune_key), settings={
+                "n_prompt": n_prompt if objective != "tg" else 0, "n_gen": n_gen if objective != "pp" else 0,
+                "reps": reps, "objective": objective})
+            store.record(NewRun(command="tune", host=identity, host_fp=fingerprint, build=build,
+                                model_path=resolved, model_hash=digest, model_name=Path(resolved).name,
+                                results=tuple(results), summary=summary))
+    render(outcome, settings, fmt, make_console())
+
+
+class _StoreJournal:
+    def __init__(self, store: Any, key: str):
+        self.store, self.key = store, key
+
+    def steps(self) -> list[tuple[int, list[str], float, Any]]:
+        return self.store.tune_steps(self.key)
+
+    def add(self, seq: int, argv: Any, duration_s: float, outcome: Any) -> None:
+        self.store.add_tune_step(self.key, seq, argv, duration_s, outcome)
+
+
+def _plan(model: str, ctx: int | None) -> tuple[Any, Any, Any]:
+    """advise's plan for ``model`` here (no probes: tune measures instead), the host view and the model facts."""
+    from tunehost.advise.host_view import HostView
+    from tunehost.advise.plan import AdviseOptions, plan
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.model import read_model
+
+    facts_model = read_model(model)
+    view = HostView.from_facts(HostFacts(open_host()))
+    return plan(facts_model, view, AdviseOptions(model_path=model, ctx=ctx)), view, facts_model
+
+
+def _scores_of(outcome: "TuneOutcome", candidate: Any) -> tuple[float, ...]:
+    """The candidate's per-round scores in the last stage that measured it."""
+    for stage in reversed(outcome.stages):
+        values = stage.scores.get(candidate.label)
+        if values and (candidate.label != "advise's plan" or stage.incumbent == outcome.plan):
+            return values
+    return ()
+
+
+def _median(values: tuple[float, ...]) -> float:
+    import statistics
+
+    return float(statistics.median(values))
+
+
+def tune_summary(outcome: "TuneOutcome", tune_key: str | None) -> dict[str, Any]:
+    c = outcome.confirmation
+    return {
+        "tune_key": tune_key, "best": "winner" if outcome.improved else "advise's plan", "improved": outcome.improved, "winner": outcome.winner.label,
+        "winner_flags": list(outcome.winner.args), "winner_launch": outcome.winner.launch.to_json(),
+        "plan_flags": list(outcome.plan.args), "selected": outcome.best.label,
+        "confirmation": None if c is None else {"ratio": c.ratio, "low": c.low if c.low > 0 else None,
+                                                "high": c.high if math.isfinite(c.high) else None,
+                                                "verdict": c.verdict, "rounds": c.rounds},
+        "stages": [{"knob": s.knob, "incumbent": s.incumbent.label, "winner": s.winner.label, "rounds": s.rounds,
+                    "arms": s.arms, "stop": s.stop_reason, "dropped": [list(d) for d in s.dropped]}
+                   for s in outcome.stages],
+        "skipped": [list(s) for s in outcome.skipped], "spent_s": round(outcome.spent_s, 1),
+        "budget_s": outcome.budget_s, "steps": outcome.steps, "reused_steps": outcome.reused_steps,
+        "reused_s": round(outcome.reused_s, 1),
+        "winner_rounds": [round(v, 4) for v in _scores_of(outcome, outcome.winner)],
+    }
+
+
+def headline(outcome: "TuneOutcome", objective: str) -> str:
+    """"+12.0 % TG, 95 % interval +9.1..+15.2 %, 14 rounds" or "advise's plan is already the fastest ..."."""
+    what = {"tg": "TG", "pp": "PP", "balanced": "PP·TG (geometric mean)"}[objective]
+    c = outcome.confirmation
+    if outcome.improved and c is not None:
+        return (f"{outcome.winner.label}: {c.change_percent:+.1f} % {what} over advise's plan, 95 % interval "
+                f"{(c.low - 1) * 100:+.1f}..{(c.high - 1) * 100:+.1f} %, {c.rounds} rounds")
+    text = "advise's plan is already the fastest within the noise"
+    if c is not None:
+        high = f"{(c.high - 1) * 100:+.1f}" if math.isfinite(c.high) else "+inf"
+        low = f"{(c.low - 1) * 100:+.1f}" if c.low > 0 else "-100"
+        text += (f" (the search's best, {outcome.best.label}, re-measured against it: {c.change_percent:+.1f} % "
+                 f"{what}, 95 % interval {low}..{high} %, {c.rounds} rounds)")
+    return text
+
+
+def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") -> None:
+    from rich.markup import escape
+
+    from tunehost.cli.advise import render_shell, render_systemd
+
+    launch = outcome.winner.launch
+    if fmt == "json":
+        doc = {"schema": "tunehost-tune/1", "headline": headline(outcome, settings.objective),
+               **tune_summary(outcome, None)}
+        doc.pop("tune_key")
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    if fmt == "shell":
+        typer.echo(render_shell(launch))
+        return
+    if fmt == "systemd":
+        typer.echo(render_systemd(launch), nl=False)
+        return
+    if outcome.reused_steps:
+        console.print(f"resumed: reused {outcome.reused_steps} of {outcome.steps} llama-bench runs from the store "
+                      f"({outcome.reused_s:.0f} s of {outcome.spent_s:.0f} s of measurement)", highlight=False)
+    for stage in outcome.stages:
+        console.print(escape(stage.describe()), highlight=False)
+        for label, why in stage.dropped:
+            console.print(f"[dim]  dropped {escape(label)}: {escape(why)}[/]", highlight=False)
+    for knob, why in outcome.skipped:
+        console.print(f"[dim]{escape(knob)}: skipped, {escape(why)}[/]", highlight=False)
+    console.print()
+    style = "bold green" if outcome.improved else "yellow"
+    console.print(f"[{style}]{escape(headline(outcome, settings.objective))}[/]", highlight=False)
+    console.print(f"[dim]{outcome.spent_s:.0f} s of measurement of the {outcome.budget_s:.0f} s budget, "
+                  f"{outcome.steps} llama-bench runs[/]", highlight=False)
+    console.print()
+    console.print(escape(render_shell(launch)), highlight=False, soft_wrap=True)
+    console.print("[dim]as a systemd unit: tunehost tune ... --format systemd; as JSON: --format json[/]")
+
+
+class _TuneView:
+    """Progress on stderr: stage, round, the leader and its lead, candidates left, budget used."""
+
+    def __init__(self, console: "Console", enabled: bool):
+        self.console, self.enabled = console, enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> "_TuneView":
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                      TextColumn("{task.fields[budget]}"), console=self.console, transient=True)
+            self._progress.__enter__()
+            self._task = self._progress.add_task("starting", total=1.0, budget="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def update(self, event: Any) -> None:
+        if self._progress is None:
+            return
+        lead = (f"leader {event.leader} ({event.leader_change * 100:+.1f} %)" if event.leader_change is not None
+                else "leader: the incumbent")
+        what = (f"{event.stage} ({event.stage_index + 1}/{event.stages}) · round {event.round} · {lead} · "
+                f"{event.alive} left")
+        self._progress.update(self._task, description=what, completed=min(1.0, event.spent_s / event.budget_s),
+                              budget=f"{event.spent_s:.0f}/{event.budget_s:.0f} s")

@@ -1,0 +1,499 @@
+"""The results store: every measurement tunehost makes, in one local SQLite database.
+
+Where: ``$TUNEHOST_STATE_DIR/results.sqlite3`` when that variable is set (tests, a system-wide install), else
+``$XDG_STATE_HOME/tunehost/results.sqlite3`` (default ``~/.local/state/tunehost``): benchmarks run as the user
+who owns the model, not as root, so the per-user state directory is the default (docs/history.md).
+
+Each run is keyed by what decides its speed: the host fingerprint (:mod:`tunehost.facts.identity`: CPU, memory
+modules, GPUs, kernel, BIOS), the llama.cpp build (commit and number llama-bench reports), the model file's fast
+hash (:func:`model_hash`) and the configuration (its llama-bench flags, :func:`config_key`).
+
+Durability: WAL journal mode, every write one ``BEGIN IMMEDIATE`` transaction (a torn write leaves the last
+committed state; two processes writing at once wait for each other up to :data:`BUSY_TIMEOUT_S`), a schema
+version in ``meta``. A file that is not a tunehost store (or is damaged) is ONE clear error line naming the file;
+a state directory that cannot be written is :class:`StoreUnavailable` (the commands then run without recording
+and say so in one warning line).
+
+The tune journal (``tune_steps``) keeps every llama-bench invocation of a ``tunehost tune`` as it finishes, so a
+tune killed halfway replays them and measures only what is missing (:mod:`tunehost.tune.race`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tunehost.errors import TunehostError
+
+if TYPE_CHECKING:
+    from tunehost.bench.results import SavedResult
+
+SCHEMA_VERSION = 1
+DB_NAME = "results.sqlite3"
+STATE_ENV = "TUNEHOST_STATE_DIR"
+BUSY_TIMEOUT_S = 30.0
+HASH_BLOCKS = 16  # model_hash: this many blocks ...
+HASH_BLOCK_BYTES = 64 * 1024  # ... of this size, evenly spaced, first and last included: 1 MiB read at most
+MAX_JSON_BYTES = 4 * 1024 * 1024  # one stored document (a tune step, a run summary) is at most this big
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created TEXT NOT NULL,
+    command TEXT NOT NULL,
+    host_fp TEXT NOT NULL,
+    host_json TEXT NOT NULL,
+    build TEXT,
+    model_path TEXT NOT NULL,
+    model_hash TEXT NOT NULL,
+    model_name TEXT,
+    label TEXT,
+    summary_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_model ON runs (model_hash, created);
+CREATE TABLE IF NOT EXISTS results (
+    run_id INTEGER NOT NULL REFERENCES runs (id),
+    config TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    flags_json TEXT NOT NULL,
+    test TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    median_ts REAL NOT NULL,
+    rounds INTEGER NOT NULL,
+    PRIMARY KEY (run_id, config, test)
+);
+CREATE TABLE IF NOT EXISTS tune_steps (
+    tune_key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    argv_json TEXT NOT NULL,
+    duration_s REAL NOT NULL,
+    outcome_json TEXT NOT NULL,
+    PRIMARY KEY (tune_key, seq)
+);
+"""
+
+
+class StoreUnavailable(TunehostError):
+    """The state directory cannot hold the store (read-only, not a directory, no permission)."""
+
+
+def store_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get(STATE_ENV):
+        return Path(env[STATE_ENV])
+    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
+    return Path(base) / "tunehost"
+
+
+def store_path(environ: Mapping[str, str] | None = None) -> Path:
+    return store_dir(environ) / DB_NAME
+
+
+def model_hash(path: str | os.PathLike[str]) -> str:
+    """A fast identity of a model file: sha256 over its size and 16 blocks of 64 KiB at evenly spaced offsets
+    (the first and the last block included), so at most 1 MiB is read even from a 100 GB file. Two files with
+    the same size whose sampled blocks agree are taken to be the same model (a re-download, a copy); any
+    re-quantization or a different split changes the header block, the tensor data sampled, or the size."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            digest = hashlib.sha256(size.to_bytes(8, "little"))
+            last = max(0, size - HASH_BLOCK_BYTES)
+            offsets = sorted({round(i * last / (HASH_BLOCKS - 1)) for i in range(HASH_BLOCKS)})
+            for offset in offsets:
+                fh.seek(offset)
+                digest.update(fh.read(HASH_BLOCK_BYTES))
+    except OSError as exc:
+        raise TunehostError(f"cannot read the model {path}: {exc.strerror or exc}") from None
+    return digest.hexdigest()[:24]
+
+
+def config_key(flags: Sequence[str]) -> str:
+    """The configuration's identity: 12 hex digits of sha256 over its llama-bench flags (order kept)."""
+    return hashlib.sha256(json.dumps(list(flags)).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    config: str
+    config_key: str
+    flags: tuple[str, ...]
+    test: str
+    kind: str
+    median_ts: float
+    rounds: int
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    id: int
+    created: str
+    command: str
+    host_fp: str
+    host: Mapping[str, Any]
+    build: str | None
+    model_path: str
+    model_hash: str
+    model_name: str | None
+    label: str | None
+    summary: Mapping[str, Any]
+    results: tuple[StoredResult, ...]
+
+    def tg(self, config: str | None = None) -> float | None:
+        """The TG median of ``config`` (default: the summary's "best" config, else the last one)."""
+        config = config or self.summary.get("best") or (self.results[-1].config if self.results else None)
+        return next((r.median_ts for r in self.results if r.config == config and r.kind == "tg"), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "created": self.created, "command": self.command, "host_fingerprint": self.host_fp,
+                "host": dict(self.host), "build": self.build, "model": {"path": self.model_path,
+                                                                         "hash": self.model_hash,
+                                                                         "name": self.model_name},
+                "label": self.label, "summary": dict(self.summary),
+                "results": [{"config": r.config, "config_key": r.config_key, "flags": list(r.flags),
+                             "test": r.test, "kind": r.kind, "median_ts": r.median_ts, "rounds": r.rounds}
+                            for r in self.results]}
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """What one run records: where, what, and one row per (config, test)."""
+
+    command: str  # bench | tune | drift
+    host: Mapping[str, Any]  # HostIdentity.to_json()
+    host_fp: str
+    build: str | None
+    model_path: str
+    model_hash: str
+    model_name: str | None
+    results: tuple[StoredResult, ...]
+    summary: Mapping[str, Any]
+    label: str | None = None
+
+
+class Store:
+    """One open results store. Use :func:`open_store`; close with :meth:`close` (or ``with``)."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection):
+        self.path = path
+        self._db = connection
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.rollback()
+                raise
+            self._db.commit()
+        except sqlite3.OperationalError as exc:
+            raise _operational(self.path, exc) from None
+        except sqlite3.IntegrityError as exc:  # a value the schema refuses (NaN becomes NULL): nothing was written
+            raise TunehostError(f"results store {self.path}: not recorded ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(self.path, exc) from None
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._db.execute(sql, tuple(args)).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise _operational(self.path, exc) from None
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(self.path, exc) from None
+
+    # ------------------------------------------------------------ runs
+
+    def record(self, run: NewRun) -> int:
+        """Store one run and its results in one transaction; returns its id."""
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO runs (created, command, host_fp, host_json, build, model_path, model_hash, model_name,"
+                " label, summary_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (_now(), run.command, run.host_fp, _dump(run.host), run.build, run.model_path, run.model_hash,
+                 run.model_name, run.label, _dump(run.summary)))
+            run_id = int(cursor.lastrowid or 0)
+            db.executemany(
+                "INSERT OR REPLACE INTO results (run_id, config, config_key, flags_json, test, kind, median_ts, rounds)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, r.config, r.config_key, _dump(list(r.flags)), r.test, r.kind, float(r.median_ts),
+                  int(r.rounds)) for r in run.results])
+        return run_id
+
+    def runs(self, *, model_hash: str | None = None, model_path: str | None = None, command: str | None = None,
+             limit: int = 200) -> list[StoredRun]:
+        """Runs, newest first, optionally only one model (by hash or path) or one command."""
+        where, args = [], []
+        if model_hash:
+            where.append("model_hash = ?")
+            args.append(model_hash)
+        if model_path:
+            where.append("model_path = ?")
+            args.append(model_path)
+        if command:
+            where.append("command = ?")
+            args.append(command)
+        sql = ("SELECT id, created, command, host_fp, host_json, build, model_path, model_hash, model_name, label,"
+               " summary_json FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY created DESC, id DESC LIMIT ?")
+        rows = self._read(sql, [*args, int(limit)])
+        by_run: dict[int, list[StoredResult]] = {}
+        if rows:
+            ids = [r[0] for r in rows]
+            marks = ",".join("?" * len(ids))
+            for rid, config, key, flags, test, kind, ts, rounds in self._read(
+                    f"SELECT run_id, config, config_key, flags_json, test, kind, median_ts, rounds FROM results"
+                    f" WHERE run_id IN ({marks}) ORDER BY rowid", ids):
+                by_run.setdefault(rid, []).append(StoredResult(str(config), str(key), tuple(_load(flags, [])),
+                                                               str(test), str(kind), float(ts), int(rounds)))
+        return [StoredRun(id=r[0], created=r[1], command=r[2], host_fp=r[3], host=_load(r[4], {}), build=r[5],
+                          model_path=r[6], model_hash=r[7], model_name=r[8], label=r[9], summary=_load(r[10], {}),
+                          results=tuple(by_run.get(r[0], ()))) for r in rows]
+
+    # ------------------------------------------------------------ the tune journal
+
+    def tune_steps(self, tune_key: str) -> list[tuple[int, list[str], float, Any]]:
+        """(seq, argv, duration_s, outcome) of every stored step of one tune, in order."""
+        return [(int(seq), _load(argv, []), float(duration), _load(outcome, None)) for seq, argv, duration, outcome in
+                self._read("SELECT seq, argv_json, duration_s, outcome_json FROM tune_steps WHERE tune_key = ?"
+                           " ORDER BY seq", [tune_key])]
+
+    def add_tune_step(self, tune_key: str, seq: int, argv: Sequence[str], duration_s: float, outcome: Any) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO tune_steps (tune_key, seq, argv_json, duration_s, outcome_json)"
+                       " VALUES (?, ?, ?, ?, ?)", (tune_key, int(seq), _dump(list(argv)), float(duration_s),
+                                                   _dump(outcome)))
+
+    def tune_keys(self, prefix: str) -> list[str]:
+        """Tune journals whose key starts with ``prefix`` (one per attempt), oldest first."""
+        return [str(r[0]) for r in self._read(
+            "SELECT tune_key FROM tune_steps WHERE substr(tune_key, 1, ?) = ? GROUP BY tune_key ORDER BY MIN(rowid)",
+            [len(prefix), prefix])]
+
+    def tune_finished(self, tune_key: str) -> bool:
+        return bool(self._read("SELECT 1 FROM runs WHERE command = 'tune' AND json_extract(summary_json, '$.tune_key')"
+                               " = ? LIMIT 1", [tune_key]))
+
+
+def open_store(path: str | os.PathLike[str] | None = None) -> Store:
+    """Open (creating when absent) the store. Raises StoreUnavailable when the directory cannot hold it and
+    TunehostError (one line, naming the file) when the file is not a tunehost store or is damaged."""
+    target = Path(path) if path is not None else store_path()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(f"results store {target.parent}: {(exc.strerror or str(exc)).lower()}") from None
+    if target.exists() and not target.is_file():
+        raise StoreUnavailable(f"results store {target} is not a file")
+    if not target.exists() and not os.access(target.parent, os.W_OK):
+        raise StoreUnavailable(f"results store {target.parent}: not writable")
+    try:
+        db = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"results store {target}: {exc}") from None
+    try:
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise sqlite3.OperationalError(f"cannot switch to WAL (journal mode {mode[0] if mode else '?'})")
+        db.execute("PRAGMA synchronous = NORMAL")
+        version = _version(db)
+        if version is None:
+            db.execute("BEGIN IMMEDIATE")
+            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                db.execute(statement)
+            db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            db.commit()
+            version = _version(db)
+        if version != SCHEMA_VERSION:
+            db.close()
+            raise TunehostError(f"results store {target} has schema {version}; this tunehost reads {SCHEMA_VERSION} "
+                                "(a newer tunehost wrote it): use that version, or move the file aside")
+    except sqlite3.OperationalError as exc:
+        db.close()
+        raise _operational(target, exc) from None
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise _damaged(target, exc) from None
+    return Store(target, db)
+
+
+def open_for_recording(warn: Any) -> Store | None:
+    """The store for a command that measures: None (after one ``warn(line)``) when it cannot be written, so the
+    measurement itself still runs. A damaged store is an error (its data would silently stop growing)."""
+    try:
+        return open_store()
+    except StoreUnavailable as exc:
+        warn(f"not recorded in the results store: {exc} (set {STATE_ENV} to a writable directory)")
+        return None
+
+
+def _version(db: sqlite3.Connection) -> int | None:
+    has_meta = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    if not has_meta:
+        if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise sqlite3.DatabaseError("it holds tables but no tunehost schema")
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    try:
+        return int(row[0]) if row else None
+    except (TypeError, ValueError):
+        raise sqlite3.DatabaseError(f"schema version {row[0]!r} is not a number") from None
+
+
+def _operational(path: Path, exc: sqlite3.OperationalError) -> TunehostError:
+    text = str(exc)
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return StoreUnavailable(f"results store {path}: {text}")
+    if "locked" in text or "busy" in text:
+        return TunehostError(f"results store {path} stayed locked by another tunehost for {BUSY_TIMEOUT_S:g} s; "
+                             "try again when it has finished")
+    if "malformed" in text or "not a database" in text:
+        return _damaged(path, exc)
+    return TunehostError(f"results store {path}: {text}")
+
+
+def _damaged(path: Path, exc: sqlite3.DatabaseError) -> TunehostError:
+    from tunehost.printable import one_line
+
+    return TunehostError(f"results store {path} is damaged or not a tunehost store ({one_line(exc, 120)}); move it "
+                         "aside and tunehost starts a new one")
+
+
+def _dump(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, allow_nan=False, default=str)
+    if len(text) > MAX_JSON_BYTES:
+        raise TunehostError(f"a stored document would be {len(text)} bytes (limit {MAX_JSON_BYTES})")
+    return text
+
+
+def _load(text: Any, default: Any) -> Any:
+    if not isinstance(text, str) or len(text) > MAX_JSON_BYTES:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ---------------------------------------------------------------- recording a bench result
+
+
+def host_identity(host: Any = None) -> tuple[dict[str, Any], str]:
+    """(identity JSON, fingerprint) of the live host (or ``host``)."""
+    from tunehost.facts import HostFacts
+    from tunehost.facts.identity import HostIdentity
+    from tunehost.host import open_host
+
+    identity = HostIdentity.gather(HostFacts(host if host is not None else open_host()))
+    return identity.to_json(), identity.fingerprint()
+
+
+def results_of(saved: "SavedResult") -> tuple[StoredResult, ...]:
+    """One StoredResult per (config, test) of a bench result: the median t/s and the rounds behind it."""
+    rows = []
+    rounds = int(saved.settings.get("rounds") or 1) if isinstance(saved.settings, Mapping) else 1
+    for config in saved.configs:
+        for test in config.tests:
+            rows.append(StoredResult(config.name, config_key(config.flags), tuple(config.flags), test.test,
+                                     test.kind, float(test.centre), rounds))
+    return tuple(rows)
+
+
+def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
+              extra: Mapping[str, Any] | None = None) -> NewRun:
+    """The NewRun of a measured bench result (model hash read from the model file); ``extra`` joins the summary."""
+    identity, fingerprint = host_identity(host)
+    build = _build_text(saved.llama_bench)
+    comparison = saved.comparison
+    default_summary = {"rounds": saved.settings.get("rounds"), "stop_reason": saved.settings.get("stop_reason"),
+                       "disturbed": saved.disturbed,
+                       "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {},
+                       "settings": {"n_prompt": saved.settings.get("n_prompt"), "n_gen": saved.settings.get("n_gen"),
+                                    "n_depth": saved.settings.get("n_depth"), "reps": saved.settings.get("reps")},
+                       "rounds_ts": rounds_ts(saved)}
+    path = str(saved.model.get("path") or "")
+    return NewRun(command=command, host=identity, host_fp=fingerprint, build=build, model_path=path,
+                  model_hash=model_hash(path), model_name=saved.model.get("name"), results=results_of(saved),
+                  summary={**default_summary, **(extra or {})}, label=saved.label)
+
+
+def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:
+    """{config: {test: [one value per counted round]}}: what a later re-measure compares with (drift)."""
+    from tunehost.bench.results import rounds_of
+    from tunehost.bench.stats import round_value
+
+    out: dict[str, dict[str, list[float]]] = {}
+    for config in saved.configs:
+        per_test = rounds_of(saved.invocations, config.name)
+        out[config.name] = {test: [round(round_value(r), 4) for r in runs if r] for test, runs in per_test.items()}
+    return out
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What this host measured for one model: TG medians over its runs (the loop back into advise)."""
+
+    runs: int
+    tg_ts: float  # median over the runs of each run's best TG median
+    last: str  # date of the newest run
+
+    def text(self, ceiling_ts: float | None = None) -> str:
+        share = f" = {self.tg_ts / ceiling_ts:.0%} of the ceiling above" if ceiling_ts else ""
+        return (f"measured here: TG {self.tg_ts:.2f} t/s{share} (from {self.runs} run{'s' if self.runs != 1 else ''}"
+                f" on this host, {self.last[:10]})")
+
+    def to_json(self, ceiling_ts: float | None = None) -> dict[str, Any]:
+        return {"runs": self.runs, "tg_ts": round(self.tg_ts, 3), "last": self.last,
+                "efficiency": round(self.tg_ts / ceiling_ts, 4) if ceiling_ts else None}
+
+
+def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None) -> Measured | None:
+    """TG this host measured for this model (same model hash, same host fingerprint), or None: no store, no runs,
+    or a store that cannot be read (advise must not fail for it)."""
+    import statistics
+
+    try:
+        if not store_path().is_file():
+            return None
+        digest = model_hash(model_path)
+        _, fingerprint = host_identity(host)
+        with open_store() as store:
+            runs = [r for r in store.runs(model_hash=digest, limit=1000) if r.host_fp == fingerprint]
+    except TunehostError:
+        return None
+    tgs = [max(t.median_ts for t in r.results if t.kind == "tg") for r in runs
+           if any(t.kind == "tg" for t in r.results)]
+    if not tgs:
+        return None
+    return Measured(runs=len(tgs), tg_ts=float(statistics.median(tgs)), last=runs[0].created)
+
+
+def _build_text(llama_bench: Mapping[str, Any]) -> str | None:
+    commit, number = llama_bench.get("build_commit"), llama_bench.get("build_number")
+    if not commit and number is None:
+        return None
+    return f"b{number} ({commit})" if number is not None else str(commit)
