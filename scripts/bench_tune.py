@@ -66,7 +66,7 @@ class Setup:
         self.supported = runner._supported(self.binary)
         self.made, self.view, self.facts = _plan(self.model, args.ctx)
         self.plan = race.Candidate("advise's plan", self.made.launch(),
-                                   self.made.launch().bench_args(self.supported))
+                                   runner.plan_to_bench_flags(self.made.launch(), self.supported))
         self.cores = len(self.view.cores) or os.cpu_count() or 1
         self.invoke = lambda a: run_llama_bench(self.binary, a, timeout=600)
 
@@ -79,7 +79,9 @@ class Setup:
     def candidate(self, label: str, launch) -> "object":
         from tunehost.tune.race import Candidate
 
-        return Candidate(label, launch, launch.bench_args(self.supported))
+        from tunehost.bench.runner import plan_to_bench_flags
+
+        return Candidate(label, launch, plan_to_bench_flags(launch, self.supported))
 
     def space(self) -> list:
         out = []
@@ -91,12 +93,13 @@ class Setup:
         return out
 
     def knobs(self) -> list:
+        from tunehost.bench import runner
         from tunehost.tune.race import Knob
 
         def knob(name, values):
             def variants(inc):
                 return [self.candidate(label, change(inc.launch)) for label, change in values
-                        if change(inc.launch).bench_args(self.supported) != inc.args]
+                        if runner.plan_to_bench_flags(change(inc.launch), self.supported) != inc.args]
             return Knob(name, variants)
 
         return [

@@ -101,15 +101,6 @@ class LaunchConfig:
     def without(self, *names: str) -> LaunchConfig:
         return replace(self, flags=tuple(f for f in self.flags if f.name not in names))
 
-    def bench_args(self, supported: frozenset[str] | None = None) -> tuple[str, ...]:
-        """This configuration as llama-bench options (tunehost.bench.runner.plan_to_bench_flags: -t, -C mask with
-        --cpu-strict 1 for the pinning, -ngl, -ncmoe, -ctk/-ctv, -fa, -b/-ub, -lm for --no-mmap/--mlock,
-        --repack 0 for --no-repack, --prio, ...); server-only flags are dropped. ``supported``: the options this
-        llama-bench lists in --help (others are dropped too)."""
-        from tunehost.bench.runner import plan_to_bench_flags
-
-        return plan_to_bench_flags(self, supported)
-
     def to_json(self) -> dict[str, Any]:
         from tunehost.cpulist import format_cpu_list
 

@@ -93,7 +93,7 @@ def tune_command(
     binary = runner.resolve_binary(llama_bench)
     supported = runner._supported(binary)
     launch = made.launch()
-    plan_candidate = race.Candidate("advise's plan", launch, launch.bench_args(supported))
+    plan_candidate = race.Candidate("advise's plan", launch, runner.plan_to_bench_flags(launch, supported))
     knobs = space.knobs(facts_model, view, made.path, supported)
     settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
                                  objective=objective)

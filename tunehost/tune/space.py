@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tunehost.bench.runner import plan_to_bench_flags
 from tunehost.launch import LaunchConfig
 from tunehost.tune.race import Candidate, Knob
 
@@ -36,7 +37,7 @@ KV_TYPES = ("f16", "q8_0")
 
 
 def candidate(label: str, launch: LaunchConfig, supported: frozenset[str] | None) -> Candidate:
-    return Candidate(label, launch, launch.bench_args(supported))
+    return Candidate(label, launch, plan_to_bench_flags(launch, supported))
 
 
 def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset[str] | None) -> list[Knob]:
