@@ -155,3 +155,14 @@ def test_annotation_only_circles_stay_inside_one_package() -> None:
     and the samplers whose signatures name it), never two packages."""
     packages = [{".".join(m.split(".")[:2]) for m in circle} for circle in _cycles(_graph(runtime_only=False))]
     assert all(len(p) == 1 for p in packages), packages
+
+
+def test_every_package_is_installed_by_pip_install() -> None:
+    """`pip install .` installs only the packages pyproject.toml lists: a new package missing there works in the
+    editable checkout and is absent from a real install."""
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[2]
+    listed = set(tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(repo).parts) for p in (repo / "tunehost").rglob("__init__.py")}
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
