@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -103,9 +104,16 @@ def model_hash(path: str | os.PathLike[str]) -> str:
     (the first and the last block included), so at most 1 MiB is read even from a 100 GB file. Two files with
     the same size whose sampled blocks agree are taken to be the same model (a re-download, a copy); any
     re-quantization or a different split changes the header block, the tensor data sampled, or the size."""
+    from tunehost.inputs import input_file_size
+
+    input_file_size(path, "a model file")  # a FIFO or a device: one line, never a hang
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
+        # O_NONBLOCK: a file swapped for a FIFO since the check still cannot block the open
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)), "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise TunehostError(f"{path}: not a regular file")
+            size = info.st_size
             digest = hashlib.sha256(size.to_bytes(8, "little"))
             last = max(0, size - HASH_BLOCK_BYTES)
             offsets = sorted({round(i * last / (HASH_BLOCKS - 1)) for i in range(HASH_BLOCKS)})
@@ -439,6 +447,32 @@ def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
     return NewRun(command=command, host=identity, host_fp=fingerprint, build=build, model_path=path,
                   model_hash=model_hash(path), model_name=saved.model.get("name"), results=results_of(saved),
                   summary={**default_summary, **(extra or {})}, label=saved.label)
+
+
+def server_run(result: Any, *, host: Any = None) -> NewRun:
+    """The NewRun of a server bench (tunehost.bench.server.ServerBenchResult): one row per (server, test), the
+    servers' /props as provenance. The model is identified by its file's hash where the path /props names is a
+    readable file here (a server on this host), else by the path and alias the server reported."""
+    identity, fingerprint = host_identity(host)
+    first = result.servers[0] if result.servers else None
+    path = (first.model_path if first else None) or ""
+    try:
+        digest = model_hash(path) if path else ""
+    except TunehostError:
+        digest = ""
+    if not digest:
+        reported = f"{path}|{first.model_alias if first else ''}"
+        digest = "server:" + hashlib.sha256(reported.encode()).hexdigest()[:17]
+    rounds = int(result.settings.get("rounds") or 1)
+    rows = tuple(StoredResult(c.name, config_key(c.flags), tuple(c.flags), t.test, t.kind, float(t.centre), rounds)
+                 for c in result.configs for t in c.tests)
+    comparison = result.comparison
+    summary = {"rounds": rounds, "stop_reason": result.settings.get("stop_reason"),
+               "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {},
+               "servers": [s.to_json() for s in result.servers], "client_overhead": dict(result.overhead)}
+    return NewRun(command="server-bench", host=identity, host_fp=fingerprint,
+                  build=first.build if first else None, model_path=path, model_hash=digest,
+                  model_name=first.model_alias if first else None, results=rows, summary=summary, label=result.label)
 
 
 def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:

@@ -69,6 +69,23 @@ def test_server_run_reports_cold_cached_and_concurrent_rows(cli, tmp_path):
     assert len(completions) == (data["settings"]["rounds"] + 1) * (2 * 2 + 2)
 
 
+def test_a_server_bench_is_recorded_in_the_results_store(cli):
+    from tunehost.store import open_store
+
+    with FakeLlamaServer() as fake:
+        result, _ = run_cli(cli, "--server", fake.url, *QUICK, "--json")
+    assert result.exit_code == 0, result.output
+    with open_store() as store:
+        runs = store.runs(command="server-bench")
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.build == "b11312-0c1e570" and run.summary["servers"][0]["total_slots"] is not None
+    assert run.model_hash.startswith("server:")  # the fake's model path is no file here: identified by what it said
+    assert {r.test for r in run.results} >= {"pp64", "tg8@d64"}
+    history = cli("history", "--command", "server-bench", "--json")
+    assert history.exit_code == 0 and json.loads(history.stdout)["runs"][0]["command"] == "server-bench"
+
+
 def test_openai_endpoint_streams_with_timings(cli):
     with FakeLlamaServer() as fake:
         result, _ = run_cli(cli, "--server", fake.url, *QUICK, "--api", "openai", "--json")

@@ -655,11 +655,3 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
         summary={c.name: summarize_records(records, c.name) for c in configs}, records=records,
         invocations=outcome.invocations, overhead=client_overhead([r for r in records if r.round > 0]),
         created=now_utc(), label=label, notes=tuple(notes))
-
-
-def record(result: ServerBenchResult) -> None:
-    """THE seam for the local results store (the `tunehost tune` issue builds it in parallel).
-
-    TODO(merge): results store — call its writer here with ``result.to_json()`` (the servers' /props are the
-    provenance: build, model, slots, context). Until then the result lives in ``--save FILE`` only."""
-    return None

@@ -64,7 +64,7 @@ def bench_server(opts: ServerOptions) -> None:
     from tunehost.bench import serve as serving
     from tunehost.bench.results import write_json
     from tunehost.bench.server import (
-        DEFAULT_DEPTHS, DEFAULT_N_GEN, MAX_CLIENTS, ServerSettings, ServerTarget, measure_server, record,
+        DEFAULT_DEPTHS, DEFAULT_N_GEN, MAX_CLIENTS, ServerSettings, ServerTarget, measure_server,
     )
     from tunehost.bench.server_http import parse_target, read_api_key
     from tunehost.cli import LLAMA_INT_MAX, make_console
@@ -121,7 +121,7 @@ def bench_server(opts: ServerOptions) -> None:
             progress.close()
     if opts.save is not None:
         write_json(result.to_json(), opts.save)
-    record(result)  # the results-store seam (tunehost.bench.server.record)
+    _record(result, err)  # the results store (docs/history.md): every measured run
     if opts.json_out:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -206,3 +206,15 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
 def _ms(value: float) -> str:
     """Compact (no space, so a narrow table never wraps it): "955ms", "10.8s"."""
     return f"{value / 1000:.1f}s" if value >= 1000 else f"{value:.0f}ms"
+
+
+def _record(result, err) -> None:
+    """Into the results store, with the servers' /props as provenance; a store that cannot be written is one warning
+    line and the result is still shown."""
+    from tunehost.store import open_for_recording, server_run
+
+    store = open_for_recording(lambda line: err.print(f"warning: {line}", markup=False, highlight=False))
+    if store is None:
+        return
+    with store:
+        store.record(server_run(result))

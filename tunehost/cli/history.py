@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from tunehost.store import StoredRun
 
-COMMANDS = ("bench", "tune", "drift")
+COMMANDS = ("bench", "tune", "drift", "server-bench")
 EXIT_SLOWER = 2  # --drift: this box got slower beyond the noise
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 def history(
     model: Optional[Path] = typer.Option(None, "--model", "-m", metavar="PATH.gguf",
                                          help="Only runs of this model (by its content hash, so a moved copy counts)."),
-    command: Optional[str] = typer.Option(None, "--command", metavar="bench|tune|drift", help="Only this command."),
+    command: Optional[str] = typer.Option(None, "--command", metavar="bench|tune|drift|server-bench", help="Only this command."),
     limit: int = typer.Option(30, "--limit", metavar="N", help="At most N runs (newest first)."),
     json_out: bool = typer.Option(False, "--json", help="The runs as JSON."),
     drift: bool = typer.Option(False, "--drift", help="Re-measure the last known best configuration of --model "
@@ -146,7 +146,7 @@ def last_best(runs: list["StoredRun"]) -> tuple["StoredRun", tuple[str, ...], di
     values per test (tune: the winner; bench: the configuration with the highest TG). Drift runs are skipped."""
     for run in runs:
         s = run.summary
-        if run.command == "drift":  # a re-measure is not a reference: drift compares with the last bench/tune
+        if run.command in ("drift", "server-bench"):  # a re-measure is no reference; a server bench has no llama-bench flags
             continue
         if run.command == "tune" and s.get("winner_rounds"):
             objective = (s.get("settings") or {}).get("objective", "tg")
