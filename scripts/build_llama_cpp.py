@@ -59,6 +59,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+try:
+    from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
+except ImportError:  # run with a Python that has not installed tunehost: the repository's own copy
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
+
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 TARGETS = ("llama-bench", "llama-fit-params", "llama-server")
 MARKER_NAME = "built.json"
@@ -140,28 +146,11 @@ def cpu_fingerprint() -> str:
     return hashlib.sha256("\n".join(distinct).encode()).hexdigest()[:16]
 
 
-def has_amx(flags: frozenset[str]) -> bool:
-    return any(flag.startswith("amx") for flag in flags)
-
-
-# -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw (ggml/src/ggml-cpu/CMakeLists.txt, GGML_AVX512)
-AVX512_BASE = ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")
-# (CMake option, the /proc/cpuinfo flags the option's compiler switches need)
-PORTABLE_ISA: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("GGML_SSE42", ("sse4_2",)),
-    ("GGML_AVX", ("avx",)),
-    ("GGML_AVX2", ("avx2",)),
-    ("GGML_FMA", ("fma",)),
-    ("GGML_F16C", ("f16c",)),
-    ("GGML_BMI2", ("bmi2",)),
-    ("GGML_AVX_VNNI", ("avx_vnni",)),
-    ("GGML_AVX512", AVX512_BASE),
-    # the extensions are only compiled on top of the AVX-512 base
-    ("GGML_AVX512_VBMI", (*AVX512_BASE, "avx512vbmi")),
-    ("GGML_AVX512_VNNI", (*AVX512_BASE, "avx512_vnni")),
-    ("GGML_AVX512_BF16", (*AVX512_BASE, "avx512_bf16")),
-)
-AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+def built_isa(variant: "Variant", flags: frozenset[str]) -> list[str]:
+    """The /proc/cpuinfo flags a variant's binaries use: a native build may use all of this CPU's ISA."""
+    if variant.name == "native":
+        return sorted(flag for flag in flags if flag in ISA_FLAGS)
+    return portable_isa(flags)
 
 
 @dataclass(frozen=True)
@@ -176,14 +165,9 @@ class Variant:
 def variants(flags: frozenset[str]) -> tuple[Variant, ...]:
     """The builds to try in order: native first, then portable for this CPU's ISA without AMX."""
     native = Variant("native", ("-DGGML_NATIVE=ON",), "llama.cpp's default: optimised for this CPU")
-    portable_options = ["-DGGML_NATIVE=OFF"]
-    for option, needs in PORTABLE_ISA:
-        enabled = all(flag in flags for flag in needs)
-        portable_options.append(f"-D{option}={'ON' if enabled else 'OFF'}")
-    portable_options += [f"-D{option}=OFF" for option in AMX_OPTIONS]
     portable = Variant(
         "portable",
-        tuple(portable_options),
+        tuple(portable_options(flags)),
         "GGML_NATIVE=OFF, this CPU's ISA without AMX" if has_amx(flags) else "GGML_NATIVE=OFF, this CPU's ISA",
     )
     return native, portable
@@ -352,16 +336,6 @@ def _unpack_vendored_llama_cpp(sdist: Path, work: Path) -> Path:
 # --- the smoke run -------------------------------------------------------------------------
 
 
-def describe_exit(returncode: int) -> str:
-    """'exit 3' or 'killed by SIGSEGV' (subprocess reports a signal as a negative status)."""
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit {returncode}"
-
-
 def _smoke_exec(argv: list[str], log_file: Path, timeout: float = SMOKE_TIMEOUT_S) -> str:
     with log_file.open("a") as log:
         log.write(f"\n$ {' '.join(argv)}\n")
@@ -378,7 +352,7 @@ def _smoke_exec(argv: list[str], log_file: Path, timeout: float = SMOKE_TIMEOUT_
         stdout = completed.stdout.decode("utf-8", "replace")
         log.write(stdout[:20000])
     if completed.returncode != 0:
-        raise SmokeError(f"{Path(argv[0]).name} {describe_exit(completed.returncode)}")
+        raise SmokeError(f"{Path(argv[0]).name} {exit_status(completed.returncode)}")
     return stdout
 
 
@@ -409,7 +383,7 @@ def _smoke_server(server: Path, model: Path, log_file: Path) -> str:
         deadline = time.monotonic() + SMOKE_TIMEOUT_S
         while True:
             if process.poll() is not None:
-                raise SmokeError(f"llama-server {describe_exit(process.returncode)} while loading the model")
+                raise SmokeError(f"llama-server {exit_status(process.returncode)} while loading the model")
             try:
                 if _http_json(f"{base}/health", timeout=2.0).get("status") == "ok":
                     break
@@ -422,7 +396,7 @@ def _smoke_server(server: Path, model: Path, log_file: Path) -> str:
             answer = _http_json(f"{base}/completion", {"prompt": "hello", "n_predict": 4, "seed": 1}, timeout=60.0)
         except (OSError, ValueError, urllib.error.URLError) as error:
             if process.poll() is not None:
-                raise SmokeError(f"llama-server {describe_exit(process.returncode)} while generating") from None
+                raise SmokeError(f"llama-server {exit_status(process.returncode)} while generating") from None
             raise SmokeError(f"llama-server /completion failed: {error}") from None
         predicted = (answer.get("timings") or {}).get("predicted_n")
         if not isinstance(predicted, int) or predicted < 1:
@@ -573,6 +547,7 @@ def _build(version: str, root: Path, log: Log) -> Path:
         "build_revision": BUILD_REVISION,
         "cpu": cpu_fingerprint(),
         "cpu_amx": has_amx(flags),
+        "isa": built_isa(kept, flags),
         "key": cache_key(version, kept),
         "smoke": evidence,
         "build_seconds": seconds,

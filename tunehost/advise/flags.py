@@ -284,6 +284,11 @@ def run_fit_params(host: "Host", binary: str, args: list[str]) -> tuple[FitProbe
         return None, f"{binary} is not runnable here"
     if result.rc == 124:
         return None, f"llama-fit-params timed out after {FIT_TIMEOUT_S:g} s"
+    if result.rc < 0:
+        from tunehost.facts.llama_exit import explain_exit
+        from tunehost.host.cpuinfo import cpu_flags
+
+        return None, explain_exit("llama-fit-params", result.rc, cpu_flags(host))
     if not result.ok:
         last = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [f"exit status {result.rc}"]
         return None, f"llama-fit-params failed: {last[0][:200]}"

@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_TIMEOUT_S = 10.0
-REFUSED_RC = 126  # a snapshot's command file that links out of it: "could not be run", with the reason as stderr
+REFUSED_RC = 126
+# every exit status, and every signal (sh reports a process killed by signal N as -N): a crash is a result with its
+# status, which tunehost.facts.llama_exit explains, not an exception
+OK_CODES = list(range(-64, 256))  # a snapshot's command file that links out of it: "could not be run", with the reason as stderr
 
 
 @dataclass(frozen=True)
 class CommandResult:
-    """One command's outcome. `rc` is the exit status; 124 means it timed out."""
+    """One command's outcome. `rc` is the exit status; 124 means it timed out; -N: killed by signal N."""
 
     argv: tuple[str, ...]
     stdout: str
@@ -79,7 +82,7 @@ def _run_sh(exe: str, argv: tuple[str, ...], timeout: float) -> CommandResult:
     env = dict(os.environ, LC_ALL="C", LANG="C")  # parsers expect untranslated output
     try:
         proc = sh.Command(exe)(
-            *argv[1:], _timeout=timeout, _ok_code=list(range(256)), _env=env, _in=None, _err_to_out=False,
+            *argv[1:], _timeout=timeout, _ok_code=OK_CODES, _env=env, _in=None, _err_to_out=False,
             _return_cmd=True, _decode_errors="replace",
         )
         return CommandResult(argv, str(proc.stdout, "utf-8", "replace") if isinstance(proc.stdout, bytes) else proc.stdout,
