@@ -244,6 +244,17 @@ def cached_bin_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path | None:
     return binaries
 
 
+def script_llama_bench() -> Path:
+    """llama-bench for the scripts in scripts/: ``$TUNEHOST_LLAMA_BIN_DIR`` wins, as in the CLI, whatever the cache
+    holds; without it the proven cached build, else the CLI's own search ($LLAMA_CPP_DIR, PATH). TunehostError when
+    none is found."""
+    from tunehost.bench.runner import resolve_binary  # noqa: PLC0415 (the scripts that need it have tunehost)
+
+    if os.environ.get("TUNEHOST_LLAMA_BIN_DIR"):
+        return resolve_binary(None)
+    return resolve_binary(cached_bin_dir())
+
+
 def _run(argv: list[str], log_file: Path, *, quote_last_error: bool = False, progress: Log | None = None) -> None:
     """Run one build step, appending its output to the log; a failure quotes the step's first
     error line (a compiler's first error is the cause), or its last one (pip ends with the cause).
@@ -288,11 +299,11 @@ def _report_progress(line: str, reported: int, started: float, progress: Log) ->
     percent = None
     if "/" in counter:
         done, _, total = counter.partition("/")
-        if done.strip().isdigit() and total.strip().isdigit() and int(total) > 0:
+        if done.strip().isdigit() and total.strip().isdigit() and 0 <= int(done) <= int(total) and int(total) > 0:
             percent = 100 * int(done) // int(total)
     elif counter.strip().endswith("%") and counter.strip()[:-1].strip().isdigit():
         percent = int(counter.strip()[:-1])
-    if percent is None or percent < reported + 10:
+    if percent is None or percent > 100 or percent < reported + 10:
         return reported
     step = percent // 10 * 10
     progress(f"compiled {step} % ({time.monotonic() - started:.0f} s)")
