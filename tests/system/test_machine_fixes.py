@@ -63,3 +63,12 @@ def test_graphical_session_without_systemd_gets_no_systemctl_fix(make_snapshot):
     [finding] = findings(snap, "headless")
     assert finding.severity is Severity.INFO and "Xorg" in finding.summary
     assert "graphical.target" not in text(finding) and not finding.fix.commands
+
+
+def test_ollama_in_a_container_is_stopped_by_pid_not_by_systemctl(make_snapshot):
+    processes = [{"name": "tini", "pid": 1, "ppid": 0, "username": "root"},
+                 {"name": "ollama", "pid": 7, "ppid": 1, "username": "root", "rss_bytes": 6 << 30,
+                  "server": "ollama"}]
+    snap = make_snapshot(fs={"/.dockerenv": ""}, samples={"processes": processes})
+    fixes = [f.fix.commands for f in findings(snap, "cpu-hogs") if f.fix]
+    assert fixes and all("systemctl" not in " ".join(c) for c in fixes) and ("kill 7",) in fixes
