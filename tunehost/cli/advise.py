@@ -23,7 +23,7 @@ EXIT_DOES_NOT_FIT = 2
 
 
 def register(app: typer.Typer) -> None:
-    app.command("advise")(advise)
+    app.command("advise", short_help='The llama-server command line for a model on this host.')(advise)
 
 
 @cli_errors

@@ -31,7 +31,7 @@ KIND_NAME = {"pp": "PP (prompt processing)", "tg": "TG (token generation)", "pp+
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
+    app.command("bench", short_help='Measure a model with llama-bench: baseline against candidate.')(bench)
 
 
 @cli_errors

@@ -35,7 +35,7 @@ class GateCommand(TyperCommand):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("gate", cls=GateCommand, context_settings={"allow_interspersed_args": False})(gate)
+    app.command("gate", short_help="Refuse to benchmark a host that is not ready.", cls=GateCommand, context_settings={"allow_interspersed_args": False})(gate)
 
 
 def say(message: str) -> None:
