@@ -67,3 +67,19 @@ def budget(*, ci: int, long: int) -> settings:
     if settings.get_current_profile_name() != "long":
         return settings(max_examples=ci)
     return settings(max_examples=max(1, long * settings().max_examples // 1500))
+
+
+def summary_lines(tried: dict[str, int], verbose: bool = False, width: int = 100) -> list[str]:
+    """The fuzz line of pytest's summary: the total and the extremes on one short line; every target (a line each)
+    only with -v, so the pass count is never preceded by one line of several KB."""
+    if not tried:
+        return []
+    total = sum(tried.values())
+    ranked = sorted(tried.items(), key=lambda kv: (kv[1], kv[0]))
+    head = f"fuzz: {total} generated inputs tried over {len(tried)} targets"
+    if len(ranked) > 1:
+        head += f" (fewest: {ranked[0][0]} {ranked[0][1]}; most: {ranked[-1][0]} {ranked[-1][1]})"
+    lines = [head if len(head) <= width else head[: width - 1] + "…"]
+    if verbose:
+        lines += [f"  {name} {count}"[:width] for name, count in sorted(tried.items())]
+    return lines
