@@ -180,3 +180,16 @@ def test_build_whose_isa_the_cpu_lacks_fails(make_snapshot):
 def test_version_probe_killed_by_sigsegv_replays_from_a_snapshot(make_snapshot):
     [finding] = _judge(_snapshot(make_snapshot, SPR, rc=-11))
     assert finding.severity is Severity.FAIL and "AMX" in finding.detail and "SIGSEGV" in finding.detail
+
+
+def test_advise_says_why_llama_server_help_crashed(make_snapshot, cli, tmp_path):
+    from tests.conftest import write_tiny_gguf
+
+    model = write_tiny_gguf(tmp_path / "m.gguf")
+    snap = make_snapshot(fs={"/proc/cpuinfo": (CPUINFO / SPR).read_text()},
+                         cmd={"/opt/ll/llama-server --help": ("", -11)},
+                         samples={"which": {"llama-server": "/opt/ll/llama-server"}})
+    result = cli("advise", "--model", str(model), "--snapshot", str(snap), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert "could not read `/opt/ll/llama-server --help` (llama-server was killed by SIGSEGV" in result.stdout
+    assert "--no-repack (-nr)" in result.stdout

@@ -47,7 +47,7 @@ def advise(
 
     Exit status: 0 a plan that fits, 2 the model does not fit (the plan says what would), 1 tunehost could not run.
     """
-    from tunehost.advise.flags import fit_params_path, fit_supported, read_caps, run_fit_params
+    from tunehost.advise.flags import fit_params_path, fit_supported, help_crash, read_caps, run_fit_params
     from tunehost.advise.host_view import HostView
     from tunehost.advise.plan import AdviseOptions, FitPlacement, apply_caps, plan
     from tunehost.errors import TunehostError
@@ -120,7 +120,9 @@ def advise(
         options = _with(options, ram_bandwidth_gbps=read_bandwidth(host))
     result = apply_caps(plan(facts_model, view, options), caps)
     if caps is None and view.llama_server:
-        result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
+        crash = help_crash(host, view.llama_server)
+        result = _note(result, f"could not read `{view.llama_server} --help`"
+                               f"{f' ({crash})' if crash else ''}: flags assume a current llama.cpp build")
 
     for refused in host.refusals:  # what the plan could not use from the snapshot
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
