@@ -503,7 +503,9 @@ def _build(version: str, root: Path, log: Log) -> Path:
     log_file.write_text(f"building llama.cpp from llama-cpp-python {version}\n")
     started = time.monotonic()
 
-    log(f"downloading the llama-cpp-python {version} sdist from PyPI")
+    cached_sdist = root / "downloads" / f"llama_cpp_python-{version}.tar.gz"
+    log(f"using the downloaded llama-cpp-python {version} sdist" if cached_sdist.is_file()
+        else f"downloading the llama-cpp-python {version} sdist from PyPI")
     sdist = _download_sdist(version, root / "downloads", log_file)
     log(f"unpacking vendor/llama.cpp from {sdist.name}")
     work = root / "work"
