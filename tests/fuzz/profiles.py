@@ -70,16 +70,11 @@ def budget(*, ci: int, long: int) -> settings:
 
 
 def summary_lines(tried: dict[str, int], verbose: bool = False, width: int = 100) -> list[str]:
-    """The fuzz line of pytest's summary: the total and the extremes on one short line; every target (a line each)
-    only with -v, so the pass count is never preceded by one line of several KB."""
+    """The fuzz line of pytest's summary: the total on one short line; every target (a line each) only with -v, so
+    the pass count is never preceded by one line of several KB."""
     if not tried:
         return []
-    total = sum(tried.values())
-    ranked = sorted(tried.items(), key=lambda kv: (kv[1], kv[0]))
-    head = f"fuzz: {total} generated inputs tried over {len(tried)} targets"
-    if len(ranked) > 1:
-        head += f" (fewest: {ranked[0][0]} {ranked[0][1]}; most: {ranked[-1][0]} {ranked[-1][1]})"
-    lines = [head if len(head) <= width else head[: width - 1] + "…"]
-    if verbose:
-        lines += [f"  {name} {count}"[:width] for name, count in sorted(tried.items())]
-    return lines
+    head = f"fuzz: {sum(tried.values())} generated inputs tried over {len(tried)} targets"
+    if not verbose:
+        return [head + " (-v lists them)"]
+    return [head + ":"] + [f"  {name} {count}"[:width] for name, count in sorted(tried.items())]

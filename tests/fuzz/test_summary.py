@@ -10,4 +10,4 @@ def test_summary_is_one_short_line_however_many_targets():
     verbose = summary_lines(tried, verbose=True)
     assert len(verbose) == 301 and all(len(v) <= 100 for v in verbose)
     assert summary_lines({}) == []
-    assert summary_lines({"a": 3}) == ["fuzz: 3 generated inputs tried over 1 targets"]
+    assert summary_lines({"a": 3}) == ["fuzz: 3 generated inputs tried over 1 targets (-v lists them)"]
