@@ -6,6 +6,7 @@ distribution on PyPI, so the only network access needed is the Python package in
 
     python scripts/build_llama_cpp.py            # builds (about 15 minutes on 2 cores) or reuses the cache
     python scripts/build_llama_cpp.py --force    # rebuild even if cached
+    python scripts/build_llama_cpp.py --portable # only the portable build (no AMX), e.g. where native crashes
 
 The binaries land in ``${TUNEHOST_CACHE_DIR:-~/.cache/tunehost}/llama.cpp/<version>/bin/``;
 the last line on stdout is that directory. Progress goes to stderr (a line per tenth of the
@@ -458,7 +459,8 @@ def smoke_run(binaries: Path, model: Path, log_file: Path, *, variant: str = "")
 # --- building ------------------------------------------------------------------------------
 
 
-def ensure_built(version: str = LLAMA_CPP_PYTHON_VERSION, *, force: bool = False, log: Log = _log_to_stderr) -> Path:
+def ensure_built(version: str = LLAMA_CPP_PYTHON_VERSION, *, force: bool = False, log: Log = _log_to_stderr,
+                 portable: bool = False) -> Path:
     """Return the bin directory holding the proven binaries, building them if needed.
 
     Safe to call concurrently: a file lock makes the second caller wait for the first build.
@@ -473,7 +475,7 @@ def ensure_built(version: str = LLAMA_CPP_PYTHON_VERSION, *, force: bool = False
         # Another process may have finished the build while this one waited for the lock.
         if not force and (cached := cached_bin_dir(version)) is not None:
             return cached
-        return _build(version, root, log)
+        return _build(version, root, log, portable=portable)
 
 
 def _compile(source: Path, build: Path, vendored: VendoredLlamaCpp | None, variant: Variant, log_file: Path, log: Log) -> None:
@@ -496,7 +498,7 @@ def _install(build: Path, binaries: Path, log_file: Path) -> None:
         shutil.copy2(built, binaries / target)
 
 
-def _build(version: str, root: Path, log: Log) -> Path:
+def _build(version: str, root: Path, log: Log, *, portable: bool = False) -> Path:
     marker = root / MARKER_NAME
     marker.unlink(missing_ok=True)
     log_file = root / "build.log"
@@ -518,7 +520,7 @@ def _build(version: str, root: Path, log: Log) -> Path:
     tried: list[dict] = []
     kept: Variant | None = None
     evidence: list[str] = []
-    for variant in variants(flags):
+    for variant in variants(flags)[1:] if portable else variants(flags):
         _compile(source, work / f"build-{variant.name}", vendored, variant, log_file, log)
         _install(work / f"build-{variant.name}", binaries, log_file)
         log(f"smoke run of the {variant.name} build on {model.name}")
@@ -580,9 +582,11 @@ def main(argv: list[str] | None = None) -> int:
         "--version", default=LLAMA_CPP_PYTHON_VERSION, help="llama-cpp-python sdist version to build from"
     )
     parser.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
+    parser.add_argument("--portable", action="store_true",
+                        help="build only the portable variant (GGML_NATIVE=OFF, this CPU's ISA, no AMX); implies --force")
     args = parser.parse_args(argv)
     try:
-        binaries = ensure_built(args.version, force=args.force)
+        binaries = ensure_built(args.version, force=args.force or args.portable, portable=args.portable)
     except BuildError as error:
         print(f"build_llama_cpp: error: {error}", file=sys.stderr)
         return 1

@@ -264,3 +264,13 @@ def test_scripts_honour_tunehost_llama_bin_dir_whatever_the_cache_holds(cache: P
     for script in ("bench_aa.py", "bench_noise.py", "bench_overhead.py"):
         text = (Path(build.__file__).parent / script).read_text()
         assert "build_llama_cpp.script_llama_bench()" in text and "cached_bin_dir" not in text
+
+
+def test_portable_option_builds_only_the_portable_variant(cache: Path, tmp_path, monkeypatch):
+    monkeypatch.delenv(build.SMOKE_FAIL_ENV, raising=False)
+    log = _stub_build(monkeypatch, tmp_path, _flags("xeon-gold-6459c-sapphire-rapids-amx.txt"), None)
+    binaries = build.ensure_built(log=log.append, portable=True)
+    record = json.loads((binaries.parent / build.MARKER_NAME).read_text())
+    assert record["variant"] == "portable" and [t["variant"] for t in record["tried"]] == ["portable"]
+    assert not any("native" in line for line in log)
+    assert build.cached_bin_dir() == binaries  # a later plain run reuses it

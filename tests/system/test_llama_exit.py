@@ -165,7 +165,7 @@ def test_tunehost_native_build_on_amx_cpu_fix_forces_the_portable_build(make_sna
     marker = {"llama_cpp_build_number": 11312, "variant": "native", "isa": ["amx_int8", "amx_tile", "avx2"]}
     [finding] = _judge(_snapshot(make_snapshot, SPR, marker=marker))
     assert finding.severity is Severity.WARN
-    assert finding.fix.commands == ("TUNEHOST_BUILD_SMOKE_FAIL=native python scripts/build_llama_cpp.py --force",)
+    assert finding.fix.commands == ("python scripts/build_llama_cpp.py --portable",)
 
 
 def test_build_whose_isa_the_cpu_lacks_fails(make_snapshot):

@@ -43,7 +43,7 @@ ISA_FLAGS = tuple(dict.fromkeys([f for _, needs in PORTABLE_ISA for f in needs] 
 NATIVE_BUILD = "cmake -B build -DGGML_NATIVE=ON && cmake --build build --config Release -j"
 TUNEHOST_REBUILD = "python scripts/build_llama_cpp.py --force"
 # its portable build (no AMX), even where the native one passes the smoke run on the tiny model
-TUNEHOST_NO_AMX_REBUILD = "TUNEHOST_BUILD_SMOKE_FAIL=native python scripts/build_llama_cpp.py --force"
+TUNEHOST_NO_AMX_REBUILD = "python scripts/build_llama_cpp.py --portable"
 # the programs that parse common/arg.cpp's options, where -nr/--no-repack exists
 COMMON_ARG_PROGRAMS = ("llama-server", "llama-cli", "llama-fit-params", "llama-completion", "llama-mtmd-cli")
 
