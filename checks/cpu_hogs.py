@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
+from tunehost.facts.chassis import machine_of
 from tunehost.facts.processes import HOG_PERCENT as WARN_PERCENT
 from tunehost.facts.processes import HOG_SHARE as FAIL_SHARE
 from tunehost.facts.processes import BusyProcess, ProcessFacts, ProcessInfo
@@ -29,7 +30,7 @@ class CpuHogsCheck(Check):
         else:
             yield from self._hogs(procs, servers)
         for server in servers.values():
-            yield self._server(procs, server)
+            yield self._server(procs, server, machine_of(facts).systemd_init is not False)
 
     def _hogs(self, procs: ProcessFacts, servers: dict[int, ProcessInfo]):
         cpus = procs.cpu_count or 1
@@ -57,14 +58,14 @@ class CpuHogsCheck(Check):
             else:
                 yield self.warn(summary, ev, fix=fix, detail=WHY)
 
-    def _server(self, procs: ProcessFacts, server: ProcessInfo):
+    def _server(self, procs: ProcessFacts, server: ProcessInfo, systemd: bool = True):
         busy = next((b for b in procs.busy or () if b.pid == server.pid), None)
         ev = {f"processes sample: pid {server.pid}": f"{server.name} ({server.server})"}
         if server.rss_bytes is not None:
             ev[f"pid {server.pid} RSS"] = f"{server.rss_bytes / 2**30:.1f} GiB"
         if busy is not None:
             ev[f"pid {server.pid} CPU"] = f"{busy.cpu_percent:g} % of one core"
-        stop = ("sudo systemctl stop ollama",) if server.server == "ollama" else (f"kill {server.pid}",)
+        stop = ("sudo systemctl stop ollama",) if server.server == "ollama" and systemd else (f"kill {server.pid}",)
         fix = Fix(f"Stop {server.name} before benchmarking or tuning (start it again afterwards).", stop)
         loaded = (server.rss_bytes or 0) >= SERVER_RSS_BYTES or (busy is not None and busy.cpu_percent > WARN_PERCENT)
         if loaded:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
+from tunehost.facts.chassis import machine_of
 from tunehost.facts.gpu import FULL_FREE_MIB, GpuFacts, GpuInfo, GpuProcess, free_impact, held_impact
 from tunehost.facts.processes import DISPLAY_PROCESSES as DESKTOP_PROCESSES, INFERENCE_PROCESSES
 
@@ -23,8 +24,8 @@ def _proc(p: GpuProcess) -> str:
     return f"{p.name or 'pid ' + str(p.pid)} (pid {p.pid}, {p.used_mib if p.used_mib is not None else '?'} MiB)"
 
 
-def _stop_command(p: GpuProcess) -> str:
-    if p.name in ("ollama", "ollama_llama_server"):
+def _stop_command(p: GpuProcess, systemd: bool = True) -> str:
+    if p.name in ("ollama", "ollama_llama_server") and systemd:
         return "sudo systemctl stop ollama"
     return f"kill {p.pid}   # {p.name or 'process'}" if p.pid is not None else ""
 
@@ -67,7 +68,7 @@ class GpuMemoryCheck(Check):
                 reason = gpus.nvidia_error if g.vendor == "nvidia" and gpus.nvidia_error else "no driver data"
                 yield self.skip(f"cannot read the memory of {g.label}: {reason}", {g.source or "?": "no memory data"})
             else:
-                yield from self._discrete(g, has_igpu, gpus.drm_note)
+                yield from self._discrete(g, has_igpu, gpus.drm_note, machine_of(facts).systemd_init is not False)
 
     def _unified(self, g: GpuInfo) -> Finding:
         ev = {f"{g.source}/mem_info_vram_total": f"{g.memory_total_mib} MiB" if g.memory_total_mib is not None
@@ -83,7 +84,7 @@ class GpuMemoryCheck(Check):
                     "ttm.pages_limit / amdgpu.gttsize (see the llama.cpp and AMD docs for your kernel)."),
             detail="Token generation on an APU is bound by system RAM bandwidth, which CPU and GPU share.")
 
-    def _discrete(self, g: GpuInfo, has_igpu: bool, drm_note: str | None) -> Iterable[Finding]:
+    def _discrete(self, g: GpuInfo, has_igpu: bool, drm_note: str | None, systemd: bool = True) -> Iterable[Finding]:
         ev = memory_evidence(g)
         said = False
         if g.mig_enabled:
@@ -106,7 +107,7 @@ class GpuMemoryCheck(Check):
             servers = [p for p in others if p.name in INFERENCE_PROCESSES]
             text = "; ".join(_proc(p) for p in others)
             fix = Fix("Stop what you do not need before running llama.cpp (another model server keeps its model "
-                      "resident):", tuple(c for c in (_stop_command(p) for p in others) if c))
+                      "resident):", tuple(c for c in (_stop_command(p, systemd) for p in others) if c))
             if held_impact(held, g.memory_total_mib) == "warn" or servers:
                 yield self.warn(f"{g.label}: {held} MiB of VRAM held by other processes: {text}", ev, fix=fix,
                                 detail=WHY)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
+from tunehost.facts.chassis import machine_of
 from tunehost.facts.gpu import held_impact
 from tunehost.facts.llama import gpu_views
 from tunehost.facts.processes import DISPLAY_PROCESSES, ProcessFacts
@@ -23,7 +24,11 @@ class HeadlessCheck(Check):
             yield self.skip(f"cannot tell: {procs.processes_reason}; {procs.default_target_reason}")
             return
         ev: dict[str, object] = dict(procs.evidence)
-        if target is None:
+        systemd = machine_of(facts).systemd_init
+        if systemd is False:  # `systemctl get-default` reads a link; without systemd as PID 1 no target applies
+            ev["PID 1"] = "not systemd: boot targets do not apply"
+            target = None
+        if target is None and systemd is not False:
             ev["systemctl get-default"] = procs.default_target_reason
         if procs.processes is None:
             yield self.info(f"default target is {target}; whether a display server runs is unknown "
@@ -47,6 +52,9 @@ class HeadlessCheck(Check):
             ev["GPU facts"] = gpu_note
         fix = Fix(f"Boot to the text console (multi-user.target) on an inference box; to go back: {BACK}",
                   GO_HEADLESS if target != "multi-user.target" else ("sudo systemctl isolate multi-user.target",))
+        if systemd is False:
+            fix = Fix("Stop the graphical session (its display manager or the compositor's start script) on an "
+                      "inference box; systemd is not PID 1 here, so systemctl targets do not apply.")
         held = f"{ram / 2**30:.1f} GiB RAM" if ram >= 2**30 else f"{ram / 2**20:.0f} MiB RAM"
         if vram:
             mib = sum(n for n, _ in vram.values())

@@ -8,8 +8,13 @@ import shlex
 
 from tunehost.check import Check, Fix
 from tunehost.facts.llama import GpuView, LlamaBinary, LlamaBuildFacts, gpu_views
+from tunehost.facts.llama_exit import (AMX_FLAGS, TUNEHOST_NO_AMX_REBUILD, TUNEHOST_REBUILD, has_amx,
+                                       no_amx_build)
 from tunehost.parsers.llama_version import CPU, CUDA, ROCM, VULKAN, cuda_architecture
 
+BUILD = "cmake --build build --config Release -j \"$(nproc)\""
+# the ggml AMX backend arrived in October 2024 (about b3900); no fix of its crash as of b11312 (ggml-org/llama.cpp#20824)
+AMX_SINCE_BUILD = 3900
 OLD_AFTER_DAYS = 90  # llama.cpp ships several builds a day; a few months means many backend speed-ups missed
 
 
@@ -98,6 +103,9 @@ class LlamaBuildCheck(Check):
                              ev, fix=Fix("Restart the server so it runs the build now on disk.",
                                          (f"kill {serving.running[0]}",)))
 
+        cpu = _cpu_judgement(self, build, binaries, lead, what, ev)
+        if cpu is not None:
+            return cpu
         if has_nvidia and backends and CUDA not in backends:
             if VULKAN in backends:
                 return self.info(f"{what}: on an NVIDIA GPU a CUDA build is usually faster than Vulkan", ev,
@@ -118,6 +126,56 @@ class LlamaBuildCheck(Check):
         return self.ok(what, ev)
 
 
+def _cpu_judgement(check: Check, build: LlamaBuildFacts, binaries: list[LlamaBinary], lead: LlamaBinary, what: str,
+                   ev: dict[str, object]):
+    """A build that dies on this CPU (fail) or is known to crash on it (warn); None when neither."""
+    flags = build.cpu_flags
+    crashed = next((b for b in binaries if b.crash), None)
+    if crashed is not None:
+        ev[f"{crashed.path} --version"] = crashed.crash
+        return check.fail(f"{what}: {crashed.name} --version dies on this CPU", ev, fix=_cpu_fix(lead, flags),
+                          detail=crashed.crash)
+    isa = next((b.build_isa for b in binaries if b.build_isa is not None), None)
+    if isa is not None:
+        ev["compiled for"] = " ".join(isa) + " (built.json)"
+    if isa is not None and flags is not None:
+        lacking = [f for f in isa if f not in flags]
+        if lacking:
+            return check.fail(f"{what}: built for instructions this CPU lacks ({', '.join(lacking)}); it dies with "
+                              "SIGILL (built on another CPU and copied here)", ev, fix=_cpu_fix(lead, flags))
+    if not has_amx(flags):
+        return None
+    variant = next((b.build_variant for b in binaries if b.build_variant), None)
+    number = lead.version.build_number
+    known_crash = number is None or number == 0 or number >= AMX_SINCE_BUILD
+    if variant == "portable" or (isa is not None and not has_amx(isa)) or not known_crash:
+        return None
+    ev["CPU"] = "AMX (" + ", ".join(f for f in AMX_FLAGS if f in (flags or ())) + ")"
+    ev["build"] = (f"tunehost's {variant} build" if variant else "GGML_NATIVE=ON assumed (llama.cpp's default; the "
+                   "release binaries load an AMX variant too)")
+    return check.warn(f"{what}: an AMX build on an AMX CPU; llama.cpp's AMX path is known to crash (SIGSEGV) with "
+                      "some models here", ev, fix=_cpu_fix(lead, flags, amx=True),
+                      detail="Weights repacked into the AMX buffer type crash llama.cpp on some models "
+                             "(ggml-org/llama.cpp#20824, open since b8458). A build without AMX, or llama-server's "
+                             "--no-repack (-nr), avoids that path.")
+
+
+def _cpu_fix(binary: LlamaBinary, flags: frozenset[str] | None, *, amx: bool = False) -> Fix:
+    if "tunehost cache" in binary.found_in:
+        if amx:
+            return Fix("Rebuild tunehost's cached llama.cpp without AMX (its portable build), or start llama-server "
+                       "with --no-repack (-nr).", (TUNEHOST_NO_AMX_REBUILD,))
+        return Fix("Rebuild tunehost's cached llama.cpp on this machine.", (TUNEHOST_REBUILD,))
+    src = _source_dir(binary)
+    fetch = (f"cd {shlex.quote(src)}",) if src else ("git clone https://github.com/ggml-org/llama.cpp && cd llama.cpp",)
+    if amx:
+        return Fix("Build llama.cpp without AMX for this CPU's other instructions (or start llama-server with "
+                   "--no-repack (-nr), which keeps the weights out of the AMX buffer).",
+                   fetch + (no_amx_build(flags or ()), BUILD))
+    return Fix("Rebuild llama.cpp on this machine (a GGML_NATIVE=ON build only runs on CPUs like the one that "
+               "compiled it).", fetch + ("cmake -B build -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release", BUILD))
+
+
 def _nvidia_ccs(gpus: tuple[GpuView, ...] | None, binaries: list[LlamaBinary]) -> list[str]:
     ccs = [g.compute_capability for g in gpus or () if g.vendor == "nvidia" and g.compute_capability]
     return ccs or [cc for b in binaries for cc in b.version.compute_capabilities]
@@ -133,7 +191,7 @@ def _source_dir(binary: LlamaBinary) -> str | None:
 
 def _rebuild(binary: LlamaBinary, archs: list[str], gfx: list[str], want: str) -> Fix:
     if "tunehost cache" in binary.found_in:
-        return Fix("Rebuild tunehost's cached llama.cpp.", ("python scripts/build_llama_cpp.py --force",))
+        return Fix("Rebuild tunehost's cached llama.cpp.", (TUNEHOST_REBUILD,))
     src = _source_dir(binary)
     fetch = (f"cd {shlex.quote(src)} && git pull",) if src else (
         "git clone https://github.com/ggml-org/llama.cpp && cd llama.cpp",)
@@ -152,4 +210,4 @@ def _rebuild(binary: LlamaBinary, archs: list[str], gfx: list[str], want: str) -
     else:
         configure = "cmake -B build -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release"
         text = "Rebuild llama.cpp for this CPU."
-    return Fix(text, fetch + (configure, "cmake --build build --config Release -j \"$(nproc)\""))
+    return Fix(text, fetch + (configure, BUILD))

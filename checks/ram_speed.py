@@ -9,6 +9,7 @@ experts live in RAM (`-ot exps=CPU`, `--n-cpu-moe`).
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
+from tunehost.facts.chassis import VM_FIRMWARE, machine_of
 from tunehost.facts.memory_layout import Layout, layout, rating_of
 from tunehost.facts.ram import RamFacts
 from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, platform_memory_limit
@@ -42,6 +43,11 @@ class RamSpeedCheck(Check):
         ram = facts.get(RamFacts)
         if ram.memory is None or not ram.modules:
             yield self.skip(ram.unavailable or "no installed memory modules found", ram.evidence)
+            return
+        kind = machine_of(facts).kind
+        if kind is not None:  # the modules a guest or a container sees are the hypervisor's or the host's
+            yield self.skip(f"{VM_FIRMWARE if kind == 'virtual machine' else 'container: the host decides'} the "
+                            "memory speed and channels: judge them on the host itself", ram.evidence)
             return
         lay = layout(ram)
         evidence = dict(ram.evidence)

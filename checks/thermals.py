@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
+from tunehost.facts.chassis import VM_FIRMWARE, machine_of
 from tunehost.facts.gpu import GpuFacts, GpuInfo
 from tunehost.facts.thermal import TempReading, ThermalFacts, throttle_evidence
 
@@ -67,7 +68,7 @@ class ThermalsCheck(Check):
 
     def run(self, facts) -> Iterable[Finding]:
         thermal = facts.get(ThermalFacts)
-        yield from self._cpu(thermal)
+        yield from self._cpu(thermal, machine_of(facts).kind)
         counts = throttle_evidence(thermal.throttle)
         if counts:
             cpus = sorted({int(k.split("/cpu")[-1].split("/")[0]) for k in counts})
@@ -82,7 +83,7 @@ class ThermalsCheck(Check):
         for g in gpus.gpus:
             yield from self._gpu(g)
 
-    def _cpu(self, thermal: ThermalFacts) -> Iterable[Finding]:
+    def _cpu(self, thermal: ThermalFacts, machine: str | None) -> Iterable[Finding]:
         main = cpu_reading(thermal.cpu)
         if main is None or main.value_c is None:
             bogus = ""
@@ -90,6 +91,15 @@ class ThermalsCheck(Check):
                 b = thermal.bogus[0]
                 bogus = (f"; the ACPI zone {b.chip} {b.label} ({_c(b.value_c)}, crit {_c(b.crit_c)}) is a bogus "
                          "firmware zone, not the CPU")
+            kind = machine
+            if kind == "virtual machine":
+                yield self.skip(f"no CPU temperature: {VM_FIRMWARE} (a guest sees no CPU sensor; the host's cooling "
+                                f"and firmware set the clocks){bogus}", _ev(thermal.bogus))
+                return
+            if kind == "container":
+                yield self.skip(f"no CPU temperature in this container{bogus}: the sensors are the host's (load "
+                                "k10temp or coretemp there, not here)", _ev(thermal.bogus))
+                return
             why = thermal.note or "no coretemp/k10temp sensor (driver not loaded, or too old a kernel for this CPU)"
             yield self.skip(f"no CPU temperature: {why}{bogus}; try: sudo modprobe k10temp (AMD) or "
                             "sudo modprobe coretemp (Intel)", _ev(thermal.bogus))

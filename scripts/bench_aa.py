@@ -141,10 +141,9 @@ def main() -> int:
         print(json.dumps(summarize(runs, [], args.model, args), indent=2))
         return 0
 
-    from tunehost.bench.runner import MAX_ROUNDS, parse_flags, resolve_binary
+    from tunehost.bench.runner import MAX_ROUNDS, parse_flags
 
-    bin_dir = build_llama_cpp.cached_bin_dir()
-    binary = resolve_binary(bin_dir if bin_dir else None)
+    binary = build_llama_cpp.script_llama_bench()
     model = resolve(args.model)
     flags = parse_flags(args.flags)
     candidate = parse_flags(args.candidate, what="--candidate") if args.candidate else None

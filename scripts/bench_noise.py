@@ -36,11 +36,10 @@ def main() -> int:
     args = parser.parse_args()
 
     from tunehost.bench.llama_bench import run_llama_bench
-    from tunehost.bench.runner import parse_flags, resolve_binary
+    from tunehost.bench.runner import parse_flags
     from tunehost.bench.stats import variance_components
 
-    bin_dir = build_llama_cpp.cached_bin_dir()
-    binary = resolve_binary(bin_dir if bin_dir else None)
+    binary = build_llama_cpp.script_llama_bench()
     model = make_test_model.ensure_model(args.model) if args.model in ("tiny", "medium") else Path(args.model)
     base = ["-m", str(model), "-p", str(args.n_prompt), "-n", str(args.n_gen), *parse_flags(args.flags)]
     argv = [*base, "-r", str(args.reps)]

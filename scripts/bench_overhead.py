@@ -102,10 +102,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--target", type=float, default=3.0, help="percent")
     args = parser.parse_args()
-    from tunehost.bench.runner import resolve_binary
 
-    bin_dir = build_llama_cpp.cached_bin_dir()
-    binary = resolve_binary(bin_dir if bin_dir else None)
+    binary = build_llama_cpp.script_llama_bench()
     results = {name: workload(name, binary, args.pairs) for name in (args.model or ["medium", "tiny"])}
     results["fixed_cost_per_command"] = fixed_cost("medium")
     print(json.dumps(results, indent=2))

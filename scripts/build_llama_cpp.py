@@ -6,6 +6,7 @@ distribution on PyPI, so the only network access needed is the Python package in
 
     python scripts/build_llama_cpp.py            # builds (about 15 minutes on 2 cores) or reuses the cache
     python scripts/build_llama_cpp.py --force    # rebuild even if cached
+    python scripts/build_llama_cpp.py --portable # only the portable build (no AMX), e.g. where native crashes
 
 The binaries land in ``${TUNEHOST_CACHE_DIR:-~/.cache/tunehost}/llama.cpp/<version>/bin/``;
 the last line on stdout is that directory. Progress goes to stderr (a line per tenth of the
@@ -58,6 +59,12 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
+except ImportError:  # run with a Python that has not installed tunehost: the repository's own copy
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 TARGETS = ("llama-bench", "llama-fit-params", "llama-server")
@@ -140,28 +147,11 @@ def cpu_fingerprint() -> str:
     return hashlib.sha256("\n".join(distinct).encode()).hexdigest()[:16]
 
 
-def has_amx(flags: frozenset[str]) -> bool:
-    return any(flag.startswith("amx") for flag in flags)
-
-
-# -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw (ggml/src/ggml-cpu/CMakeLists.txt, GGML_AVX512)
-AVX512_BASE = ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")
-# (CMake option, the /proc/cpuinfo flags the option's compiler switches need)
-PORTABLE_ISA: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("GGML_SSE42", ("sse4_2",)),
-    ("GGML_AVX", ("avx",)),
-    ("GGML_AVX2", ("avx2",)),
-    ("GGML_FMA", ("fma",)),
-    ("GGML_F16C", ("f16c",)),
-    ("GGML_BMI2", ("bmi2",)),
-    ("GGML_AVX_VNNI", ("avx_vnni",)),
-    ("GGML_AVX512", AVX512_BASE),
-    # the extensions are only compiled on top of the AVX-512 base
-    ("GGML_AVX512_VBMI", (*AVX512_BASE, "avx512vbmi")),
-    ("GGML_AVX512_VNNI", (*AVX512_BASE, "avx512_vnni")),
-    ("GGML_AVX512_BF16", (*AVX512_BASE, "avx512_bf16")),
-)
-AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+def built_isa(variant: "Variant", flags: frozenset[str]) -> list[str]:
+    """The /proc/cpuinfo flags a variant's binaries use: a native build may use all of this CPU's ISA."""
+    if variant.name == "native":
+        return sorted(flag for flag in flags if flag in ISA_FLAGS)
+    return portable_isa(flags)
 
 
 @dataclass(frozen=True)
@@ -176,14 +166,9 @@ class Variant:
 def variants(flags: frozenset[str]) -> tuple[Variant, ...]:
     """The builds to try in order: native first, then portable for this CPU's ISA without AMX."""
     native = Variant("native", ("-DGGML_NATIVE=ON",), "llama.cpp's default: optimised for this CPU")
-    portable_options = ["-DGGML_NATIVE=OFF"]
-    for option, needs in PORTABLE_ISA:
-        enabled = all(flag in flags for flag in needs)
-        portable_options.append(f"-D{option}={'ON' if enabled else 'OFF'}")
-    portable_options += [f"-D{option}=OFF" for option in AMX_OPTIONS]
     portable = Variant(
         "portable",
-        tuple(portable_options),
+        tuple(portable_options(flags)),
         "GGML_NATIVE=OFF, this CPU's ISA without AMX" if has_amx(flags) else "GGML_NATIVE=OFF, this CPU's ISA",
     )
     return native, portable
@@ -260,6 +245,17 @@ def cached_bin_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path | None:
     return binaries
 
 
+def script_llama_bench() -> Path:
+    """llama-bench for the scripts in scripts/: ``$TUNEHOST_LLAMA_BIN_DIR`` wins, as in the CLI, whatever the cache
+    holds; without it the proven cached build, else the CLI's own search ($LLAMA_CPP_DIR, PATH). TunehostError when
+    none is found."""
+    from tunehost.bench.runner import resolve_binary  # noqa: PLC0415 (the scripts that need it have tunehost)
+
+    if os.environ.get("TUNEHOST_LLAMA_BIN_DIR"):
+        return resolve_binary(None)
+    return resolve_binary(cached_bin_dir())
+
+
 def _run(argv: list[str], log_file: Path, *, quote_last_error: bool = False, progress: Log | None = None) -> None:
     """Run one build step, appending its output to the log; a failure quotes the step's first
     error line (a compiler's first error is the cause), or its last one (pip ends with the cause).
@@ -304,11 +300,11 @@ def _report_progress(line: str, reported: int, started: float, progress: Log) ->
     percent = None
     if "/" in counter:
         done, _, total = counter.partition("/")
-        if done.strip().isdigit() and total.strip().isdigit() and int(total) > 0:
+        if done.strip().isdigit() and total.strip().isdigit() and 0 <= int(done) <= int(total) and int(total) > 0:
             percent = 100 * int(done) // int(total)
     elif counter.strip().endswith("%") and counter.strip()[:-1].strip().isdigit():
         percent = int(counter.strip()[:-1])
-    if percent is None or percent < reported + 10:
+    if percent is None or percent > 100 or percent < reported + 10:
         return reported
     step = percent // 10 * 10
     progress(f"compiled {step} % ({time.monotonic() - started:.0f} s)")
@@ -352,16 +348,6 @@ def _unpack_vendored_llama_cpp(sdist: Path, work: Path) -> Path:
 # --- the smoke run -------------------------------------------------------------------------
 
 
-def describe_exit(returncode: int) -> str:
-    """'exit 3' or 'killed by SIGSEGV' (subprocess reports a signal as a negative status)."""
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit {returncode}"
-
-
 def _smoke_exec(argv: list[str], log_file: Path, timeout: float = SMOKE_TIMEOUT_S) -> str:
     with log_file.open("a") as log:
         log.write(f"\n$ {' '.join(argv)}\n")
@@ -378,7 +364,7 @@ def _smoke_exec(argv: list[str], log_file: Path, timeout: float = SMOKE_TIMEOUT_
         stdout = completed.stdout.decode("utf-8", "replace")
         log.write(stdout[:20000])
     if completed.returncode != 0:
-        raise SmokeError(f"{Path(argv[0]).name} {describe_exit(completed.returncode)}")
+        raise SmokeError(f"{Path(argv[0]).name} {exit_status(completed.returncode)}")
     return stdout
 
 
@@ -409,7 +395,7 @@ def _smoke_server(server: Path, model: Path, log_file: Path) -> str:
         deadline = time.monotonic() + SMOKE_TIMEOUT_S
         while True:
             if process.poll() is not None:
-                raise SmokeError(f"llama-server {describe_exit(process.returncode)} while loading the model")
+                raise SmokeError(f"llama-server {exit_status(process.returncode)} while loading the model")
             try:
                 if _http_json(f"{base}/health", timeout=2.0).get("status") == "ok":
                     break
@@ -422,7 +408,7 @@ def _smoke_server(server: Path, model: Path, log_file: Path) -> str:
             answer = _http_json(f"{base}/completion", {"prompt": "hello", "n_predict": 4, "seed": 1}, timeout=60.0)
         except (OSError, ValueError, urllib.error.URLError) as error:
             if process.poll() is not None:
-                raise SmokeError(f"llama-server {describe_exit(process.returncode)} while generating") from None
+                raise SmokeError(f"llama-server {exit_status(process.returncode)} while generating") from None
             raise SmokeError(f"llama-server /completion failed: {error}") from None
         predicted = (answer.get("timings") or {}).get("predicted_n")
         if not isinstance(predicted, int) or predicted < 1:
@@ -473,7 +459,8 @@ def smoke_run(binaries: Path, model: Path, log_file: Path, *, variant: str = "")
 # --- building ------------------------------------------------------------------------------
 
 
-def ensure_built(version: str = LLAMA_CPP_PYTHON_VERSION, *, force: bool = False, log: Log = _log_to_stderr) -> Path:
+def ensure_built(version: str = LLAMA_CPP_PYTHON_VERSION, *, force: bool = False, log: Log = _log_to_stderr,
+                 portable: bool = False) -> Path:
     """Return the bin directory holding the proven binaries, building them if needed.
 
     Safe to call concurrently: a file lock makes the second caller wait for the first build.
@@ -488,7 +475,7 @@ def ensure_built(version: str = LLAMA_CPP_PYTHON_VERSION, *, force: bool = False
         # Another process may have finished the build while this one waited for the lock.
         if not force and (cached := cached_bin_dir(version)) is not None:
             return cached
-        return _build(version, root, log)
+        return _build(version, root, log, portable=portable)
 
 
 def _compile(source: Path, build: Path, vendored: VendoredLlamaCpp | None, variant: Variant, log_file: Path, log: Log) -> None:
@@ -511,14 +498,16 @@ def _install(build: Path, binaries: Path, log_file: Path) -> None:
         shutil.copy2(built, binaries / target)
 
 
-def _build(version: str, root: Path, log: Log) -> Path:
+def _build(version: str, root: Path, log: Log, *, portable: bool = False) -> Path:
     marker = root / MARKER_NAME
     marker.unlink(missing_ok=True)
     log_file = root / "build.log"
     log_file.write_text(f"building llama.cpp from llama-cpp-python {version}\n")
     started = time.monotonic()
 
-    log(f"downloading the llama-cpp-python {version} sdist from PyPI")
+    cached_sdist = root / "downloads" / f"llama_cpp_python-{version}.tar.gz"
+    log(f"using the downloaded llama-cpp-python {version} sdist" if cached_sdist.is_file()
+        else f"downloading the llama-cpp-python {version} sdist from PyPI")
     sdist = _download_sdist(version, root / "downloads", log_file)
     log(f"unpacking vendor/llama.cpp from {sdist.name}")
     work = root / "work"
@@ -531,7 +520,7 @@ def _build(version: str, root: Path, log: Log) -> Path:
     tried: list[dict] = []
     kept: Variant | None = None
     evidence: list[str] = []
-    for variant in variants(flags):
+    for variant in variants(flags)[1:] if portable else variants(flags):
         _compile(source, work / f"build-{variant.name}", vendored, variant, log_file, log)
         _install(work / f"build-{variant.name}", binaries, log_file)
         log(f"smoke run of the {variant.name} build on {model.name}")
@@ -573,6 +562,7 @@ def _build(version: str, root: Path, log: Log) -> Path:
         "build_revision": BUILD_REVISION,
         "cpu": cpu_fingerprint(),
         "cpu_amx": has_amx(flags),
+        "isa": built_isa(kept, flags),
         "key": cache_key(version, kept),
         "smoke": evidence,
         "build_seconds": seconds,
@@ -592,9 +582,11 @@ def main(argv: list[str] | None = None) -> int:
         "--version", default=LLAMA_CPP_PYTHON_VERSION, help="llama-cpp-python sdist version to build from"
     )
     parser.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
+    parser.add_argument("--portable", action="store_true",
+                        help="build only the portable variant (GGML_NATIVE=OFF, this CPU's ISA, no AMX); implies --force")
     args = parser.parse_args(argv)
     try:
-        binaries = ensure_built(args.version, force=args.force)
+        binaries = ensure_built(args.version, force=args.force or args.portable, portable=args.portable)
     except BuildError as error:
         print(f"build_llama_cpp: error: {error}", file=sys.stderr)
         return 1

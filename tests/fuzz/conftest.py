@@ -3,11 +3,9 @@ never a hang. Profiles and the time limit: tests/fuzz/profiles.py."""
 
 from __future__ import annotations
 
-from tests.fuzz.profiles import TRIED
+from tests.fuzz.profiles import TRIED, summary_lines
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if TRIED:
-        total = sum(TRIED.values())
-        terminalreporter.write_line(f"fuzz: {total} generated inputs tried "
-                                    f"({', '.join(f'{k} {v}' for k, v in sorted(TRIED.items()))})")
+    for line in summary_lines(TRIED, terminalreporter.config.option.verbose > 0):
+        terminalreporter.write_line(line)

@@ -67,3 +67,14 @@ def budget(*, ci: int, long: int) -> settings:
     if settings.get_current_profile_name() != "long":
         return settings(max_examples=ci)
     return settings(max_examples=max(1, long * settings().max_examples // 1500))
+
+
+def summary_lines(tried: dict[str, int], verbose: bool = False, width: int = 100) -> list[str]:
+    """The fuzz line of pytest's summary: the total on one short line; every target (a line each) only with -v, so
+    the pass count is never preceded by one line of several KB."""
+    if not tried:
+        return []
+    head = f"fuzz: {sum(tried.values())} generated inputs tried over {len(tried)} targets"
+    if not verbose:
+        return [head + " (-v lists them)"]
+    return [head + ":"] + [f"  {name} {count}"[:width] for name, count in sorted(tried.items())]

@@ -285,3 +285,12 @@ def test_ctrl_c_in_the_terminal_reaches_the_command_and_the_gate_waits_for_it():
         os.close(fd)
     assert b"interrupted" in output, output
     assert os.waitstatus_to_exitcode(status) == 3
+
+
+def test_a_llama_tool_killed_by_sigill_is_explained(tmp_path):
+    fake = tmp_path / "llama-bench"
+    fake.write_text("#!/bin/sh\nkill -ILL $$\n")
+    fake.chmod(0o755)
+    result = gate("--snapshot", str(READY), "--", str(fake))
+    assert result.returncode == 128 + 4, result.stderr
+    assert "llama-bench was killed by SIGILL" in result.stderr and "built for another CPU" in result.stderr

@@ -112,6 +112,21 @@ def read_advise_inputs(host: "Host") -> None:
     from tunehost.facts import HostFacts
 
     read_caps(host, HostView.from_facts(HostFacts(host)).llama_server)
+def help_crash(host: "Host", server: str) -> str | None:
+    """Why `<llama-server> --help` died by a signal on this CPU (the host answers from its cache or the snapshot);
+    None when it did not."""
+    result = host.run([server, "--help"], timeout=HELP_TIMEOUT_S)
+    return None if result is None else crash_note(host, result.rc, "llama-server")
+
+
+def crash_note(host: "Host", rc: int, program: str) -> str | None:
+    """Why `program` ended with status `rc` when a signal killed it, for this host's CPU; None otherwise."""
+    if rc >= 0:
+        return None
+    from tunehost.facts.llama_exit import explain_exit
+    from tunehost.host.cpuinfo import cpu_flags
+
+    return explain_exit(program, rc, cpu_flags(host))
 
 
 def expert_override(layers: Iterable[int]) -> str:
@@ -238,9 +253,9 @@ def fit_supported(caps: ServerCaps | None) -> bool:
     return caps is not None and caps.has("--fit", "-fit") and caps.has("--fit-target", "-fitt")
 
 
-__all__ = ["ServerCaps", "FitProbe", "parse_help", "read_caps", "adapt", "expert_override", "fit_supported",
-           "parse_fit_params", "fit_params_path", "run_fit_params", "EXPERT_TENSORS", "FitEstimate", "parse_fit_print",
-           "run_fit_print", "compare_estimate"]
+__all__ = ["ServerCaps", "FitProbe", "parse_help", "read_caps", "help_crash", "crash_note", "adapt", "expert_override",
+           "fit_supported", "parse_fit_params", "fit_params_path", "run_fit_params", "EXPERT_TENSORS", "FitEstimate",
+           "parse_fit_print", "run_fit_print", "compare_estimate"]
 
 
 # ---- llama-fit-params: llama.cpp's own placement (tools/fit-params/fit-params.cpp) ----
@@ -307,6 +322,8 @@ def run_fit_params(host: "Host", binary: str, args: list[str]) -> tuple[FitProbe
         return None, f"{binary} is not runnable here"
     if result.rc == 124:
         return None, f"llama-fit-params timed out after {FIT_TIMEOUT_S:g} s"
+    if result.rc < 0:
+        return None, crash_note(host, result.rc, "llama-fit-params")
     if not result.ok:
         last = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [f"exit status {result.rc}"]
         return None, f"llama-fit-params failed: {last[0][:200]}"

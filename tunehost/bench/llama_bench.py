@@ -31,6 +31,7 @@ from typing import Any
 
 from tunehost.bounds import MAX_TOKENS_PER_S, number, require_token_count, require_tokens_per_s
 from tunehost.errors import TunehostError
+from tunehost.facts.llama_exit import exit_status, explain_exit
 
 BENCH_BINARY = "llama-bench"
 # Fields that become BenchResult attributes; everything else goes to BenchResult.flags.
@@ -557,6 +558,8 @@ def supported_options(binary: str | os.PathLike[str], *, timeout: float = 30.0) 
     """The options this llama-bench build accepts, read from its ``--help``."""
     outcome = _spawn([str(binary), "--help"], timeout=timeout)
     options = parse_help_options(outcome.stdout + "\n" + outcome.stderr)
+    if not options and outcome.returncode < 0:
+        raise TunehostError(_crash_line(outcome.returncode, None))
     if not options:
         raise TunehostError(f"{binary} --help lists no options; is it llama-bench? {_tail_line(outcome.stderr)}")
     return options
@@ -576,6 +579,7 @@ def run_llama_bench(
     *,
     timeout: float,
     on_progress: Callable[[str], None] | None = None,
+    cpu_flags: Iterable[str] | None = None,
 ) -> list[BenchResult]:
     """Run ``binary`` with ``arguments`` plus ``-o jsonl`` and return its parsed results.
 
@@ -583,7 +587,8 @@ def run_llama_bench(
     format. Each stderr line is passed to ``on_progress`` as it arrives, in the calling
     thread (add ``--progress`` to the arguments for per-test progress lines). Raises TunehostError on a timeout, a
     non-zero exit (bad flag, missing model, out of memory: the message quotes the tool's
-    last stderr lines) or unparseable output.
+    last stderr lines) or unparseable output. A death by a signal is explained (tunehost.facts.llama_exit) for
+    ``cpu_flags`` (default: this machine's, from /proc/cpuinfo).
     """
     if any(argument in ("-o", "--output") for argument in arguments):
         raise ValueError("run_llama_bench chooses the output format itself; drop -o/--output")
@@ -591,9 +596,10 @@ def run_llama_bench(
     outcome = _spawn(argv, timeout=timeout, on_stderr_line=on_progress)
     if outcome.timed_out:
         raise TunehostError(f"llama-bench did not finish within {timeout:g} s; last output: {_tail_line(outcome.stderr)}")
+    if outcome.returncode < 0:
+        raise TunehostError(_crash_line(outcome.returncode, cpu_flags, _tail_line(outcome.stderr, 3)))
     if outcome.returncode != 0:
-        exit_status = _describe_exit(outcome.returncode)
-        raise TunehostError(f"llama-bench failed ({exit_status}): {_tail_line(outcome.stderr, 3)}")
+        raise TunehostError(f"llama-bench failed ({exit_status(outcome.returncode)}): {_tail_line(outcome.stderr, 3)}")
     return parse_jsonl(outcome.stdout)
 
 
@@ -626,13 +632,13 @@ def _spawn(argv: Sequence[str], *, timeout: float, on_stderr_line: Callable[[str
     return _Outcome(result.rc, result.stdout, tail, result.timed_out)
 
 
-def _describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit {returncode}"
+def _crash_line(returncode: int, cpu_flags: Iterable[str] | None, tail: str = "") -> str:
+    """llama-bench's death by a signal, explained for this CPU, with its last output lines."""
+    from tunehost.host.cpuinfo import live_cpu_flags
+
+    flags = live_cpu_flags() if cpu_flags is None else cpu_flags
+    why = explain_exit(BENCH_BINARY, returncode, flags) or f"llama-bench failed ({exit_status(returncode)})"
+    return why + (f" Last output: {tail}" if tail and tail != "no error output" else "")
 
 
 def _tail_line(stderr: str, count: int = 1) -> str:

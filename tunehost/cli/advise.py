@@ -24,7 +24,7 @@ EXIT_DOES_NOT_FIT = 2
 
 
 def register(app: typer.Typer) -> None:
-    app.command("advise")(advise)
+    app.command("advise", short_help='The llama-server command line for a model on this host.')(advise)
 
 
 @cli_errors
@@ -207,7 +207,7 @@ def _file_size(path: Path, what: str) -> int:
 
 def _plan_with_probe(host, view, caps, facts_model, options, no_probe: bool) -> "Plan":
     """plan(), then llama-fit-params' placement where it can answer, then the build's spellings."""
-    from tunehost.advise.flags import fit_params_path, run_fit_params
+    from tunehost.advise.flags import fit_params_path, help_crash, run_fit_params
     from tunehost.advise.plan import FitPlacement, apply_caps, plan
 
     first = plan(facts_model, view, options)  # validates, and says whether a GPU placement is needed
@@ -224,7 +224,9 @@ def _plan_with_probe(host, view, caps, facts_model, options, no_probe: bool) -> 
     if host.live and not no_probe:  # llama.cpp's own memory estimate beside tunehost's
         result = _with_estimate(host, fit_params_path(host, view.llama_server), options.model_path, result)
     if caps is None and view.llama_server:
-        result = _note(result, f"could not read `{view.llama_server} --help`: flags assume a current llama.cpp build")
+        crash = help_crash(host, view.llama_server)
+        result = _note(result, f"could not read `{view.llama_server} --help`"
+                               f"{f' ({crash})' if crash else ''}: flags assume a current llama.cpp build")
     return result
 
 

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 def register(app: typer.Typer) -> None:
     # extra arguments: the llama-server command lines after `--serve --`
-    app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(bench)
+    app.command("bench", short_help="Measure llama-bench (or llama-server over HTTP): baseline against candidate.",
+                context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(bench)
 
 
 @cli_errors

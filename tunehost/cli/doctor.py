@@ -96,8 +96,8 @@ def record_snapshot(facts: "HostFacts", directory: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor")(doctor)
-    app.command("snapshot")(snapshot)
+    app.command("doctor", short_help='Judge this host for llama.cpp: each finding with its fix.')(doctor)
+    app.command("snapshot", short_help='Capture this host into a directory that doctor can replay.')(snapshot)
 
 
 @cli_errors

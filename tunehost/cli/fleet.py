@@ -24,7 +24,7 @@ HOST_COLUMN_MAX = 24
 
 
 def register(app: typer.Typer) -> None:
-    app.command("fleet")(fleet)
+    app.command("fleet", short_help='One table of the doctor reports of several hosts.')(fleet)
 
 
 @cli_errors

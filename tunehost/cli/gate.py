@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class GateCommand(TyperCommand):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("gate", cls=GateCommand, context_settings={"allow_interspersed_args": False})(gate)
+    app.command("gate", short_help="Refuse to benchmark a host that is not ready.", cls=GateCommand, context_settings={"allow_interspersed_args": False})(gate)
 
 
 def say(message: str) -> None:
@@ -172,6 +173,12 @@ def run_gate(args: GateRun) -> int:
     else:
         if rc != 0:
             say(f"the command exited with status {rc}")
+        program = os.path.basename(args.command[0])
+        if 128 < rc < 128 + 65 and program.startswith("llama"):  # a llama.cpp tool killed by signal rc - 128
+            from tunehost.facts.llama_exit import explain_exit
+            from tunehost.host.cpuinfo import live_cpu_flags
+
+            say(explain_exit(program, 128 - rc, live_cpu_flags()) or "")
     if host_dir is not None:
         summary.update({"exit_status": rc, "duration_s": round(time.time() - started, 1)})
         try:

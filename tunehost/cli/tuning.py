@@ -19,12 +19,12 @@ EXIT_DRIFT = 2
 
 
 def register(app: typer.Typer) -> None:
-    app.command("apply")(apply)
-    app.command("verify")(verify)
-    app.command("rollback")(rollback)
-    app.command("status")(status)
-    app.command("profiles")(profiles)
-    app.command("recommend")(recommend)
+    app.command("apply", short_help='Apply a tuning profile (journalled; rollback undoes it).')(apply)
+    app.command("verify", short_help='Compare the live state with the last applied profile.')(verify)
+    app.command("rollback", short_help='Undo the last apply.')(rollback)
+    app.command("status", short_help='Show what tunehost has applied and not rolled back.')(status)
+    app.command("profiles", short_help='List the tuning profiles and what each sets.')(profiles)
+    app.command("recommend", short_help='Say which profile fits this host, and why.')(recommend)
 
 
 @cli_errors

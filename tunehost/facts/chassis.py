@@ -5,6 +5,13 @@ One table for everything that judges by the kind of machine (ram-speed's remedie
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tunehost.facts import HostFacts
+    from tunehost.host import Host
+
 CHASSIS_TYPE = "/sys/class/dmi/id/chassis_type"
 
 # SMBIOS 3.x chassis types (DMTF DSP0134, 7.4.1)
@@ -37,3 +44,62 @@ def chassis_label(chassis_type: int | None) -> str | None:
     if name is None:
         return None
     return " ".join(word if word.isupper() else word.lower() for word in name.split())
+
+
+# ---- what kind of machine the fixes are shown on: a remedy that cannot work here is noise ----
+
+CPUINFO = "/proc/cpuinfo"
+CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")  # Docker, Podman
+VM_FIRMWARE = "virtual machine: the host's firmware decides"
+
+
+def is_virtual(host: "Host") -> bool:
+    """A VM guest: the CPU reports the hypervisor flag (/proc/cpuinfo), or this is a Xen domain."""
+    text = host.files.read(CPUINFO) or ""
+    return " hypervisor" in text.partition("\n\n")[0] or host.files.exists("/proc/xen")
+
+
+def in_container(host: "Host") -> bool:
+    return any(host.files.exists(path) for path in CONTAINER_MARKERS)
+
+
+def systemd_is_init(host: "Host") -> bool | None:
+    """Whether systemd runs as PID 1 (from the processes sample); None when PID 1 was not seen."""
+    from tunehost.facts.processes import process_list
+
+    processes, _ = process_list(host)
+    init = next((p for p in processes or () if p.pid == 1), None)
+    if init is None or not init.name:
+        return None
+    return init.name == "systemd"
+
+
+def machine_kind(host: "Host") -> str | None:
+    """"virtual machine" or "container" when a hardware remedy (firmware setup, kernel module, dmidecode) cannot
+    work from here; None on bare metal."""
+    if in_container(host):
+        return "container"
+    if is_virtual(host):
+        return "virtual machine"
+    return None
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """Where a fix is shown: the checks word their remedies by it (no modprobe in a guest, no systemctl without
+    systemd)."""
+
+    kind: str | None = None  # "virtual machine", "container"; None: bare metal
+    systemd_init: bool | None = None  # systemd is PID 1; None: unknown
+
+    @classmethod
+    def gather(cls, host: "Host") -> "MachineFacts":
+        return cls(machine_kind(host), systemd_is_init(host))
+
+
+def machine_of(facts: "HostFacts") -> MachineFacts:
+    """The MachineFacts of a run; bare metal and unknown init when a test built the facts without them."""
+    try:
+        return facts.get(MachineFacts)
+    except LookupError:
+        return MachineFacts()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from tunehost.cpulist import ONLINE, format_cpu_list, parse_cpu_list
 from tunehost.errors import TunehostError
+from tunehost.facts.chassis import is_virtual
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -226,7 +227,7 @@ def _gather(host: "Host") -> CpuFacts:
         per_cpu.append(CpuFreq(cpu, directory, **values))  # type: ignore[arg-type]
     reason = None
     if not per_cpu:
-        reason = ("no cpufreq in this VM/container: the hypervisor controls frequency" if _virtualised(host)
+        reason = ("no cpufreq in this VM/container: the hypervisor controls frequency" if is_virtual(host)
                   else f"no cpufreq directory for any online CPU ({CPU_ROOT}/cpu*/cpufreq absent: "
                        "no cpufreq driver loaded, or frequency is managed by firmware/hypervisor)")
     return _replace(base, driver=driver, available_governors=tuple(governors or ()), available_epp=tuple(epps or ()),
@@ -303,11 +304,6 @@ def _has_capacity(host: "Host") -> bool:
     if host not in _capacity_cache:
         _capacity_cache[host] = any(host.files.exists(f"{CPU_ROOT}/cpu{n}/cpu_capacity") for n in (0, 1))
     return _capacity_cache[host]
-
-
-def _virtualised(host: "Host") -> bool:
-    text = host.files.read(CPUINFO) or ""
-    return " hypervisor" in text.partition("\n\n")[0] or host.files.exists("/proc/xen")
 
 
 def _cpuinfo_identity(text: str | None) -> tuple[str | None, str | None]:

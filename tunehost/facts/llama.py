@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tunehost.facts.llama_exit import ISA_FLAGS, explain_exit
+from tunehost.host.cpuinfo import cpu_flags
 from tunehost.host.redact import REDACTED
 from tunehost.parsers.llama_version import (CPU, GPU_BACKENDS, LlamaVersion, backends_from_libs, build_date,
                                             parse_list_devices, parse_llama_version)
@@ -48,6 +50,9 @@ class LlamaBinary:
     started_with: str | None = None  # the options tunehost read from the first one's command line (redacted)
     version_not_run: str | None = None  # why `--version` was not run (another user's file, deleted, a container's)
     deleted: bool = False  # the running server's file was deleted or replaced after it started
+    crash: str | None = None  # why `--version` died by a signal (tunehost.facts.llama_exit), None when it did not
+    build_variant: str | None = None  # tunehost's own build (built.json): "native" or "portable"
+    build_isa: tuple[str, ...] | None = None  # the /proc/cpuinfo flags tunehost's build was compiled for
 
     @property
     def gpu_backends(self) -> tuple[str, ...]:
@@ -61,6 +66,7 @@ class LlamaBuildFacts:
     reference_date: _dt.date | None = None  # "today" for age judgements: when the search was sampled
     reason: str | None = None  # why nothing could be searched
     hidden_servers: tuple[str, ...] = ()  # "llama-server (pid 812)": running, executable not readable (not root)
+    cpu_flags: frozenset[str] | None = None  # this CPU's /proc/cpuinfo flags (None: unknown, not x86)
 
     @classmethod
     def gather(cls, host: "Host") -> "LlamaBuildFacts":
@@ -89,9 +95,10 @@ class LlamaBuildFacts:
             if path and path not in known and all(c["name"] != name or c.get("from") != "PATH" for c in candidates):
                 candidates.append({"name": name, "path": path, "from": "PATH"})
                 known.add(path)
-        binaries = tuple(_binary(host, c) for c in candidates)
+        flags = cpu_flags(host)
+        binaries = tuple(_binary(host, c, flags) for c in candidates)
         reason = None if (install or host.live) else host.sample_errors.get("llama_install")
-        return cls(binaries, tuple(search), reference, reason, tuple(hidden))
+        return cls(binaries, tuple(search), reference, reason, tuple(hidden), flags)
 
 
 # server kinds whose executable is a llama.cpp build (llama-build judges the one that is serving first)
@@ -166,7 +173,7 @@ def _date(value: Any) -> _dt.date | None:
         return None
 
 
-def _binary(host: "Host", row: Mapping[str, Any]) -> LlamaBinary:
+def _binary(host: "Host", row: Mapping[str, Any], flags: frozenset[str] | None) -> LlamaBinary:
     name, path = str(row["name"]), str(row["path"])
     libs = tuple(str(x) for x in row.get("libs") or () if isinstance(x, str))
     argv = [path, "--version"]
@@ -178,8 +185,10 @@ def _binary(host: "Host", row: Mapping[str, Any]) -> LlamaBinary:
                     if line.strip().startswith(("version:", "built with", "ggml_cuda_init: found", "Device ",
                                                 "load_backend", "ggml_vulkan: Found")))[:400] or None
     backends, source = version.backends, "--version output"
-    if not version.build_number and isinstance(row.get("marker"), str):
-        version = _with_marker(host, row["marker"], version)
+    crash = explain_exit(name, result.rc, flags) if result is not None and result.rc < 0 else None
+    marker = _marker(host, row["marker"]) if isinstance(row.get("marker"), str) else {}
+    if not version.build_number:
+        version = _with_marker(marker, version)
     lib_backends = backends_from_libs(libs)
     if not any(b in GPU_BACKENDS for b in backends) and any(b in GPU_BACKENDS for b in lib_backends):
         backends, source = lib_backends, "libraries beside the binary"
@@ -204,17 +213,30 @@ def _binary(host: "Host", row: Mapping[str, Any]) -> LlamaBinary:
     return LlamaBinary(name, path, str(row.get("from") or "PATH"), version,
                        " ".join(argv) if result is not None else None, raw, libs, tuple(backends),
                        source if backends else None, built, built_source, mtime, pids, started, refusal,
-                       row.get("deleted") is True)
+                       row.get("deleted") is True, crash,
+                       marker.get("variant") if isinstance(marker.get("variant"), str) else None, _isa(marker))
 
 
-def _with_marker(host: "Host", marker: str, version: LlamaVersion) -> LlamaVersion:
-    # scripts/build_llama_cpp.py records the pinned build number and commit in <ver>/built.json
+def _marker(host: "Host", path: str) -> dict[str, Any]:
+    """scripts/build_llama_cpp.py's <ver>/built.json: the pinned build number and commit, the variant kept
+    (native/portable) and the ISA it was compiled for; {} when unreadable."""
     try:
-        data = json.loads(host.files.read(marker) or "")
+        data = json.loads(host.files.read(path) or "")
     except ValueError:
-        return version
-    number = data.get("llama_cpp_build_number") if isinstance(data, dict) else None
-    commit = data.get("llama_cpp_commit") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _isa(marker: Mapping[str, Any]) -> tuple[str, ...] | None:
+    isa = marker.get("isa")
+    if not isinstance(isa, list):
+        return None
+    return tuple(sorted({f for f in isa if isinstance(f, str) and f in ISA_FLAGS}))
+
+
+def _with_marker(data: Mapping[str, Any], version: LlamaVersion) -> LlamaVersion:
+    number = data.get("llama_cpp_build_number")
+    commit = data.get("llama_cpp_commit")
     if not isinstance(number, int):
         return version
     from dataclasses import replace

@@ -20,7 +20,7 @@ from tunehost.errors import TunehostError
 from tunehost.cpu_memory import CpuMemory, cpu_memory
 from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_dram_chip, is_standard_grade,
                                    module_family, module_vendor, rated_speed, snap_grade)
-from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE
+from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE, VM_FIRMWARE, machine_kind
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
 from tunehost.parsers.udev_dmi import UDEV_DMI, parse_udev_dmi_memory
 
@@ -251,6 +251,16 @@ def _cpu_model(host: "Host") -> tuple[str | None, int | None]:
     return (m.group(1).strip() if m else None), (len(packages) or None)
 
 
+def _not_installed(host: "Host") -> str:
+    """Why there is no module list without dmidecode; in a guest or a container installing it would not help."""
+    kind = machine_kind(host)
+    if kind is None:
+        return NOT_INSTALLED
+    return (f"{VM_FIRMWARE if kind == 'virtual machine' else 'container: the host decides'} the memory speed "
+            f"(dmidecode here would show at most what the {'hypervisor' if kind == 'virtual machine' else 'host'} "
+            "reports; judge the modules on the host itself)")
+
+
 @dataclass(frozen=True)
 class RamFacts:
     memory: DmiMemory | None                      # None: could not be read (see `unavailable`)
@@ -331,8 +341,8 @@ class RamFacts:
 
         result = host.run(DMIDECODE_MEMORY)
         if result is None:
-            return cls._from_udev(host, evidence, common, NOT_INSTALLED) or cls(
-                None, NOT_INSTALLED, evidence=evidence, **common)
+            why = _not_installed(host)
+            return cls._from_udev(host, evidence, common, why) or cls(None, why, evidence=evidence, **common)
         root = _is_root(host)
         stderr = (result.stderr or "").strip()
         denied = "permission denied" in (stderr + result.stdout).lower() or "/dev/mem" in stderr

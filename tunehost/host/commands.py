@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_TIMEOUT_S = 10.0
-REFUSED_RC = 126  # a snapshot's command file that links out of it: "could not be run", with the reason as stderr
+REFUSED_RC = 126
+# every exit status, and every signal (sh reports a process killed by signal N as -N): a crash is a result with its
+# status, which tunehost.facts.llama_exit explains, not an exception
+OK_CODES = list(range(-64, 256))  # a snapshot's command file that links out of it: "could not be run", with the reason as stderr
 
 
 @dataclass(frozen=True)
 class CommandResult:
-    """One command's outcome. `rc` is the exit status; 124 means it timed out."""
+    """One command's outcome. `rc` is the exit status; 124 means it timed out; -N: killed by signal N."""
 
     argv: tuple[str, ...]
     stdout: str
