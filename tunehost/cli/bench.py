@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def register(app: typer.Typer) -> None:
     # extra arguments: the llama-server command lines after `--serve --`
-    app.command("bench", short_help="Measure llama-bench (or llama-server over HTTP): baseline against candidate.",
+    app.command("bench", short_help="Measure llama-bench or llama-server: baseline vs candidate.",
                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(bench)
 
 

@@ -30,7 +30,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("tune")(tune_command)
+    app.command("tune", short_help='Find the fastest llama.cpp configuration by measurement.')(tune_command)
 
 
 def parse_budget(text: str) -> float:
