@@ -26,7 +26,7 @@ SPARK = "▁▂▃▄▅▆▇█"
 
 
 def register(app: typer.Typer) -> None:
-    app.command("history", short_help='List every measured run; --drift: is this box slower now?')(history)
+    app.command("history", short_help='List every measured run, or re-measure for drift (--drift).')(history)
 
 
 @cli_errors
