@@ -181,7 +181,8 @@ class ServedServer:
             rc = None
         if rc is None:
             return
-        raise TunehostError(f"--serve ({self.name}): llama-server ended ({describe_exit(rc)}){self._tail()}")
+        raise TunehostError(f"--serve ({self.name}): llama-server ended ({describe_exit(rc)}){self._tail()}"
+                            f"{crash_explanation(rc)}")
 
     def _tail(self) -> str:
         if self._log is None or self._log.closed:
@@ -215,10 +216,21 @@ class ServedServer:
 
 def describe_exit(rc: int) -> str:
     """'exit 1' / 'killed by SIGSEGV' (the signal's name from signal.Signals, as for llama-bench)."""
-    from tunehost.bench.llama_bench import _describe_exit
+    from tunehost.facts.llama_exit import exit_status
 
-    # TODO(merge): explain_exit — tunehost.facts.llama_exit.explain_exit(program, returncode, cpu_flags) says why
-    return _describe_exit(rc)
+    return exit_status(rc)
+
+
+def crash_explanation(rc: int) -> str:
+    """" — why": what is known to kill llama-server by that signal on this CPU (tunehost.facts.llama_exit: AMX and
+    SIGSEGV, SIGILL and a build for another CPU); "" for an ordinary exit."""
+    if rc >= 0:
+        return ""
+    from tunehost.facts.llama_exit import explain_exit
+    from tunehost.host.cpuinfo import live_cpu_flags
+
+    why = explain_exit("llama-server", rc, live_cpu_flags())
+    return f" — {why}" if why else ""
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
