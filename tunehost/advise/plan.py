@@ -135,17 +135,13 @@ class Plan:
     alternatives: tuple[tuple[str, tuple[Flag, ...]], ...] = ()
 
     def flag(self, name: str) -> Flag | None:
-        return next((f for f in self.flags if f.name == name), None)
+        return self.launch().flag(name)
 
     def value(self, name: str) -> str | None:
-        f = self.flag(name)
-        return f.value if f else None
+        return self.launch().value(name)
 
     def argv(self) -> list[str]:
-        out = [self.server]
-        for f in self.flags:
-            out.extend(f.argv())
-        return out
+        return self.launch().argv()
 
     def launch(self) -> LaunchConfig:
         """The typed launch configuration every renderer, bench and tune consume."""
