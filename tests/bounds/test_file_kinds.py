@@ -57,7 +57,7 @@ def _compare(path: Path) -> None:
 
 
 def _mmproj(path: Path) -> None:
-    from tunehost.host.files import input_file_size
+    from tunehost.inputs import input_file_size
 
     input_file_size(path, "a GGUF file")
 

@@ -123,7 +123,7 @@ class BenchResult:
 def read_input(path: str | os.PathLike[str], what: str, *, strict: bool = False) -> str:
     """The text of a file a user gave (--import, --compare): one clear TunehostError for a directory, a file too
     large to be llama-bench output, a model file, binary data or (strict) text that is not UTF-8."""
-    from tunehost.host.files import read_input_file
+    from tunehost.inputs import read_input_file
 
     data = read_input_file(path, what, limit=MAX_INPUT_BYTES)
     if len(data) > MAX_INPUT_BYTES:

@@ -325,7 +325,7 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
     from tunehost.model import read_model
 
     read_model(path)
-    from tunehost.host.files import input_file_size, read_input_file
+    from tunehost.inputs import input_file_size, read_input_file
 
     model = Path(path)
     size = input_file_size(model, "a GGUF file")

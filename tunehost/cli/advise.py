@@ -115,7 +115,7 @@ def advise(
             f"--parallel x the default context ({DEFAULT_CTX})"
         raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
                             f"not {per_slot * parallel}")
-    mmproj_bytes = _file_size(mmproj, "--mmproj") if mmproj is not None else 0
+    mmproj_bytes = _mmproj_size(mmproj) if mmproj is not None else 0
     host = open_host(snapshot)
     facts = HostFacts(host)
     view = HostView.from_facts(facts, llama_server=llama_server)
@@ -198,9 +198,9 @@ def _gguf_checks(model, draft) -> tuple[str | None, tuple[str, ...]]:
     return rope, problems
 
 
-def _file_size(path: Path, what: str) -> int:
-    """The size of an input GGUF (--mmproj): a regular file only (a FIFO, device or directory is one error line)."""
-    from tunehost.host.files import input_file_size
+def _mmproj_size(path: Path) -> int:
+    """The size of an --mmproj GGUF: a regular file only (a FIFO, device or directory is one error line)."""
+    from tunehost.inputs import input_file_size
 
     return input_file_size(path, "a GGUF file")
 
@@ -239,7 +239,7 @@ def _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve
 
     facts_models = [read_model(m.path) for m in local]
     opts = [AdviseOptions(model_path=str(Path(m.path).expanduser().resolve()), mmproj=m.mmproj,
-                          mmproj_bytes=_file_size(Path(m.mmproj), "mmproj") if m.mmproj else 0, **common)
+                          mmproj_bytes=_mmproj_size(Path(m.mmproj)) if m.mmproj else 0, **common)
             for m in local]
     rp = plan_router([m.name for m in local],
                      lambda i, h: apply_caps(plan(facts_models[i], h, opts[i]), caps), view,

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
-from tunehost.cli.bench_render import BAR_WIDTH, KIND_NAME, VERDICT_STYLE, _bar, _ts, render_comparison  # noqa: F401
+from tunehost.cli.bench_render import _ts, render_comparison
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tunehost.bench.results import Comparison, SavedResult
+    from tunehost.bench.results import SavedResult
 
 
 

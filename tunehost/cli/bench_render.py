@@ -14,7 +14,6 @@ VERDICT_STYLE = {
     "n/a": "dim",
 }
 BAR_WIDTH = 36
-KIND_NAME = {"pp": "PP (prompt processing)", "tg": "TG (token generation)", "pp+tg": "PP+TG"}
 
 
 def render_comparison(comparison: "Comparison", console: "Console", *, chart: bool = True) -> None:

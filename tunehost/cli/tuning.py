@@ -87,7 +87,7 @@ def apply(
     if not outcome.ok or outcome.unrecorded:
         raise typer.Exit(1)
     if bench:
-        from tunehost.cli.bench import render_comparison
+        from tunehost.cli.bench_render import render_comparison
         from tunehost.tuning.bench_hook import comparison
 
         after = _measure(bench, "after")

@@ -11,9 +11,8 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from tunehost.inputs import READ_CHUNK, _read_capped, file_kind, input_file_size, read_input_file  # noqa: F401
+from tunehost.inputs import _read_capped
 
 # sysfs/procfs files are small; a cap keeps a mistaken read of a huge file from hurting
 MAX_READ_BYTES = 4 * 1024 * 1024

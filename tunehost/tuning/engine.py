@@ -368,7 +368,7 @@ def _undo_file(host: "Host", intent: dict[str, Any], *, force: bool) -> dict[str
             host.files.remove(path)
         _remove_created_dirs(host, intent)
         return {"outcome": "restored", "value": "(removed)"}
-    from tunehost.host.files import read_input_file
+    from tunehost.inputs import read_input_file
 
     data = read_input_file(backup, "a backup tunehost wrote", limit=MAX_BACKUP_BYTES)  # a FIFO planted: one line
     if len(data) > MAX_BACKUP_BYTES:

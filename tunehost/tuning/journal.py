@@ -251,7 +251,7 @@ class Journal:
 
     def read(self) -> JournalState:
         """Every run the journal holds, built from its intact records, and the lines that are damaged."""
-        from tunehost.host.files import _read_capped
+        from tunehost.inputs import _read_capped
 
         try:
             fd = self._open(self.path, os.O_RDONLY)
@@ -308,7 +308,7 @@ def _refuse_kind(path: Path, mode: int) -> None:
         raise TunehostError(f"{path} is a symbolic link: refused (tunehost never writes its state through a link; "
                             "move it aside)")
     if not stat.S_ISREG(mode):
-        from tunehost.host.files import file_kind
+        from tunehost.inputs import file_kind
 
         raise TunehostError(f"{path} is {file_kind(mode)}, not a file tunehost wrote: refused (move it aside)")
 

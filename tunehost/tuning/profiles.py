@@ -129,7 +129,7 @@ def read_raw(name: str, dirs: Iterable[Path] | None = None) -> RawProfile:
     for d in dirs:
         path = d / f"{name}.toml"
         if path.exists() or path.is_symlink():
-            from tunehost.host.files import read_input_file
+            from tunehost.inputs import read_input_file
 
             try:
                 raw = read_input_file(path, "a profile", limit=MAX_PROFILE_BYTES)  # a FIFO: one line, never a hang
