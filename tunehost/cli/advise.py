@@ -272,8 +272,8 @@ def ram_bandwidth(host) -> tuple[float | None, str | None, bool]:
     """RAM GB/s for the TG ceiling, why there is none, and whether the host is busy now: never a measurement taken
     on a busy host.
 
-    Live: the pinned per-core probe now, unless tunehost.facts.processes.busy_reason says the host is busy (then the
-    last quiet measurement, once a results store keeps one, else nothing: the plan falls back to the DIMMs' peak).
+    Live: the pinned per-core probe now, unless tunehost.facts.processes.busy_reason says the host is busy (then
+    nothing: the plan falls back to the DIMMs' peak; the results store keeps llama-bench runs, not bandwidth).
     A snapshot: what its doctor run measured (samples/measure.json), or why it did not (a busy host, --quick)."""
     from tunehost.facts.measure import MeasureFacts
 
@@ -284,21 +284,11 @@ def ram_bandwidth(host) -> tuple[float | None, str | None, bool]:
         reason = busy_reason(ProcessFacts.gather(host))
         if reason is None:
             return probe_memory(host)["memory_read_gbps"], None, False
-        quiet = last_quiet_bandwidth(host)
-        if quiet is not None:
-            return quiet, f"{reason}; using the last quiet measurement ({quiet:.1f} GB/s)", True
         return None, reason, True
     m = MeasureFacts.gather(host)
     if m.memory_read_gbps is not None:
         return m.memory_read_gbps, None, False
     return None, m.why_missing("memory_read_gbps"), False
-
-
-def last_quiet_bandwidth(host) -> float | None:
-    """The RAM bandwidth last measured on this host while it was quiet. Seam for the results store (the tune
-    issue's store of past measurements): until it exists there is none, and a busy host falls back to the DIMMs'
-    peak. Replace the body with a store lookup; callers already handle None."""
-    return None
 
 
 def _with(options, **changes):
