@@ -8,7 +8,8 @@
 2. **aa**: tune over an A/A space (-ngl 0 / 1 / 99 on a CPU-only build: llama-bench ignores it; the plan with
    -t 1 so each run stays short on a loaded 2-core box) many times;
    target: a winner other than the plan in <= 5 % of the runs (95 % Wilson interval given).
-3. **optimus**: llama-optimus (PyPI; Optuna TPE over llama-bench) on the same model within the same budget;
+3. **optimus**: llama-optimus (PyPI; Optuna TPE over llama-bench) on the same model, then `tune` as a user runs it
+   (advise's plan, tunehost.tune.space's knobs) within the same measured time;
    both winners re-measured by the same paired bench against llama-bench's defaults.
 
 The space (applied to advise's plan for this host): -t {1, all cores} x -ub {128, 512} x (KV, -fa) in
@@ -268,21 +269,41 @@ def optimus(setup: Setup) -> dict:
     fa = value("--flash-attn")
     opt_flags = ("-t", value("-t"), "-b", value("--batch-size"), "-ub", value("--ubatch-size"),
                  "-fa", "on" if fa == "1" else "off")
-    outcome = tune(setup.plan, setup.knobs(), Measurer(setup.invoke), setup.settings(optimus_s))
-    results = {}
-    for name, flags in (("llama-optimus", tuple(opt_flags)), ("tunehost", outcome.winner.args)):
-        check = measure(setup.model, baseline=(), candidate=flags, n_prompt=0, n_gen=setup.args.n_gen,
+    # tunehost as a user runs it: advise's plan and tune's own search space (tunehost.tune.space), same budget
+    from tunehost.tune import space
+
+    knobs = space.knobs(setup.facts, setup.view, setup.made.path, setup.supported, "tg", setup.args.n_prompt)
+    outcome = tune(setup.plan, knobs, Measurer(setup.invoke), setup.settings(optimus_s))
+    print(f"tune: {outcome.winner.label} ({outcome.spent_s:.0f} s)", file=sys.stderr)
+
+    def ab(baseline, candidate) -> dict:
+        check = measure(setup.model, baseline=baseline, candidate=candidate, n_prompt=0, n_gen=setup.args.n_gen,
                         reps=setup.args.reps, budget_s=setup.args.check_budget, llama_bench=setup.binary,
                         describe=False, ceiling=False, watch=False)
         row = check.comparison.rows[0]
-        results[name] = {"flags": list(flags), "vs_defaults_percent": round(row.change_percent, 2),
-                         "low": row.low, "high": row.high, "verdict": row.statistical_verdict,
-                         "rounds": row.rounds, "remeasured_ts": row.candidate_ts}
+        return {"change_percent": round(row.change_percent, 2), "low": row.low, "high": row.high,
+                "verdict": row.statistical_verdict, "rounds": row.rounds, "baseline_ts": row.baseline_ts,
+                "candidate_ts": row.candidate_ts}
+
+    results = {}
+    for name, flags in (("llama-optimus", tuple(opt_flags)), ("tunehost", outcome.winner.args)):
+        results[name] = dict(ab((), flags), flags=list(flags))
+        print(f"{name} vs llama-bench defaults: {results[name]}", file=sys.stderr)
     c = outcome.confirmation
-    return {"budget_s": round(optimus_s, 1), "optimus_claimed_best_ts": max(claimed) if claimed else None,
-            "tunehost_claim": None if c is None else {"vs_plan_percent": round(c.change_percent, 2),
-                                                      "verdict": c.verdict},
-            "tunehost_winner": outcome.winner.label, "remeasured": results}
+    claim = None if c is None else {"vs_plan_percent": round(c.change_percent, 2), "low": c.low, "high": c.high,
+                                    "verdict": c.verdict, "rounds": c.rounds}
+    # does tunehost's claim hold up? the winner against advise's plan again, in a fresh paired run
+    claim_check = ab(setup.plan.args, outcome.winner.args) if outcome.improved else None
+    head_to_head = ab(tuple(opt_flags), outcome.winner.args)  # tunehost's winner against llama-optimus's
+    return {"budget_s": round(optimus_s, 1), "optimus_trials": setup.args.optimus_trials,
+            "optimus_claimed_best_ts": max(claimed) if claimed else None,
+            "optimus_claim_vs_remeasured_ts": (round(max(claimed) / results["llama-optimus"]["candidate_ts"], 3)
+                                               if claimed and results["llama-optimus"]["candidate_ts"] else None),
+            "tunehost_claim": claim, "tunehost_claim_remeasured": claim_check,
+            "tunehost_winner": outcome.winner.label,
+            "tunehost_stages": [s.describe() for s in outcome.stages],
+            "tunehost_skipped": [list(k) for k in outcome.skipped],
+            "remeasured_vs_defaults": results, "tunehost_vs_optimus": head_to_head}
 
 
 def main() -> int:

@@ -94,7 +94,7 @@ def tune_command(
     supported = runner._supported(binary)
     launch = made.launch()
     plan_candidate = race.Candidate("advise's plan", launch, runner.plan_to_bench_flags(launch, supported))
-    knobs = space.knobs(facts_model, view, made.path, supported)
+    knobs = space.knobs(facts_model, view, made.path, supported, objective, n_prompt)
     settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
                                  objective=objective)
 

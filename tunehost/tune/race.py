@@ -414,6 +414,7 @@ class Knob:
 
     name: str
     variants: Callable[[Candidate], list[Candidate]] = field(compare=False)
+    not_searched: str | None = None  # why this knob cannot change the objective here (then it is skipped, said so)
 
 
 @dataclass(frozen=True)
@@ -453,6 +454,9 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                                      measurer.spent_s, settings.budget_s, measurer.reused_steps))
 
     for index, knob in enumerate(knobs):
+        if knob.not_searched:
+            skipped.append((knob.name, knob.not_searched))
+            continue
         challengers = knob.variants(incumbent)
         if not challengers:
             skipped.append((knob.name, "no other value fits or applies here"))
@@ -471,7 +475,7 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                 raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
                                     f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
                                     f"give --budget {math.ceil(needed / 60.0)}m or more")
-        left = len([k for k in knobs[index:]])
+        left = len([k for k in knobs[index:] if not k.not_searched])
         end = measurer.spent_s + max(0.0, search_end - measurer.spent_s) / left
         arms = 1 + len(challengers)
         if measurer.spent_s + settings.min_rounds * round_s * arms / 2 > search_end:

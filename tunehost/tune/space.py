@@ -6,6 +6,11 @@ current incumbent:
 - ``threads``: -t (and -tb) = the plan's, the physical cores, every online CPU, one less than the plan's;
 - ``cpu set``: the plan's pinning (one logical CPU per performance core) against every online CPU and no pinning;
 - ``ubatch``: -ub 128 / 256 / 512 / 1024 (at most -b);
+- ``batch``: -b 512 / 1024 / 2048 / 4096 / 8192 (at least -ub; one value at or above the prompt's length: a larger
+  -b than the prompt changes nothing);
+
+``ubatch`` and ``batch`` are not searched for ``--objective tg``: llama-bench's tg test decodes one token per
+llama_decode call, so neither can change it (they decide prompt processing: pp and balanced search them).
 - ``kv cache``: -ctk/-ctv f16 and q8_0 (q8_0 only where the model's KV rows are whole q8_0 blocks);
 - ``flash attention``: -fa on / off (off only with an f16 V cache: a quantized V needs flash attention);
 - ``mmap``: --no-mmap (weights read into RAM) against mmap, only when RAM holds the CPU side plus 1 GiB;
@@ -33,6 +38,8 @@ if TYPE_CHECKING:
     from tunehost.model import ModelFacts
 
 UBATCHES = (128, 256, 512, 1024)
+BATCHES = (512, 1024, 2048, 4096, 8192)
+NOT_FOR_TG = "llama-bench's tg test decodes one token at a time: -ub and -b change only prompt processing"
 KV_TYPES = ("f16", "q8_0")
 
 
@@ -40,8 +47,10 @@ def candidate(label: str, launch: LaunchConfig, supported: frozenset[str] | None
     return Candidate(label, launch, plan_to_bench_flags(launch, supported))
 
 
-def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset[str] | None) -> list[Knob]:
-    """The stages for a plan on ``path`` (gpu | moe | split | unified | cpu)."""
+def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset[str] | None,
+          objective: str = "tg", n_prompt: int = 512) -> list[Knob]:
+    """The stages for a plan on ``path`` (gpu | moe | split | unified | cpu), for ``objective`` (tg | pp |
+    balanced) with prompts of ``n_prompt`` tokens."""
     fits = _fits_checker(model, host, path)
 
     def make(label: str, launch: LaunchConfig) -> Candidate:
@@ -71,9 +80,28 @@ def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset
             options.append(("no pinning", replace(inc.launch, pin_cpus=None)))
         return keep(inc, options)
 
+    def effective(values: Sequence[int], current: int, cap: int) -> list[int]:
+        """Values that change what llama.cpp does: min(value, cap) differs from the current one's and from each
+        other's (a batch of 1024 runs a 512-token prompt as 512 would)."""
+        seen = {min(current, cap)}
+        out = []
+        for v in values:
+            if min(v, cap) not in seen:
+                seen.add(min(v, cap))
+                out.append(v)
+        return out
+
     def ubatch(inc: Candidate) -> list[Candidate]:
         batch = _int(inc.launch.value("-b")) or 2048
-        return keep(inc, [(f"-ub {v}", inc.launch.with_flag("-ub", str(v))) for v in UBATCHES if v <= batch])
+        current = _int(inc.launch.value("-ub")) or 512
+        values = effective([v for v in UBATCHES if v <= batch], current, min(batch, n_prompt))
+        return keep(inc, [(f"-ub {v}", inc.launch.with_flag("-ub", str(v))) for v in values])
+
+    def batch(inc: Candidate) -> list[Candidate]:
+        ubatch = _int(inc.launch.value("-ub")) or 512
+        current = _int(inc.launch.value("-b")) or 2048
+        values = effective([v for v in BATCHES if v >= ubatch], current, n_prompt)
+        return keep(inc, [(f"-b {v}", inc.launch.with_flag("-b", str(v))) for v in values])
 
     def kv(inc: Candidate) -> list[Candidate]:
         from tunehost.advise.memory import kv_type_fits
@@ -123,7 +151,9 @@ def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset
             return []
         return keep(inc, [("no --prio", replace(inc.launch.without("--prio"), nice=None))])
 
-    return [Knob("threads", threads), Knob("cpu set", cpu_set), Knob("ubatch", ubatch), Knob("kv cache", kv),
+    not_tg = NOT_FOR_TG if objective == "tg" else None
+    return [Knob("threads", threads), Knob("cpu set", cpu_set), Knob("ubatch", ubatch, not_tg),
+            Knob("batch", batch, not_tg), Knob("kv cache", kv),
             Knob("flash attention", flash), Knob("mmap", mmap), Knob("repack", repack), Knob("offload", offload),
             Knob("priority", priority)]
 
