@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
+    from tunehost.advise.host_calibration import HostCalibration, HostPoint
     from tunehost.bench.results import SavedResult
 
 SCHEMA_VERSION = 1
@@ -267,12 +268,14 @@ class Store:
         by_run: dict[int, list[StoredResult]] = {}
         if rows:
             ids = [r[0] for r in rows]
-            marks = ",".join("?" * len(ids))
-            for rid, config, key, flags, test, kind, ts, rounds in self._read(
-                    f"SELECT run_id, config, config_key, flags_json, test, kind, median_ts, rounds FROM results"
-                    f" WHERE run_id IN ({marks}) ORDER BY rowid", ids):
-                by_run.setdefault(rid, []).append(StoredResult(str(config), str(key), tuple(_load(flags, [])),
-                                                               str(test), str(kind), float(ts), int(rounds)))
+            for start in range(0, len(ids), 500):  # SQLite before 3.32 allows 999 parameters per statement
+                chunk = ids[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for rid, config, key, flags, test, kind, ts, rounds in self._read(
+                        f"SELECT run_id, config, config_key, flags_json, test, kind, median_ts, rounds FROM results"
+                        f" WHERE run_id IN ({marks}) ORDER BY rowid", chunk):
+                    by_run.setdefault(rid, []).append(StoredResult(str(config), str(key), tuple(_load(flags, [])),
+                                                                   str(test), str(kind), float(ts), int(rounds)))
         return [StoredRun(id=r[0], created=r[1], command=r[2], host_fp=r[3], host=_load(r[4], {}), build=r[5],
                           model_path=r[6], model_hash=r[7], model_name=r[8], label=r[9], summary=_load(r[10], {}),
                           results=tuple(by_run.get(r[0], ()))) for r in rows]
@@ -443,6 +446,9 @@ def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
                        "settings": {"n_prompt": saved.settings.get("n_prompt"), "n_gen": saved.settings.get("n_gen"),
                                     "n_depth": saved.settings.get("n_depth"), "reps": saved.settings.get("reps")},
                        "rounds_ts": rounds_ts(saved)}
+    if saved.ceiling and "error" not in saved.ceiling:  # the placement's bytes and bandwidths: a calibration point
+        default_summary["ceiling"] = dict(saved.ceiling)
+        default_summary["ceiling_config"] = saved.configs[0].name if saved.configs else None  # the baseline's
     path = str(saved.model.get("path") or "")
     return NewRun(command=command, host=identity, host_fp=fingerprint, build=build, model_path=path,
                   model_hash=model_hash(path), model_name=saved.model.get("name"), results=results_of(saved),
@@ -524,6 +530,48 @@ def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None) ->
     if not tgs:
         return None
     return Measured(runs=len(tgs), tg_ts=float(statistics.median(tgs)), last=runs[0].created)
+
+
+def calibration_points(fingerprint: str, runs: Sequence[StoredRun]) -> list["HostPoint"]:
+    """This host's bench and tune runs as equations of advise's band model (tunehost.advise.host_calibration):
+    runs of ``fingerprint`` whose summary recorded the placement's ceiling, with the TG of the configuration that
+    ceiling was computed for. Anything malformed is left out."""
+    from tunehost.advise.host_calibration import HostPoint
+
+    points = []
+    for run in runs:
+        if run.host_fp != fingerprint or run.command not in ("bench", "tune"):
+            continue
+        ceiling, config = run.summary.get("ceiling"), run.summary.get("ceiling_config")
+        if not isinstance(ceiling, Mapping) or not isinstance(config, str):
+            continue
+        tg = run.tg(config)
+        if tg is None:
+            continue
+        point = HostPoint.from_run(run_id=run.id, created=run.created, command=run.command,
+                                   model=run.model_name or Path(run.model_path).name, model_hash=run.model_hash,
+                                   tg_ts=tg, ceiling=ceiling)
+        if point is not None:
+            points.append(point)
+    return points
+
+
+def host_calibration(*, host: Any = None, strict: bool = False) -> "HostCalibration | None":
+    """advise's constants fitted to this host's recorded runs; None: no store, no usable run, or (unless
+    ``strict``: `advise --calibrate` says why in one line) a store that cannot be read: advise must not fail for it."""
+    from tunehost.advise.host_calibration import fit_host
+
+    try:
+        if not store_path().is_file():
+            return None
+        _, fingerprint = host_identity(host)
+        with open_store() as store:
+            points = calibration_points(fingerprint, store.runs(limit=5000))
+    except TunehostError:
+        if strict:
+            raise
+        return None
+    return fit_host(points) if points else None
 
 
 def _build_text(llama_bench: Mapping[str, Any]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sqlite3
@@ -162,3 +163,82 @@ def test_advise_reads_what_this_host_measured_for_the_model(tmp_path, monkeypatc
     assert measured.text(24.0).startswith("measured here: TG 12.00 t/s = 50% of the ceiling above (from 3 runs on "
                                           "this host, ")
     assert measured.to_json(24.0)["efficiency"] == 0.5
+
+
+def _ceiling_doc(ram_bytes: int, layers: int = 32, gbps: float = 20.0) -> dict:
+    """What tunehost.bench.runner.tg_ceiling records for a CPU placement."""
+    return {"path": "cpu", "layers": layers, "moe": False, "ram_dimm_gbps": None, "tokens_per_s": gbps * 1e9 / ram_bytes,
+            "parts": [{"memory": "RAM", "bytes_per_token": ram_bytes, "gbps": gbps}]}
+
+
+def _calibration_store(model_hash_value: str) -> None:
+    """Three runs on host fp1 (two model shapes), one on another host, one drift run, one without a ceiling."""
+    with open_store() as store:
+        for i, (digest, ram_bytes, layers, tg, fp, command) in enumerate((
+                (model_hash_value, 1_000_000_000, 32, 11.5, "fp1", "bench"),
+                ("h-other", 4_000_000_000, 40, 3.0, "fp1", "tune"),
+                (model_hash_value, 1_000_000_000, 32, 11.0, "fp1", "bench"),
+                (model_hash_value, 1_000_000_000, 32, 99.0, "other-host", "bench"),
+                (model_hash_value, 1_000_000_000, 32, 5.0, "fp1", "drift"))):
+            config = "winner" if command == "tune" else "baseline"
+            store.record(NewRun(command=command, host={"cpu": "x"}, host_fp=fp, build="b1", model_path=f"/m/{i}.gguf",
+                                model_hash=digest, model_name=f"model {i}",
+                                results=(StoredResult(config, "k", ("-t", "2"), "tg128", "tg", tg, 5),),
+                                summary={"ceiling": _ceiling_doc(ram_bytes, layers), "ceiling_config": config}))
+        store.record(_run(7))  # no ceiling recorded: not a point
+
+
+def test_calibration_points_are_this_hosts_bench_and_tune_runs(monkeypatch):
+    from tunehost import store as store_module
+
+    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    assert store_module.host_calibration() is None  # no store: nothing, and no file is made
+    assert not store_path().exists()
+    _calibration_store("h-m")
+    with open_store() as store:
+        points = store_module.calibration_points("fp1", store.runs())
+    assert sorted((p.command, p.tg_ts) for p in points) == [("bench", 11.0), ("bench", 11.5), ("tune", 3.0)]
+    calibration = store_module.host_calibration()
+    fit = calibration.get("cpu")
+    assert fit.runs == 3 and fit.models == 2 and fit.layer_us_determined
+    assert 0 < fit.eff <= 1 and fit.layer_us >= 0
+
+
+def test_advise_uses_this_hosts_runs_for_the_band_and_calibrate_shows_them(cli, monkeypatch, tmp_path):
+    from tests.advise.conftest import dense_tensors, write_gguf
+    from tunehost import store as store_module
+
+    model = write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2)
+    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    before = json.loads(cli("advise", "--model", str(model), "--no-probe", "--format", "json").stdout)
+    _calibration_store("h-m")
+    after = json.loads(cli("advise", "--model", str(model), "--no-probe", "--format", "json").stdout)
+    assert (before["ceiling"]["band"] or {}).get("source") in (None, "published llama.cpp measurements")
+    band = after["ceiling"]["band"]
+    assert band["source"].startswith("from 3 runs of 2 models on this host, last ")
+    assert band["low_tokens_per_s"] < band["high_tokens_per_s"]
+    human = cli("advise", "--model", str(model), "--no-probe")
+    assert "from 3 runs of 2 models on this host" in human.stdout
+    shown = cli("advise", "--calibrate")
+    assert shown.exit_code == 0, shown.output
+    assert "CPU (dense or MoE)" in shown.stdout and "GPU / split, dense" in shown.stdout
+    assert "no run on this host" in shown.stdout
+    data = json.loads(cli("advise", "--calibrate", "--format", "json").stdout)
+    assert data["classes"]["cpu"]["runs"] == 3 and data["classes"]["cpu"]["per_layer_determined"] is True
+    refused = cli("advise", "--calibrate", "--snapshot", str(tmp_path))
+    assert refused.exit_code == 1 and "cannot be used with --snapshot" in refused.stderr
+
+
+def test_calibrate_on_an_empty_or_damaged_store(cli, monkeypatch, tmp_path):
+    from tests.advise.conftest import dense_tensors, write_gguf
+
+    model = write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2)
+    empty = cli("advise", "--calibrate")
+    assert empty.exit_code == 0 and "no usable run recorded on this host yet" in empty.stdout
+    store_path().parent.mkdir(parents=True, exist_ok=True)
+    store_path().write_bytes(b"this is not a database" * 100)
+    damaged = cli("advise", "--calibrate")  # asked for the store itself: one clear line
+    assert damaged.exit_code == 1 and "results.sqlite3" in damaged.stderr and "Traceback" not in damaged.output
+    assert len(damaged.stderr.strip().splitlines()) == 1
+    planned = cli("advise", "--model", str(model), "--no-probe")  # a plan never fails for its store
+    assert planned.exit_code == 0 and "-t" in planned.stdout

@@ -170,3 +170,11 @@ def test_a_winner_from_one_stage_against_the_plan_keeps_that_interval_and_a_mult
     two = run(FakeBench({("-t", "3"): 1.25, ("-ub", "256"): 1.25}, seed=2), [threads_knob(), ubatch_knob()])
     assert two.stages[-1].knob == "confirmation" and two.winner.args == cand("w", t="3", ub="256").args
     assert two.confirmation.verdict == "faster" and two.confirmation.ratio > 1.3
+
+
+def test_a_knob_that_cannot_change_the_objective_is_skipped_with_its_reason_and_costs_nothing():
+    fake = FakeBench({("-ub", "128"): 1.5}, seed=3)  # would win, but it is declared unable to change TG
+    blocked = Knob("ubatch", ubatch_knob().variants, not_searched="decodes one token at a time")
+    outcome = run(fake, [blocked, threads_knob()])
+    assert ("ubatch", "decodes one token at a time") in outcome.skipped
+    assert [s.knob for s in outcome.stages] == ["threads"] and outcome.winner == PLAN

@@ -287,24 +287,29 @@ class TgBand:
     model: str          # the BAND_MODELS key
     bound: str          # what dominates the time per token at the slow end
     notes: tuple[str, ...] = ()
+    source: str = ""    # "" = fitted to published runs; else this host's own runs ("from 3 runs of 2 models ...")
 
     def to_json(self) -> dict[str, Any]:
         return {"low_tokens_per_s": self.low, "high_tokens_per_s": self.high,
-                "model": self.model, "bound": self.bound, "notes": list(self.notes)}
+                "model": self.model, "bound": self.bound, "notes": list(self.notes),
+                "source": self.source or "published llama.cpp measurements"}
 
     @classmethod
     def from_json(cls, data: Any) -> "TgBand | None":
         if not isinstance(data, dict):
             return None
         try:
+            source = str(data.get("source") or "")
             return cls(float(data["low_tokens_per_s"]), float(data["high_tokens_per_s"]), str(data.get("model")),
-                       str(data.get("bound")), tuple(str(n) for n in data.get("notes") or ()))
+                       str(data.get("bound")), tuple(str(n) for n in data.get("notes") or ()),
+                       "" if source == "published llama.cpp measurements" else source)
         except (KeyError, TypeError, ValueError):
             return None
 
     def text(self) -> str:
-        return (f"expect {_ts(self.low)}-{_ts(self.high)} t/s (bound by {self.bound}; calibrated on published "
-                "llama.cpp measurements)" + "".join(f"; {n}" for n in self.notes))
+        source = self.source or "calibrated on published llama.cpp measurements"
+        return (f"expect {_ts(self.low)}-{_ts(self.high)} t/s (bound by {self.bound}; {source})"
+                + "".join(f"; {n}" for n in self.notes))
 
 
 def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,

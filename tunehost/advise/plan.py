@@ -75,6 +75,7 @@ class AdviseOptions:
     fit: FitPlacement | None = None  # llama-fit-params' answer
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
+    host_calibration: Any = None  # tunehost.advise.host_calibration.HostCalibration: what this host measured
 
 
 @dataclass(frozen=True)
@@ -672,7 +673,33 @@ def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuVie
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):
         c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")
+    if c is not None and options.host_calibration is not None:
+        c = _host_band(model, c, options)
     return c
+
+
+def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling:
+    """The band from this host's own runs of the same class (dense/MoE x GPU/split/CPU), where it has some: RAM
+    at the fit's basis (the DIMMs' peak, or RAM bandwidth measured now, else as measured with the runs)."""
+    from tunehost.advise.ceiling import band_class
+    from tunehost.advise.host_calibration import host_band
+
+    fit = options.host_calibration.get(band_class(c.path, model.is_moe))
+    if fit is None:
+        return c
+    ram_bytes = sum(b for m, b, _ in c.parts if m != "VRAM")
+    vram_bytes = sum(b for m, b, _ in c.parts if m == "VRAM")
+    if fit.basis == "dimm":
+        ram_gbps = c.bandwidths.dimm_gbps or fit.median_gbps("RAM")
+    else:
+        ram_gbps = options.ram_bandwidth_gbps or fit.median_gbps("RAM")
+    vram_gbps = c.bandwidths.gpu_gbps or fit.median_gbps("VRAM")
+    if (ram_bytes and not ram_gbps) or (vram_bytes and not vram_gbps):
+        return c
+    read_s = (ram_bytes / (ram_gbps * 1e9) if ram_bytes else 0.0) + \
+        (vram_bytes / (vram_gbps * 1e9) if vram_bytes else 0.0)  # type: ignore[operator]
+    band = host_band(fit, read_s, model.block_count, c.band.bound if c.band is not None else "memory bandwidth")
+    return replace(c, band=band) if band is not None else c
 
 
 __all__ = ["AdviseOptions", "BudgetRow", "Ceiling", "FitPlacement", "Flag", "Plan", "PlanBudget", "apply_caps",

@@ -369,7 +369,8 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "
     ceiling = tg_ceiling_for(facts_model, placement, bw)
     data: dict[str, Any] = ceiling.to_json() if ceiling is not None else {}
     data.update({"bytes_per_token": per_token, "tg_ceiling_ts": round(ceiling.tokens_per_s, 2)
-                 if ceiling is not None and ceiling.tokens_per_s else None})
+                 if ceiling is not None and ceiling.tokens_per_s else None,
+                 "layers": facts_model.block_count, "moe": facts_model.is_moe})
     if bandwidth is not None:
         samples = bandwidth["memory_read_samples"]
         data.update({"bandwidth_gbps": bandwidth["memory_read_gbps"],

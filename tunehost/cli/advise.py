@@ -50,11 +50,15 @@ def advise(
     api_key_file: Optional[Path] = typer.Option(None, "--api-key-file", metavar="FILE", help="llama-server --api-key-file: clients must send one of its keys (one per line)."),
     user_unit: bool = typer.Option(False, "--user/--system", help="--format systemd: a unit for your user manager (~/.config/systemd/user) or the system one (default)."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Run no measurement (bandwidth probe, llama-fit-params)."),
+    calibrate: bool = typer.Option(False, "--calibrate", help="Show the speed constants fitted to this host's bench/tune runs (no --model needed)."),
 ) -> None:
     """The llama-server command for MODEL on this host: placement, threads, pinning, KV cache — each flag explained.
 
     Several --model (or --models-dir): one router-mode plan (llama-server --models-preset/--models-max) in which any
     --models-max of them fit together.
+
+    --calibrate: the token-generation constants fitted to what `tunehost bench`/`tune` measured on this host, per
+    class (dense/MoE x GPU/split/CPU), beside the published ones, and which the data do not determine yet.
 
     Exit status: 0 a plan that fits, 2 the model does not fit (the plan says what would), 1 tunehost could not run.
     """
@@ -84,6 +88,13 @@ def advise(
         raise TunehostError(f"--reserve-vram must be 0..16777216 MiB, not {reserve_vram}")
     if user_unit and fmt != "systemd":
         raise TunehostError("--user chooses the kind of systemd unit: use it with --format systemd")
+    if calibrate:
+        if snapshot is not None:
+            raise TunehostError("--calibrate reads this host's results store: it cannot be used with --snapshot")
+        if fmt not in ("human", "json"):
+            raise TunehostError("--calibrate prints as human (default) or json")
+        _show_calibration(fmt)
+        return
     models = list(model or ())
     router = len(models) > 1 or models_dir is not None
     if not models and models_dir is None:
@@ -129,6 +140,10 @@ def advise(
     if (not host.live or not no_probe):
         gbps, why, busy = ram_bandwidth(host)
         common.update(ram_bandwidth_gbps=gbps, ram_bandwidth_note=why, host_busy=busy)
+    if host.live:  # this host's own bench/tune runs set the speed band where they cover the class (docs/history.md)
+        from tunehost.store import host_calibration
+
+        common.update(host_calibration=host_calibration(host=host))
     if router:
         from tunehost.advise.router import LocalModel, model_name, scan_models_dir
 
@@ -177,6 +192,50 @@ def advise(
                      measured=measured.text(ceiling_ts) if measured else None)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _show_calibration(fmt: str) -> None:
+    """`advise --calibrate`: this host's fitted constants per class, the published ones beside, what is missing."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tunehost.advise.ceiling import BAND_MODELS
+    from tunehost.advise.host_calibration import CLASS_NAMES, HostCalibration, undetermined
+    from tunehost.store import host_calibration, store_path
+
+    calibration = host_calibration(strict=True) or HostCalibration({})
+    if fmt == "json":
+        typer.echo(json.dumps({"schema": "tunehost-calibration/1", "store": str(store_path()),
+                               **calibration.to_json()}, indent=2))
+        return
+    console = make_console()
+    console.print(f"speed constants of this host, fitted to its runs in {escape(str(store_path()))}", highlight=False)
+    console.print("[dim]time per token = bytes / (efficiency x bandwidth) + layers x per-layer cost; efficiency is "
+                  "the share of the bandwidth basis reached[/]")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for column in ("class", "runs", "models", "efficiency", "per-layer cost", "published", "last run"):
+        table.add_column(column)
+    for cls, published in BAND_MODELS.items():
+        fit = calibration.get(cls)
+        published_text = (f"{published.eff_low:.2f}-{published.eff_high:.2f}, "
+                          f"{published.layer_us_low:g}-{published.layer_us_high:g} us")
+        if fit is None:
+            table.add_row(CLASS_NAMES[cls], "0", "0", "-", "-", published_text, "-")
+            continue
+        eff = (f"{fit.eff:.2f}" if fit.layer_us_determined and fit.eff else
+               f"{fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f}" if fit.eff_range else "not fitted")
+        layer = f"{fit.layer_us:.0f} us" if fit.layer_us_determined and fit.layer_us is not None else "not determined"
+        basis = "DIMMs' peak" if fit.basis == "dimm" else "measured RAM"
+        table.add_row(CLASS_NAMES[cls], str(fit.runs), str(fit.models), f"{eff} of {basis}", layer, published_text,
+                      fit.last[:10])
+    console.print(table)
+    for line in undetermined(calibration):
+        console.print(f"- {escape(line)}", highlight=False)
+    for point, why in calibration.left_out + tuple(x for f in calibration.fits.values() for x in f.left_out):
+        console.print(f"[dim]left out: run {point.run_id} ({escape(point.model)}): {escape(why)}[/]", highlight=False)
+    if not calibration.fits:
+        console.print("no usable run recorded on this host yet: `tunehost bench --model M` or `tunehost tune --model M` "
+                      "record one (token generation, with the bandwidth probe)")
 
 
 def _gguf_checks(model, draft) -> tuple[str | None, tuple[str, ...]]:

@@ -139,6 +139,10 @@ def tune_command(
             summary = dict(tune_summary(outcome, tune_key), settings={
                 "n_prompt": n_prompt if objective != "tg" else 0, "n_gen": n_gen if objective != "pp" else 0,
                 "reps": reps, "objective": objective})
+            if objective == "tg":  # the recommended placement's bytes and bandwidths: advise's calibration point
+                ceiling = runner.tg_ceiling(resolved, outcome.winner.args, _live_host())
+                if ceiling and "error" not in ceiling:
+                    summary.update(ceiling=ceiling, ceiling_config=summary["best"])
             store.record(NewRun(command="tune", host=identity, host_fp=fingerprint, build=build,
                                 model_path=resolved, model_hash=digest, model_name=Path(resolved).name,
                                 results=tuple(results), summary=summary))
@@ -154,6 +158,12 @@ class _StoreJournal:
 
     def add(self, seq: int, argv: Any, duration_s: float, outcome: Any) -> None:
         self.store.add_tune_step(self.key, seq, argv, duration_s, outcome)
+
+
+def _live_host() -> Any:
+    from tunehost.host import open_host
+
+    return open_host()
 
 
 def _plan(model: str, ctx: int | None) -> tuple[Any, Any, Any]:

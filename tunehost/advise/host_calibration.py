@@ -1,0 +1,316 @@
+"""This host's own token-generation constants, fitted to what it measured (the loop from bench/tune back to advise).
+
+advise's band (tunehost.advise.ceiling) models a token's time as
+
+    time/token = sum(bytes_i / (eff x bandwidth_i)) + layers x per_layer
+
+with ``eff`` and ``per_layer`` fitted to published llama.cpp runs of other machines (BAND_MODELS). Every `tunehost
+bench` and `tunehost tune` run recorded in the results store (tunehost.store) is one more equation of that model for
+THIS host: the bytes a token read from each memory at the bandwidth basis of the run (the DIMMs' peak when known,
+else the RAM bandwidth measured with the run; VRAM at its spec), the layers, and the TG it reached. Per class
+(band_class: cpu, gpu, gpu-moe, unified, i.e. dense/MoE x GPU/split/CPU) this module fits the two constants:
+
+- two or more models whose bytes-per-layer differ by at least :data:`DISTINCT_SHAPES` x determine both (least
+  squares on time/token, eff at most 1, per_layer at least 0);
+- runs of one model shape determine one equation: ``eff`` is fitted with ``per_layer`` held at each end of the
+  published range, and the band spans both answers; per_layer is reported as *not determined*;
+- a run faster than its bandwidth basis allows (the model sits in the CPU's cache: a few-MB test model) says
+  nothing about RAM and is left out, with that reason.
+
+The expectation for a model of a calibrated class is the fitted time/token, widened by how far this host's runs
+scatter around the fit (at least :data:`MIN_SPREAD` either way). Pure: no I/O; the store reads the points.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tunehost.advise.ceiling import BAND_MODELS, TgBand, band_class
+
+DISTINCT_SHAPES = 1.25  # bytes per layer of two models must differ by this factor to tell eff from per-layer cost
+MIN_SPREAD = 0.05  # the host band is at least +-5 % around the fit: run-to-run noise of one llama-bench median
+CACHE_RESIDENT = 1.0  # a run above this share of its bandwidth basis did not read its weights from RAM
+CLASS_NAMES = {"cpu": "CPU (dense or MoE)", "gpu": "GPU / split, dense", "gpu-moe": "GPU / split, MoE",
+               "unified": "unified memory (APU, Apple)"}
+
+
+@dataclass(frozen=True)
+class HostPoint:
+    """One recorded run as an equation: what a token read, from where, and the TG it reached."""
+
+    run_id: int
+    created: str
+    command: str  # bench | tune
+    model: str  # display name
+    model_hash: str
+    path: str  # placement: gpu | moe | split | unified | cpu
+    moe: bool
+    layers: int
+    ram_bytes: int  # per token, from host RAM (unified RAM included)
+    vram_bytes: int  # per token, from VRAM
+    ram_gbps: float | None  # the bandwidth basis of the run
+    vram_gbps: float | None
+    basis: str  # "dimm" (the configured DIMMs' peak) | "measured" (RAM bandwidth measured with the run)
+    tg_ts: float
+
+    @property
+    def cls(self) -> str:
+        return band_class(self.path, self.moe)
+
+    def read_s(self, ram_gbps: float | None = None, vram_gbps: float | None = None) -> float | None:
+        """Seconds to read one token's bytes at the basis bandwidths (or the ones given)."""
+        ram, vram = ram_gbps or self.ram_gbps, vram_gbps or self.vram_gbps
+        if (self.ram_bytes and not ram) or (self.vram_bytes and not vram):
+            return None
+        return (self.ram_bytes / (ram * 1e9) if self.ram_bytes else 0.0) + \
+            (self.vram_bytes / (vram * 1e9) if self.vram_bytes else 0.0)  # type: ignore[operator]
+
+    @classmethod
+    def from_run(cls, *, run_id: int, created: str, command: str, model: str, model_hash: str, tg_ts: float,
+                 ceiling: Mapping[str, Any]) -> "HostPoint | None":
+        """A point from a run's recorded ceiling document (tunehost.bench.runner.tg_ceiling); None when it lacks
+        what the equation needs or holds values no real run has (the store is read as hostile input)."""
+        path, layers, moe = ceiling.get("path"), ceiling.get("layers"), ceiling.get("moe")
+        parts = ceiling.get("parts")
+        if path not in ("gpu", "moe", "split", "unified", "cpu") or not _count(layers) or not isinstance(moe, bool) \
+                or not isinstance(parts, list) or not _positive(tg_ts) or tg_ts > 1e6:
+            return None
+        dimm = ceiling.get("ram_dimm_gbps")
+        ram_bytes = vram_bytes = 0
+        ram_gbps = vram_gbps = None
+        basis = "dimm" if _positive(dimm) else "measured"
+        for part in parts[:4]:
+            if not isinstance(part, Mapping) or not _count(part.get("bytes_per_token")):
+                continue
+            n, gbps = int(part["bytes_per_token"]), part.get("gbps")
+            if part.get("memory") == "VRAM":
+                vram_bytes += n
+                vram_gbps = float(gbps) if _positive(gbps) else None
+            else:
+                ram_bytes += n
+                ram_gbps = float(dimm) if basis == "dimm" else (float(gbps) if _positive(gbps) else None)
+        if not ram_bytes and not vram_bytes:
+            return None
+        point = cls(int(run_id), str(created)[:32], str(command)[:16], str(model)[:120], str(model_hash)[:40],
+                    str(path), moe, int(layers), ram_bytes, vram_bytes, ram_gbps, vram_gbps, basis, float(tg_ts))
+        return point if point.read_s() is not None else None
+
+
+@dataclass(frozen=True)
+class ClassFit:
+    """The constants of one class on this host, and how well the data pin them down."""
+
+    cls: str
+    eff: float | None  # share of the bandwidth basis reached
+    layer_us: float | None  # fixed cost per layer and token, microseconds
+    eff_range: tuple[float, float] | None  # eff when layer_us is not determined: at each end of the published range
+    layer_us_determined: bool
+    points: tuple[HostPoint, ...]  # the ones fitted
+    left_out: tuple[tuple[HostPoint, str], ...] = ()
+    spread: tuple[float, float] = (1.0, 1.0)  # min / max of measured / fitted TG over the points
+    basis: str = "measured"
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def runs(self) -> int:
+        return len(self.points)
+
+    @property
+    def models(self) -> int:
+        return len({p.model_hash for p in self.points})
+
+    @property
+    def last(self) -> str:
+        return max((p.created for p in self.points), default="")
+
+    def median_gbps(self, memory: str) -> float | None:
+        values = [p.ram_gbps if memory == "RAM" else p.vram_gbps for p in self.points]
+        values = [v for v in values if v]
+        return float(statistics.median(values)) if values else None
+
+    def source(self) -> str:
+        """"from 3 runs of 2 models on this host, last 2026-11-20"."""
+        return (f"from {self.runs} run{'s' if self.runs != 1 else ''} of {self.models} "
+                f"model{'s' if self.models != 1 else ''} on this host, last {self.last[:10]}")
+
+    def to_json(self) -> dict[str, Any]:
+        published = BAND_MODELS.get(self.cls)
+        return {"class": self.cls, "name": CLASS_NAMES.get(self.cls, self.cls), "runs": self.runs,
+                "models": self.models, "last": self.last or None, "basis": self.basis,
+                "efficiency": _round(self.eff), "efficiency_range": [_round(v) for v in self.eff_range]
+                if self.eff_range else None, "per_layer_us": _round(self.layer_us),
+                "per_layer_determined": self.layer_us_determined,
+                "spread": [round(self.spread[0], 4), round(self.spread[1], 4)],
+                "published": {"efficiency": [published.eff_low, published.eff_high],
+                              "per_layer_us": [published.layer_us_low, published.layer_us_high]}
+                if published else None,
+                "points": [{"run": p.run_id, "created": p.created, "command": p.command, "model": p.model,
+                            "tg_ts": round(p.tg_ts, 3), "layers": p.layers, "ram_bytes": p.ram_bytes,
+                            "vram_bytes": p.vram_bytes, "ram_gbps": p.ram_gbps, "vram_gbps": p.vram_gbps}
+                           for p in self.points],
+                "left_out": [{"run": p.run_id, "model": p.model, "why": why} for p, why in self.left_out],
+                "notes": list(self.notes)}
+
+    def seconds(self, read_s: float, layers: int) -> tuple[float, float] | None:
+        """(fast, slow) seconds per token for a token reading ``read_s`` at the basis through ``layers`` layers."""
+        if self.layer_us_determined and self.eff and self.layer_us is not None:
+            t = read_s / self.eff + layers * self.layer_us * 1e-6
+            return t / self.spread[1], t / self.spread[0]
+        if self.eff_range is None:
+            return None
+        published = BAND_MODELS[self.cls]
+        ends = [read_s / eff + layers * us * 1e-6
+                for eff, us in zip(self.eff_range, (published.layer_us_low, published.layer_us_high))]
+        return min(ends) / self.spread[1], max(ends) / self.spread[0]
+
+
+@dataclass(frozen=True)
+class HostCalibration:
+    fits: Mapping[str, ClassFit]
+    left_out: tuple[tuple[HostPoint, str], ...] = ()
+
+    def get(self, cls: str) -> ClassFit | None:
+        fit = self.fits.get(cls)
+        return fit if fit is not None and fit.points else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"classes": {k: v.to_json() for k, v in self.fits.items()},
+                "undetermined": undetermined(self),
+                "left_out": [{"run": p.run_id, "model": p.model, "why": why} for p, why in self.left_out]}
+
+
+def fit_host(points: Iterable[HostPoint]) -> HostCalibration:
+    """Fit every class that has points (see the module docstring)."""
+    by_class: dict[str, list[HostPoint]] = {}
+    left_out: list[tuple[HostPoint, str]] = []
+    for p in points:
+        read = p.read_s()
+        if read is None or p.cls not in BAND_MODELS:
+            left_out.append((p, "no bandwidth basis for its memory"))
+        elif read * p.tg_ts > CACHE_RESIDENT:
+            left_out.append((p, f"{p.tg_ts:.0f} t/s is faster than its bytes can be read at "
+                                f"{_basis_text(p)}: the model sits in the CPU's cache"))
+        else:
+            by_class.setdefault(p.cls, []).append(p)
+    fits = {}
+    for cls, pts in by_class.items():
+        basis = pts[-1].basis if pts else "measured"
+        kept = [p for p in pts if p.basis == basis]
+        mixed = tuple((p, f"bandwidth basis {p.basis}, the others' is {basis}") for p in pts if p.basis != basis)
+        fits[cls] = _fit_class(cls, kept, mixed, basis)
+    return HostCalibration(fits, tuple(left_out))
+
+
+def _fit_class(cls: str, pts: Sequence[HostPoint], left_out: tuple[tuple[HostPoint, str], ...],
+               basis: str) -> ClassFit:
+    published = BAND_MODELS[cls]
+    xs = [(p.read_s() or 0.0, float(p.layers), 1.0 / p.tg_ts) for p in pts]
+    shapes = [x / layers for x, layers, _ in xs]
+    notes: list[str] = []
+    if max(shapes) / min(shapes) >= DISTINCT_SHAPES:
+        solved = _least_squares(xs)
+        if solved is not None:
+            a, b = solved
+            fit = ClassFit(cls, 1.0 / a, b * 1e6, None, True, tuple(pts), left_out, basis=basis)
+            return _with_spread(fit, xs)
+        notes.append("the runs' models differ, but no efficiency at most 1 with a non-negative per-layer cost fits "
+                     "them: per-layer cost held at the published range")
+    else:
+        notes.append("every run here is of one model shape: the per-layer cost is not determined (held at the "
+                     f"published {published.layer_us_low:g}-{published.layer_us_high:g} us); bench a model of "
+                     "another size on the same placement to determine it")
+    effs = []
+    for us in (published.layer_us_low, published.layer_us_high):
+        values = [x / (y - layers * us * 1e-6) for x, layers, y in xs if y - layers * us * 1e-6 > 0]
+        effs.append(min(1.0, float(statistics.median(values))) if values else None)
+    if effs[0] is None:
+        return ClassFit(cls, None, None, None, False, tuple(pts), left_out, basis=basis,
+                        notes=tuple(notes) + ("the measured time per token is below the per-layer cost alone: "
+                                              "nothing can be fitted",))
+    if effs[1] is None:  # the slow end's overhead alone exceeds the measured time: only the fast end fits
+        effs[1] = effs[0]
+        notes.append(f"a per-layer cost of {published.layer_us_high:g} us is more than this host's runs took")
+    fit = ClassFit(cls, float(statistics.median(effs)), None, (effs[0], effs[1]), False, tuple(pts), left_out,
+                   basis=basis, notes=tuple(notes))
+    return _with_spread(fit, xs)
+
+
+def _least_squares(xs: Sequence[tuple[float, float, float]]) -> tuple[float, float] | None:
+    """y = a x + b l, a >= 1 (eff <= 1), b >= 0; None when the unconstrained answer breaks a bound."""
+    sxx = sum(x * x for x, _, _ in xs)
+    sll = sum(layers * layers for _, layers, _ in xs)
+    sxl = sum(x * layers for x, layers, _ in xs)
+    sxy = sum(x * y for x, _, y in xs)
+    sly = sum(layers * y for _, layers, y in xs)
+    det = sxx * sll - sxl * sxl
+    if det <= 0 or not math.isfinite(det):
+        return None
+    a = (sxy * sll - sly * sxl) / det
+    b = (sxx * sly - sxl * sxy) / det
+    if a < 1.0 or b < 0 or not math.isfinite(a) or not math.isfinite(b):
+        return None
+    return a, b
+
+
+def _with_spread(fit: ClassFit, xs: Sequence[tuple[float, float, float]]) -> ClassFit:
+    ratios = []
+    for x, layers, y in xs:
+        band = fit.seconds(x, int(layers))
+        if band is None:
+            continue
+        centre = math.sqrt(band[0] * band[1])
+        ratios.append(centre / y)  # measured TG / fitted TG
+    if not ratios:
+        return fit
+    low, high = min(min(ratios), 1.0 - MIN_SPREAD), max(max(ratios), 1.0 + MIN_SPREAD)
+    return replace(fit, spread=(low, high))
+
+
+def host_band(fit: ClassFit, read_s: float, layers: int, bound: str) -> TgBand | None:
+    """The TG this host should reach for a token reading ``read_s`` (at the fit's basis) through ``layers``."""
+    seconds = fit.seconds(read_s, layers)
+    if seconds is None or seconds[0] <= 0:
+        return None
+    note = (f"efficiency {fit.eff:.2f} and {fit.layer_us:.0f} us per layer fitted here" if fit.layer_us_determined
+            else f"efficiency {fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f} fitted here, per-layer cost not yet "
+                 "determined" if fit.eff_range else "")
+    return TgBand(1.0 / seconds[1], 1.0 / seconds[0], fit.cls, bound, (note,) if note else (),
+                  source=fit.source())
+
+
+def undetermined(calibration: HostCalibration) -> list[str]:
+    """What the data do not determine yet, one line per constant (for `advise --calibrate`)."""
+    out = []
+    for cls in BAND_MODELS:
+        fit = calibration.fits.get(cls)
+        name = CLASS_NAMES.get(cls, cls)
+        if fit is None or not fit.points:
+            out.append(f"{name}: no run on this host: efficiency and per-layer cost come from published runs")
+        elif fit.eff is None:
+            out.append(f"{name}: nothing fitted ({'; '.join(fit.notes)})")
+        elif not fit.layer_us_determined:
+            out.append(f"{name}: per-layer cost not determined (runs of one model shape); efficiency "
+                       f"{fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f} depending on it" if fit.eff_range else
+                       f"{name}: per-layer cost not determined")
+    return out
+
+
+def _basis_text(p: HostPoint) -> str:
+    gbps = p.ram_gbps if p.ram_bytes else p.vram_gbps
+    return f"{gbps:.1f} GB/s ({'the DIMMs peak' if p.basis == 'dimm' else 'measured'})" if gbps else "its bandwidth"
+
+
+def _round(value: float | None) -> float | None:
+    return round(value, 4) if value is not None else None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 50
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
