@@ -33,7 +33,7 @@ def _ts(value: float | None) -> str:
 
 
 def _row_text(row: DriftRow) -> str:
-    text = f"{row.test}: {_ts(row.then)} -> {_ts(row.now)} t/s"
+    text = f"{row.test} {_ts(row.then)} -> {_ts(row.now)} t/s"
     if row.change_percent is not None:
         text += f" ({row.change_percent:+.1f} %"
         if row.low is not None and row.high is not None:
@@ -84,7 +84,7 @@ class SpeedDriftCheck(Check):
         if m.changed_since_drift:
             evidence["what changed since the re-measure"] = m.changed_since_drift
         tg = next((r for r in drift.rows if r.test.startswith("tg")), drift.rows[0] if drift.rows else None)
-        how = f" ({_row_text(tg)})" if tg is not None else ""
+        how = f": {_row_text(tg)}" if tg is not None else ""
         cause = f"; changed in between: {'; '.join(drift.changed)}" if drift.changed else ""
         fix = Fix("Address what changed (re-enable XMP/EXPO after a BIOS update, the previous kernel or llama.cpp "
                   "build, the findings below), then re-measure: if it is still slower, look at load, power and "

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 RESULTS_SAMPLE = "results"
 RESULTS_FORMAT = 1
 SAMPLE_FILE = f"samples/{RESULTS_SAMPLE}.json"
+LIST_FIELDS = ("memory", "gpus")  # HostIdentity's fields that are lists of text; the others are text
 MAX_RUNS = 1000          # a sample holds at most this many runs (the sampler records 200); more are not read
 MAX_CONFIGS = 64         # TG medians kept per run
 MAX_CHANGED = 32         # "what changed" lines kept per drift run
@@ -39,6 +40,7 @@ ROW_VERDICTS = ("slower", "faster", "no clear difference")  # tunehost.bench.sta
 _HASH = re.compile(r"^[A-Za-z0-9:_-]{1,64}$")
 _DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:]{5,8}Z?)?$")
 _BUILD_NUMBER = re.compile(r"^b([0-9]{1,7})\b")
+NOT_READ = "the results store was not read in this run (`tunehost doctor` and `tunehost snapshot` read it)"
 NO_SAMPLE = (f"no {SAMPLE_FILE} in the snapshot (written by a tunehost before doctor read the results store); "
              "`tunehost snapshot` records it")
 
@@ -103,10 +105,12 @@ class ResultsFacts:
             return cls(unavailable=f"{SAMPLE_FILE} is not a JSON object")
         fmt = data.get("format", RESULTS_FORMAT)
         if fmt != RESULTS_FORMAT or isinstance(fmt, bool):
-            return cls(unavailable=f"{SAMPLE_FILE} has format {one_line(fmt, 20)}; this tunehost reads format "
+            return cls(unavailable=f"{SAMPLE_FILE} has format {one_line(str(fmt)[:40], 20)}; this tunehost reads format "
                                    f"{RESULTS_FORMAT}")
+        if data.get("skipped") is not None:
+            return cls(unavailable=one_line(str(data["skipped"])[:1200], 300))
         if data.get("error") is not None:
-            return cls(unavailable=f"the results store could not be read: {one_line(data['error'], 300)}")
+            return cls(unavailable=f"the results store could not be read: {one_line(str(data['error'])[:1200], 300)}")
         raw = data.get("runs")
         if not isinstance(raw, list):
             return cls(unavailable=f"{SAMPLE_FILE} has no list of runs")
@@ -124,13 +128,12 @@ class ResultsFacts:
     @classmethod
     def gather(cls, host: "Host") -> "ResultsFacts":
         """Replayed from a snapshot, or what the CLI put on the live host (tunehost.store.doctor_sample)."""
+        if host.live and RESULTS_SAMPLE not in host.recorded_samples:
+            # recorded, so that a snapshot of this run replays the same reason
+            host.put_sample(RESULTS_SAMPLE, {"format": RESULTS_FORMAT, "skipped": NOT_READ})
         data = host.sample(RESULTS_SAMPLE)
         missing = host.sample_errors.get(RESULTS_SAMPLE)
-        if host.live and data is None:
-            missing = "the results store was not read in this run (`tunehost doctor` reads it)"
-        elif missing:
-            missing = NO_SAMPLE if "has no" in missing else f"{missing}"
-        return cls.from_sample(data, missing=missing)
+        return cls.from_sample(data, missing=NO_SAMPLE if missing and "has no" in missing else missing)
 
 
 @dataclass(frozen=True)
@@ -164,11 +167,22 @@ def speed_history(facts: "HostFacts") -> tuple[ResultsFacts, HostIdentity, tuple
     results = facts.get(ResultsFacts)
     if results.unavailable or not results.runs:
         return results, HostIdentity(), ()
-    now = HostIdentity.gather(facts)
+    now = current_identity(facts)
     bench = next((b for b in _safe_binaries(facts, LlamaBuildFacts) if b.name == "llama-bench"
                   and b.version.build_number is not None), None)
     build_now = bench.version.build_number if bench is not None else None
     return results, now, histories(results.runs, now, build_now)
+
+
+def current_identity(facts: "HostFacts") -> HostIdentity:
+    """This host's identity now (as tunehost.store records it); hand-built facts (tests): the one given, else
+    unknown."""
+    if facts.host is None:
+        try:
+            return facts.get(HostIdentity)
+        except LookupError:
+            return HostIdentity()
+    return HostIdentity.gather(facts)
 
 
 def histories(runs: tuple[RecordedRun, ...], now: HostIdentity, build_now: int | None) -> tuple[ModelHistory, ...]:
@@ -224,11 +238,11 @@ def _host(value: Any) -> HostIdentity | None:
     clean: dict[str, Any] = {}
     for key in FIELDS:
         item = value.get(key)
-        if isinstance(item, list):
-            clean[key] = [one_line(v[:480], 120) for v in item[:64] if isinstance(v, str)]
-        elif isinstance(item, str):
+        if key in LIST_FIELDS and isinstance(item, list):
+            clean[key] = [v[:480] for v in item[:64] if isinstance(v, str)]
+        elif key not in LIST_FIELDS and isinstance(item, str):
             clean[key] = item[:480]
-    return HostIdentity.from_json(clean)
+    return HostIdentity.from_json(clean)  # every text through one_line there
 
 
 def _run(item: Any) -> tuple[RecordedRun | None, str]:
