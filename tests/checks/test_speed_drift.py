@@ -19,6 +19,7 @@ from tunehost.host import open_host
 from tunehost.store import NewRun, StoredResult, doctor_sample, open_store, store_path
 
 KERNEL = "/proc/sys/kernel/osrelease"
+BIOS_DATE = "/sys/class/dmi/id/bios_date"
 ROUNDS = {"baseline": {"tg128": [20.1, 20.0, 19.9, 20.2, 20.0]}}
 SLOWER_ROWS = [{"test": "tg128", "then": 20.0, "now": 14.0, "change_percent": -30.0, "low": 0.66, "high": 0.74,
                 "verdict": "slower", "rounds_then": 5, "rounds_now": 5}]
@@ -102,7 +103,7 @@ def test_a_damaged_store_is_an_error_line_without_the_state_dir(tmp_path):
 
 @pytest.fixture
 def snap(make_snapshot):
-    return make_snapshot(fs={KERNEL: "6.11.0-19-generic\n"})
+    return make_snapshot(fs={KERNEL: "6.11.0-19-generic\n", BIOS_DATE: "03/02/2026\n"})
 
 
 def test_slower_drift_warns_with_then_now_and_what_changed(snap):
@@ -139,7 +140,16 @@ def test_a_change_after_the_last_re_measure_is_info(snap):
     record(stored_run("bench", before), stored_run("drift", before, summary=drift_summary("no clear change", 1, [])))
     [finding] = judge(with_results(snap, doctor_sample()))
     assert finding.severity is Severity.INFO and "since the last re-measure of Qwen3-8B-Q4_K_M.gguf" in finding.summary
-    assert "bios date 01/10/2026 -> unknown" in finding.summary
+    assert "bios date 01/10/2026 -> 03/02/2026" in finding.summary
+
+
+def test_a_fact_unknown_then_or_now_is_no_change(snap):
+    here = identity_of(snap)
+    record(stored_run("bench", {**here, "kernel": None, "cpu": "AMD EPYC", "memory": ["DIMM 0: X @ 3200 MT/s"]}))
+    [finding] = judge(with_results(snap, doctor_sample()))
+    # the kernel was not known then, the CPU and memory modules are not known now (no cpuinfo, no dmidecode here)
+    assert here["cpu"] is None and here["memory"] == []
+    assert finding.severity is Severity.OK
 
 
 @pytest.mark.parametrize("verdict", ["no clear change", "faster beyond the noise"])

@@ -14,7 +14,7 @@ and bounded. The reference of a model is what ``tunehost history --drift`` re-me
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tunehost.bounds import number, whole
@@ -205,11 +205,20 @@ def histories(runs: tuple[RecordedRun, ...], now: HostIdentity, build_now: int |
 def _changed(run: RecordedRun | None, now: HostIdentity, build_now: int | None) -> tuple[str, ...]:
     if run is None:
         return ()
-    lines = changes(run.host, now) if run.host is not None else []
+    lines = changes(*_known_on_both(run.host, now)) if run.host is not None else []
     then = _BUILD_NUMBER.match(run.build or "")
     if then and build_now is not None and int(then.group(1)) != build_now:
         lines.append(f"llama.cpp build b{then.group(1)} -> b{build_now}")
     return tuple(lines)
+
+
+def _known_on_both(then: HostIdentity, now: HostIdentity) -> tuple[HostIdentity, HostIdentity]:
+    """Both identities with every field that one side does not know blanked on both: a fact unknown then or now
+    (no root for dmidecode this time, a file not readable) is not a change of the box. GPUs are always compared:
+    none found is a fact (sysfs and NVML need no root), and a GPU that went away is a change."""
+    blank = {name: getattr(HostIdentity(), name) for name in FIELDS
+             if name != "gpus" and (not getattr(then, name) or not getattr(now, name))}
+    return replace(then, **blank), replace(now, **blank)
 
 
 def _safe_binaries(facts: "HostFacts", kind: Any) -> tuple[Any, ...]:
