@@ -561,18 +561,21 @@ def doctor_sample(limit: int = DOCTOR_SAMPLE_RUNS, environ: Mapping[str, str] | 
 
 
 def _sampled_run(run: StoredRun) -> dict[str, Any]:
+    from tunehost.facts.identity import FIELDS
+    from tunehost.facts.results import MAX_CONFIGS  # what the reader keeps of a run's TG medians
     from tunehost.printable import one_line
 
     summary = run.summary if isinstance(run.summary, Mapping) else {}
     name = Path(str(run.model_name or run.model_path or "")).name  # a basename: no directory of the user's
     tg: dict[str, float] = {}
     for r in run.results:
-        if r.kind == "tg":
+        if r.kind == "tg" and len(tg) < MAX_CONFIGS:
             tg.setdefault(one_line(r.config, 80), r.median_ts)
     settings = summary.get("settings") if isinstance(summary.get("settings"), Mapping) else {}
     row: dict[str, Any] = {
         "id": run.id, "created": run.created, "command": run.command, "host_fp": run.host_fp,
-        "host": dict(run.host) if isinstance(run.host, Mapping) else {}, "build": run.build,
+        # the identity's own fields only: whatever else a store's JSON holds stays there
+        "host": {k: run.host.get(k) for k in FIELDS} if isinstance(run.host, Mapping) else {}, "build": run.build,
         "model": {"name": one_line(name, 120), "hash": run.model_hash}, "tg": tg, "best": summary.get("best"),
         # what drift needs of a reference (tunehost.cli.history.last_best): per-round values of its best config
         "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")),

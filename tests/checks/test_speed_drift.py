@@ -63,7 +63,7 @@ def judge(snapshot: Path) -> list:
 
 def test_sample_of_a_real_store_is_raw_bounded_and_names_no_path(tmp_path):
     host = {"cpu": "Test CPU", "kernel": "6.8.0", "memory": [], "gpus": []}
-    ref, drift = record(stored_run("bench", host),
+    ref, drift = record(stored_run("bench", {**host, "not_an_identity_field": "kept out"}),
                         stored_run("drift", host, tg=14.0, summary=drift_summary("slower beyond the noise", 1, [])))
     server = NewRun(command="server-bench", host=host, host_fp="fp", build=None, model_path="", model_hash="server:x",
                     model_name="alias", results=(), summary={"servers": []})
@@ -81,6 +81,7 @@ def test_sample_of_a_real_store_is_raw_bounded_and_names_no_path(tmp_path):
                                                     "change_percent", "low", "high", "verdict")}]}
     assert sample["runs"][1]["id"] == drift
     assert "/home/sam" not in json.dumps(sample)  # the model's file name only
+    assert "not_an_identity_field" not in bench["host"] and bench["host"]["bios_date"] is None
 
 
 def test_no_store_is_no_runs_and_creates_nothing():
