@@ -32,8 +32,8 @@ def _ts(value: float | None) -> str:
     return "?" if value is None else f"{value:.2f}"
 
 
-def _row_text(row: DriftRow) -> str:
-    text = f"{row.test} {_ts(row.then)} -> {_ts(row.now)} t/s"
+def _row_text(row: DriftRow, *, named: bool = True) -> str:
+    text = f"{row.test + ' ' if named else ''}{_ts(row.then)} -> {_ts(row.now)} t/s"
     if row.change_percent is not None:
         text += f" ({row.change_percent:+.1f} %"
         if row.low is not None and row.high is not None:
@@ -77,7 +77,7 @@ class SpeedDriftCheck(Check):
         elif drift.since_run is not None:
             evidence["best run"] = f"run {drift.since_run}"
         for row in drift.rows:
-            evidence[f"{row.test}"] = _row_text(row) + (f": {row.verdict}" if row.verdict else "")
+            evidence[row.test] = _row_text(row, named=False) + (f": {row.verdict}" if row.verdict else "")
         if not drift.rows and m.reference is not None:  # a drift recorded before its rows were
             evidence["TG"] = f"{_ts(m.reference.best_tg)} -> {_ts(drift.best_tg)} t/s"
         evidence["what changed before the re-measure"] = drift.changed or "no host fact tunehost records"
@@ -87,7 +87,7 @@ class SpeedDriftCheck(Check):
         how = f": {_row_text(tg)}" if tg is not None else ""
         cause = f"; changed in between: {'; '.join(drift.changed)}" if drift.changed else ""
         fix = Fix("Address what changed (re-enable XMP/EXPO after a BIOS update, the previous kernel or llama.cpp "
-                  "build, the findings below), then re-measure: if it is still slower, look at load, power and "
+                  "build, the other findings), then re-measure: if it is still slower, look at load, power and "
                   "thermal state.", ("tunehost doctor", drift_command(m.model)))
         return self.warn(f"{m.model} got slower beyond the noise since its best run{how}, re-measured "
                          f"{drift.date}{cause}", evidence, fix=fix, detail=WHY)

@@ -119,7 +119,7 @@ def test_slower_drift_warns_with_then_now_and_what_changed(snap):
                                       "tg128 20.00 -> 14.00 t/s (-30.0 %, 95 % interval -34.0..-26.0 %), "
                                       "re-measured 20")
     assert "kernel 6.8.0-45-generic -> 6.11.0-19-generic" in finding.summary
-    assert finding.evidence["tg128"].endswith(": slower")
+    assert finding.evidence["tg128"] == "20.00 -> 14.00 t/s (-30.0 %, 95 % interval -34.0..-26.0 %): slower"
     assert finding.fix is not None and finding.fix.commands == ("tunehost doctor",
                                                                 drift_command("Qwen3-8B-Q4_K_M.gguf"))
 
@@ -251,7 +251,7 @@ def test_a_hostile_model_name_is_one_quoted_printable_word(make_snapshot):
     assert finding.severity is Severity.WARN and "\x1b" not in finding.summary
     command = finding.fix.commands[1]
     assert shlex.split(command) == ["tunehost", "history", "--drift", "--model", "?[31mevil?name'; rm -rf ~ #.gguf"]
-    assert finding.evidence["tg128"] == "tg128 ? -> ? t/s"  # no figure that is not a finite positive number
+    assert finding.evidence["tg128"] == "? -> ? t/s"  # no figure that is not a finite positive number
 
 
 def test_a_10_mb_sample_file_in_a_snapshot_is_a_skip(make_snapshot):
