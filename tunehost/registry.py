@@ -15,7 +15,7 @@ ENTRY_POINT_GROUP = "tunehost.checks"
 BUILTIN_ORDER = (
     "ram-speed", "memory-bandwidth", "cpu-governor", "cpu-epp", "cpu-frequency", "cpu-clocks", "power-limits",
     "power-manager", "thp", "swap", "core-topology", "numa", "pcie-link", "gpu-memory", "thermals", "cpu-hogs",
-    "headless", "llama-exposure", "llama-build",
+    "headless", "llama-exposure", "llama-build", "speed-drift",
 )
 
 

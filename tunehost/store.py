@@ -579,3 +579,59 @@ def _build_text(llama_bench: Mapping[str, Any]) -> str | None:
     if not commit and number is None:
         return None
     return f"b{number} ({commit})" if number is not None else str(commit)
+
+
+# ---------------------------------------------------------------- doctor's `results` sample
+
+DOCTOR_SAMPLE_FORMAT = 1
+DOCTOR_SAMPLE_RUNS = 200  # the newest runs doctor looks at (speed-drift); older ones were re-measured or are stale
+DRIFT_ROW_KEYS = ("test", "then", "now", "change_percent", "low", "high", "verdict")
+
+
+def doctor_sample(limit: int = DOCTOR_SAMPLE_RUNS, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The raw `results` sample doctor records (samples/results.json, docs/snapshot.md): the newest ``limit`` runs
+    of the store, each with its host identity, llama.cpp build, model (file name and hash only, never its path),
+    TG median per configuration and, for a drift re-measure, its verdict, reference and what changed. Never
+    raises: no store is ``{"runs": []}`` (nothing is created), one that cannot be read is ``{"error": "..."}``.
+    Interpreted by tunehost.facts.results, so an old snapshot is re-judged by newer code."""
+    from tunehost.printable import one_line
+
+    path = store_path(environ)
+    out: dict[str, Any] = {"format": DOCTOR_SAMPLE_FORMAT, "limit": int(limit), "sampled_at": _now()}
+    if not path.is_file():
+        return {**out, "runs": []}
+    try:
+        with open_store(path) as store:
+            runs = store.runs(limit=limit)
+    except (TunehostError, OSError) as exc:  # the error line names the file: keep its name, not the home directory
+        return {**out, "error": one_line(str(exc).replace(str(path.parent), "<state dir>"), 300)}
+    return {**out, "runs": [_sampled_run(run) for run in runs]}
+
+
+def _sampled_run(run: StoredRun) -> dict[str, Any]:
+    from tunehost.facts.identity import FIELDS
+    from tunehost.facts.results import MAX_CONFIGS  # what the reader keeps of a run's TG medians
+    from tunehost.printable import one_line
+
+    summary = run.summary if isinstance(run.summary, Mapping) else {}
+    name = Path(str(run.model_name or run.model_path or "")).name  # a basename: no directory of the user's
+    tg: dict[str, float] = {}
+    for r in run.results:
+        if r.kind == "tg" and len(tg) < MAX_CONFIGS:
+            tg.setdefault(one_line(r.config, 80), r.median_ts)
+    settings = summary.get("settings") if isinstance(summary.get("settings"), Mapping) else {}
+    row: dict[str, Any] = {
+        "id": run.id, "created": run.created, "command": run.command, "host_fp": run.host_fp,
+        # the identity's own fields only: whatever else a store's JSON holds stays there
+        "host": {k: run.host.get(k) for k in FIELDS} if isinstance(run.host, Mapping) else {}, "build": run.build,
+        "model": {"name": one_line(name, 120), "hash": run.model_hash}, "tg": tg, "best": summary.get("best"),
+        # what drift needs of a reference (tunehost.cli.history.last_best): per-round values of its best config
+        "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")),
+        "objective": settings.get("objective"),
+    }
+    if run.command == "drift":
+        rows = summary.get("rows") if isinstance(summary.get("rows"), list) else []
+        row["drift"] = {"verdict": summary.get("verdict"), "since_run": summary.get("since_run"),
+                        "changed": summary.get("changed"),
+                        "rows": [{k: r.get(k) for k in DRIFT_ROW_KEYS} for r in rows if isinstance(r, Mapping)]}
+    return row

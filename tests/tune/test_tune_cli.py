@@ -140,3 +140,10 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     assert [r["command"] for r in runs] == ["drift", "tune"]
     assert runs[0]["summary"]["verdict"] == "slower beyond the noise" and runs[0]["summary"]["since_run"] == runs[1]["id"]
     assert runs[0]["summary"]["changed"] == ["kernel 6.8 -> 6.9"]
+    [row] = runs[0]["summary"]["rows"]  # what doctor's speed-drift shows: then -> now, the change, the interval
+    assert row["test"] == "tg" and row["verdict"] == "slower" and row["now"] < row["then"]
+    assert row["change_percent"] < -2 and row["low"] < row["high"] < 1
+    doctor = cli("doctor", "--json", "--quick", "--check", "speed-drift")
+    [finding] = json.loads(doctor.stdout)["findings"]
+    assert finding["severity"] == "warn" and finding["summary"].startswith("tiny.gguf got slower beyond the noise")
+    assert "changed in between: kernel 6.8 -> 6.9" in finding["summary"]

@@ -69,12 +69,24 @@ def load_checks_warning() -> "LoadedChecks":
     return loaded
 
 
+def record_results(host) -> None:
+    """Put the results store's raw runs on the live host as the `results` sample (speed-drift judges it; a
+    snapshot writes it as samples/results.json). The store is above the checks in the layers, so the CLI reads it."""
+    if host.live:
+        from tunehost.facts.results import RESULTS_SAMPLE
+        from tunehost.store import doctor_sample
+
+        host.put_sample(RESULTS_SAMPLE, doctor_sample())
+
+
 def judge(facts: "HostFacts", checks: list, warnings: tuple[str, ...] | list[str] = (), *, strict: bool = False,
           quick: bool = False, show_status: bool = True) -> "Report":
     """One doctor run (doctor's, snapshot's and the gate's): measuring on the live host unless quick."""
     from tunehost.doctor import run_doctor
 
     enable_measuring(facts.host, quick=quick)
+    if any(c.id == "speed-drift" for c in checks):
+        record_results(facts.host)
     with measuring_status(facts.host, show=show_status):
         report = run_doctor(facts, checks, strict=strict, warnings=warnings)
     for note in report.notes:  # a plugin that printed while it ran: on stderr, never in the report

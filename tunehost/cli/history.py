@@ -203,8 +203,10 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     slower = any(r["verdict"] == "slower" for r in rows)
     verdict = ("slower beyond the noise" if slower else
                "faster beyond the noise" if any(r["verdict"] == "faster" for r in rows) else "no clear change")
+    recorded_rows = [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in r.items()}
+                     for r in rows]  # the store refuses infinity (an open-ended interval): null there
     record_result(result, err, command="drift", extra={"verdict": verdict, "since_run": old.id,
-                                                       "changed": what_changed})
+                                                       "changed": what_changed, "rows": recorded_rows})
     if json_out:
         typer.echo(json.dumps({"schema": "tunehost-drift/1", "since_run": old.id, "since": old.created,
                                "flags": list(flags), "verdict": verdict, "rows": rows, "changed": what_changed},
