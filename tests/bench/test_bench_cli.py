@@ -191,3 +191,19 @@ def test_advised_candidate_comes_from_the_planner_mapping(cli, monkeypatch, mode
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["configs"][1]["flags"] == ["-t", "1"] and seen["supported"] == SUPPORTED
+
+
+def test_a_bench_run_records_its_placement_as_a_calibration_point_for_advise(cli, monkeypatch, model):
+    from tunehost.store import host_calibration
+
+    Boundary(monkeypatch, speeds={"default": 30.0})
+    doc = {"path": "cpu", "layers": 32, "moe": False, "ram_dimm_gbps": None, "tokens_per_s": 50.0,
+           "parts": [{"memory": "RAM", "bytes_per_token": 800_000_000, "gbps": 40.0}], "bandwidth_gbps": 40.0,
+           "bytes_per_token": 800_000_000, "tg_ceiling_ts": 50.0}
+    monkeypatch.setattr(runner, "tg_ceiling", lambda model, *args, **kwargs: doc)
+    assert cli("bench", "--model", str(model), "-p", "16", "-n", "8").exit_code == 0
+    fit = host_calibration().get("cpu")
+    assert fit is not None and fit.runs == 1 and fit.points[0].tg_ts == pytest.approx(30.0, rel=0.05)
+    assert fit.points[0].ram_bytes == 800_000_000 and fit.points[0].ram_gbps == 40.0
+    shown = cli("advise", "--calibrate")
+    assert "CPU (dense or MoE)" in shown.stdout and "per-layer cost not determined" in shown.stdout

@@ -62,6 +62,9 @@ def test_tune_finds_the_faster_threads_renders_it_and_records_it(cli, model, bou
     (run,) = doc["runs"]
     assert run["command"] == "tune" and run["summary"]["improved"] and run["summary"]["winner"] == "-t 4"
     assert {r["config"] for r in run["results"]} == {"advise's plan", "winner"}
+    # the winner's placement and bandwidth: one calibration point for advise (docs/history.md)
+    assert run["summary"]["ceiling"]["path"] == "cpu" and run["summary"]["ceiling_config"] == "winner"
+    assert run["summary"]["ceiling"]["layers"] == 2 and run["summary"]["ceiling"]["moe"] is False
     text = cli("history").stdout
     assert "tune" in text and "-t 4: +" in text
 
