@@ -201,7 +201,14 @@ def test_dense_that_does_not_fit_shows_the_split_and_what_would_fit() -> None:
 def test_cpu_only_host_has_no_gpu_flags() -> None:
     p = _plan("epyc-2s", "llama8b", ram_bandwidth_gbps=400.0)
     assert p.flag("-ngl") is None and p.value("--numa") == "distribute"
-    assert p.flag("--mlock") is not None and p.flag("--no-mmap") is not None  # memlock unlimited, RAM plenty
+    # memlock unlimited, RAM plenty: locked; THP unknown: the weights stay mapped (--no-mmap measured slower there)
+    assert p.flag("--mlock") is not None and p.flag("--no-mmap") is None
+    assert any("mmap kept" in n for n in p.notes)
+    with_thp = plan(MODELS["llama8b"](), replace(HOSTS["epyc-2s"], thp="always"),
+                    AdviseOptions("/models/llama8b.gguf", ram_bandwidth_gbps=400.0))
+    assert with_thp.flag("--no-mmap") is not None and "huge pages" in with_thp.flag("--no-mmap").reason
+    split = _plan("12700f-3060", "qwen30b")  # a GPU plan with CPU-side weights: pinned host memory
+    assert split.path in ("moe", "split") and "pinned host memory" in split.flag("--no-mmap").reason
     assert p.ceiling.tokens_per_s == pytest.approx(400e9 / (MODELS["llama8b"]().weights.total
                                                             - MODELS["llama8b"]().weights.token_embd))
 

@@ -147,6 +147,7 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     assert row["test"] == "tg" and row["verdict"] == "slower" and row["now"] < row["then"]
     assert row["change_percent"] < -2 and row["low"] < row["high"] < 1
     doctor = cli("doctor", "--json", "--quick", "--check", "speed-drift")
+    assert doctor.stdout.strip(), doctor.output
     [finding] = json.loads(doctor.stdout)["findings"]
     assert finding["severity"] == "warn" and finding["summary"].startswith("tiny.gguf got slower beyond the noise")
     assert "changed in between: kernel 6.8 -> 6.9" in finding["summary"]

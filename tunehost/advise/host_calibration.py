@@ -198,7 +198,7 @@ def fit_host(points: Iterable[HostPoint]) -> HostCalibration:
             by_class.setdefault(p.cls, []).append(p)
     fits = {}
     for cls, pts in by_class.items():
-        basis = pts[-1].basis if pts else "measured"
+        basis = max(pts, key=lambda p: (p.created, p.run_id)).basis  # the newest run's: the host as it is now
         kept = [p for p in pts if p.basis == basis]
         mixed = tuple((p, f"bandwidth basis {p.basis}, the others' is {basis}") for p in pts if p.basis != basis)
         fits[cls] = _fit_class(cls, kept, mixed, basis)

@@ -60,6 +60,7 @@ class HostView:
     memlock_limit: int | None = None  # soft "Max locked memory" in bytes; None unknown (see memlock_unlimited)
     memlock_unlimited: bool = False
     numa_nodes: int | None = None
+    thp: str | None = None  # transparent huge pages mode: always | madvise | never | None (unknown)
     llama_server: str | None = None  # path of the llama-server found on the host
     cpus_given: bool = False  # pin_cpus/threads come from --cpus
     efficiency_cpus: tuple[int, ...] = ()  # E-cores of a hybrid CPU (logical CPUs)
@@ -127,8 +128,17 @@ class HostView:
             numa = sum(1 for n in host.files.listdir(NODES) if re.fullmatch(r"node\d+", n)) or None
         server, backends = _llama_part(facts, llama_server, notes)
         return cls(gpus=gpus, gpus_known=gpus_known, gpu_backends=backends, ram_total=total, ram_available=available,
-                   memlock_limit=limit, memlock_unlimited=unlimited, numa_nodes=numa, llama_server=server,
-                   notes=tuple(notes), **cpu)
+                   memlock_limit=limit, memlock_unlimited=unlimited, numa_nodes=numa, thp=_thp_part(facts),
+                   llama_server=server, notes=tuple(notes), **cpu)
+
+
+def _thp_part(facts: "HostFacts") -> str | None:
+    from tunehost.facts.memory import ThpFacts
+
+    try:
+        return facts.get(ThpFacts).enabled
+    except Exception:  # THP is a detail of the mmap advice: unknown, never a reason not to plan
+        return None
 
 
 def parse_memlock(text: str | None) -> tuple[int | None, bool]:

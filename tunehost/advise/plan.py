@@ -638,12 +638,20 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
         notes.append(f"no --no-mmap/--mlock: the CPU side ({gib(need)}) leaves less than {gib(RAM_SPARE)} of the "
                      f"{gib(host.ram_available)} available; with mmap the kernel can at least page weights")
         return False, None
-    flags.append(Flag("--no-mmap", None, f"read the {gib(cpu_weights)} of CPU-side weights into RAM once: no page "
-                                         "faults or page-cache eviction mid-generation"))
+    if path == "cpu" and host.thp != "always":
+        # a CPU-only plan reads its weights from the mapped page cache: measured faster here (docs/advise.md)
+        notes.append(f"mmap kept (llama.cpp's default): with THP {host.thp or 'unknown'}, weights read into anonymous "
+                     "memory get 4 KiB pages; a 2-vCPU VM measured --no-mmap 12 % slower in TG (THP always: no "
+                     "difference); `tunehost tune` races it on your box")
+    else:
+        why = ("the GPU backend then keeps them in pinned host memory" if path in ("split", "moe") else
+               "THP is always, so they get huge pages")
+        flags.append(Flag("--no-mmap", None, f"read the {gib(cpu_weights)} of CPU-side weights into RAM once ({why}): "
+                                             "no page faults or page-cache eviction mid-generation"))
     allowed = host.memlock_allows(need)
     fix = "ulimit -l unlimited (shell; /etc/security/limits.conf for a login) or LimitMEMLOCK=infinity (systemd)"
     if allowed:
-        flags.append(Flag("--mlock", None, f"lock those {gib(need)} in RAM so nothing swaps them out "
+        flags.append(Flag("--mlock", None, f"lock those {gib(need)} in RAM so nothing swaps or evicts them "
                                            "(the memlock limit allows it)"))
         return False, None
     limit = "unknown" if allowed is None else f"{host.memlock_limit // 1024} KiB" if host.memlock_limit else "0"
