@@ -270,16 +270,17 @@ def _with_spread(fit: ClassFit, xs: Sequence[tuple[float, float, float]]) -> Cla
     return replace(fit, spread=(low, high))
 
 
-def host_band(fit: ClassFit, read_s: float, layers: int, bound: str) -> TgBand | None:
-    """The TG this host should reach for a token reading ``read_s`` (at the fit's basis) through ``layers``."""
+def host_band(fit: ClassFit, read_s: float, layers: int, bound: str, *, basis: str = "") -> TgBand | None:
+    """The TG this host should reach for a token reading ``read_s`` (at the fit's basis, which ``basis`` names
+    for the reader) through ``layers``."""
     seconds = fit.seconds(read_s, layers)
     if seconds is None or seconds[0] <= 0:
         return None
     note = (f"efficiency {fit.eff:.2f} and {fit.layer_us:.0f} us per layer fitted here" if fit.layer_us_determined
             else f"efficiency {fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f} fitted here, per-layer cost not yet "
                  "determined" if fit.eff_range else "")
-    return TgBand(1.0 / seconds[1], 1.0 / seconds[0], fit.cls, bound, (note,) if note else (),
-                  source=fit.source())
+    notes = tuple(n for n in (note, basis) if n)
+    return TgBand(1.0 / seconds[1], 1.0 / seconds[0], fit.cls, bound, notes, source=fit.source())
 
 
 def undetermined(calibration: HostCalibration) -> list[str]:

@@ -697,16 +697,20 @@ def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling
         return c
     ram_bytes = sum(b for m, b, _ in c.parts if m != "VRAM")
     vram_bytes = sum(b for m, b, _ in c.parts if m == "VRAM")
+    basis = ""
     if fit.basis == "dimm":
         ram_gbps = c.bandwidths.dimm_gbps or fit.median_gbps("RAM")
-    else:
-        ram_gbps = options.ram_bandwidth_gbps or fit.median_gbps("RAM")
+    else:  # the efficiency is relative to what the probe read with those runs: a probe now may read otherwise
+        ram_gbps = fit.median_gbps("RAM") or options.ram_bandwidth_gbps
+        if ram_bytes and ram_gbps:
+            basis = f"RAM at {ram_gbps:.1f} GB/s as measured with those runs"
     vram_gbps = c.bandwidths.gpu_gbps or fit.median_gbps("VRAM")
     if (ram_bytes and not ram_gbps) or (vram_bytes and not vram_gbps):
         return c
     read_s = (ram_bytes / (ram_gbps * 1e9) if ram_bytes else 0.0) + \
         (vram_bytes / (vram_gbps * 1e9) if vram_bytes else 0.0)  # type: ignore[operator]
-    band = host_band(fit, read_s, model.block_count, c.band.bound if c.band is not None else "memory bandwidth")
+    band = host_band(fit, read_s, model.block_count, c.band.bound if c.band is not None else "memory bandwidth",
+                     basis=basis)
     return replace(c, band=band) if band is not None else c
 
 
