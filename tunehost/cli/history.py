@@ -74,24 +74,29 @@ def history(
 
 
 def render_runs(runs: list["StoredRun"], console: "Console") -> None:
-    from rich.table import Table
+    """One block per run, readable at 80 columns: a head line (id, time, command, model, build), one line per
+    configuration (its TG and PP medians, then its flags, which wrap), and the verdict or the tune's result."""
+    from rich.markup import escape
 
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column in ("id", "when (UTC)", "command", "model", "build", "configuration", "TG t/s", "PP t/s", "result"):
-        table.add_column(column, justify="right" if column in ("id", "TG t/s", "PP t/s") else "left")
     for run in runs:
-        configs = list(dict.fromkeys(r.config for r in run.results)) or ["—"]
-        for i, config in enumerate(configs):
+        when = run.created.replace("T", " ").rstrip("Z")[:16]
+        model = run.model_name or Path(run.model_path).name
+        console.print(f"[bold]#{run.id}[/]  {escape(when)}  [bold]{escape(run.command)}[/]  {escape(model)}  "
+                      f"[dim]{escape(run.build or 'build ?')}[/]", highlight=False, soft_wrap=True)
+        configs = list(dict.fromkeys(r.config for r in run.results))
+        width = max((len(c) for c in configs), default=0)
+        for config in configs:
             rows = [r for r in run.results if r.config == config]
             flags = " ".join(rows[0].flags) if rows else ""
             tg = next((r.median_ts for r in rows if r.kind == "tg"), None)
             pp = next((r.median_ts for r in rows if r.kind == "pp"), None)
-            table.add_row(str(run.id) if i == 0 else "", run.created.replace("T", " ").rstrip("Z") if i == 0 else "",
-                          run.command if i == 0 else "", (run.model_name or Path(run.model_path).name) if i == 0
-                          else "", (run.build or "?") if i == 0 else "",
-                          f"{config}: {flags or '(llama-bench defaults)'}", _ts(tg), _ts(pp),
-                          _result(run) if i == 0 else "")
-    console.print(table)
+            other = next((r for r in rows if r.kind not in ("tg", "pp")), None)  # tune --objective balanced
+            speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
+                                                f"PP {_ts(pp)}" if pp is not None else "",
+                                                f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
+            console.print(f"    {escape(config.ljust(width))}  {speed or '—'} t/s  "
+                          f"[dim]{escape(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
+        console.print(f"    → {escape(_result(run))}", highlight=False, soft_wrap=True)
 
 
 def _result(run: "StoredRun") -> str:
