@@ -41,3 +41,27 @@ def test_batch_values_are_the_ones_that_change_prompt_processing(tmp_path):
     # -ub at most -b
     assert all(int(c.launch.value("-ub")) <= 1024 for c in long_stages["ubatch"].variants(small_batch))
     assert all("-b" in c.args for c in long_stages["batch"].variants(plan_long))
+
+
+def test_cpu_sets_on_a_hybrid_cpu_are_p_cores_one_per_core_all_and_none(tmp_path):
+    from dataclasses import replace
+
+    from tunehost.advise.host_view import HostView
+
+    # 2 P-cores with SMT (0,1 / 2,3) and 4 E-cores (4..7), as an i7-12700-like layout in small
+    hybrid = HostView(online_cpus=tuple(range(8)), cores=((0, 1), (2, 3), (4,), (5,), (6,), (7,)), pin_cpus=(0, 2),
+                      performance_cores=2, threads=2, smt=True, hybrid=True, ram_total=16 << 30,
+                      ram_available=12 << 30, memlock_unlimited=True, numa_nodes=1, efficiency_cpus=(4, 5, 6, 7))
+    path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
+    facts = read_model(path)
+    made = plan(facts, hybrid, AdviseOptions(model_path=path, ctx=512))
+    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    assert plan_c.launch.pin_cpus == (0, 2)
+    stages = {k.name: k for k in knobs(facts, hybrid, made.path, SUPPORTED)}
+    sets = {c.label: c.launch.pin_cpus for c in stages["cpu set"].variants(plan_c)}
+    assert sets == {"one CPU per core": (0, 2, 4, 5, 6, 7), "all CPUs": tuple(range(8)), "no pinning": None}
+    flat = replace(hybrid, cores=((0,), (1,)), online_cpus=(0, 1), pin_cpus=(0, 1), hybrid=False, efficiency_cpus=())
+    made = plan(facts, flat, AdviseOptions(model_path=path, ctx=512))
+    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    stages = {k.name: k for k in knobs(facts, flat, made.path, SUPPORTED)}
+    assert [c.label for c in stages["cpu set"].variants(plan_c)] == ["no pinning"]  # the plan already pins all

@@ -4,7 +4,8 @@ One knob per stage, in this order (the ones that matter most on a CPU first); ea
 current incumbent:
 
 - ``threads``: -t (and -tb) = the plan's, the physical cores, every online CPU, one less than the plan's;
-- ``cpu set``: the plan's pinning (one logical CPU per performance core) against every online CPU and no pinning;
+- ``cpu set``: the plan's pinning (one logical CPU per performance core) against one logical CPU per core (E-cores
+  too, on a hybrid CPU), every online CPU and no pinning;
 - ``ubatch``: -ub 128 / 256 / 512 / 1024 (at most -b);
 - ``batch``: -b 512 / 1024 / 2048 / 4096 / 8192 (at least -ub; one value at or above the prompt's length: a larger
   -b than the prompt changes nothing);
@@ -74,7 +75,11 @@ def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset
 
     def cpu_set(inc: Candidate) -> list[Candidate]:
         options = []
-        if host.online_cpus and tuple(host.online_cpus) != tuple(inc.launch.pin_cpus or ()):
+        current = tuple(inc.launch.pin_cpus or ())
+        one_per_core = tuple(sorted(core[0] for core in host.cores if core))
+        if one_per_core and one_per_core not in (current, tuple(host.online_cpus or ())):
+            options.append(("one CPU per core", replace(inc.launch, pin_cpus=one_per_core)))  # E-cores too
+        if host.online_cpus and tuple(host.online_cpus) != current:
             options.append(("all CPUs", replace(inc.launch, pin_cpus=tuple(host.online_cpus))))
         if inc.launch.pin_cpus:
             options.append(("no pinning", replace(inc.launch, pin_cpus=None)))
