@@ -86,9 +86,12 @@ class SpeedDriftCheck(Check):
         tg = next((r for r in drift.rows if r.test.startswith("tg")), drift.rows[0] if drift.rows else None)
         how = f": {_row_text(tg)}" if tg is not None else ""
         cause = f"; changed in between: {'; '.join(drift.changed)}" if drift.changed else ""
-        fix = Fix("Address what changed (re-enable XMP/EXPO after a BIOS update, the previous kernel or llama.cpp "
-                  "build, the other findings), then re-measure: if it is still slower, look at load, power and "
-                  "thermal state.", ("tunehost doctor", drift_command(m.model)))
+        text = ("Address what changed (re-enable XMP/EXPO after a BIOS update, the previous kernel or llama.cpp "
+                "build, the other findings), then re-measure: if it is still slower, look at load, power and "
+                "thermal state." if drift.changed else
+                "No host fact tunehost records changed: look at what else runs (load), the CPUs llama.cpp may use "
+                "(taskset, cgroup cpusets, container limits), power and thermal state, then re-measure.")
+        fix = Fix(text, ("tunehost doctor", drift_command(m.model)))
         return self.warn(f"{m.model} got slower beyond the noise since its best run{how}, re-measured "
                          f"{drift.date}{cause}", evidence, fix=fix, detail=WHY)
 

@@ -38,7 +38,7 @@ def test_two_model_shapes_determine_both_constants():
     assert band.high / band.low == pytest.approx(1.05 / 0.95, rel=1e-6)
     assert band.source == "from 3 runs of 2 models on this host, last 2026-11-13"
     assert "from 3 runs of 2 models on this host" in band.text() and "published" not in band.text()
-    assert undetermined(fit_host(points))[0].startswith("GPU / split, dense: no run on this host")
+    assert undetermined(fit_host(points))[0].startswith("GPU/split dense: no run on this host")
 
 
 def test_one_model_shape_leaves_the_per_layer_cost_undetermined():
@@ -112,7 +112,7 @@ def test_no_fit_when_the_runs_are_faster_than_the_overhead_alone():
     p = HostPoint(1, "2026-11-20", "bench", "m", "h", "cpu", False, 32, 1000, 0, 20.0, None, "measured", 40000.0)
     fit = fit_host([p]).get("cpu")
     assert fit is not None and fit.eff is None and host_band(fit, 1e-6, 32, "x") is None
-    assert any(line.startswith("CPU (dense or MoE): nothing fitted") for line in undetermined(fit_host([p])))
+    assert any(line.startswith("CPU: nothing fitted") for line in undetermined(fit_host([p])))
 
 
 def test_published_constants_are_untouched_by_a_host_fit():

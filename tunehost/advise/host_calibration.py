@@ -34,8 +34,7 @@ from tunehost.advise.ceiling import BAND_MODELS, TgBand, band_class
 DISTINCT_SHAPES = 1.25  # bytes per layer of two models must differ by this factor to tell eff from per-layer cost
 MIN_SPREAD = 0.05  # the host band is at least +-5 % around the fit: run-to-run noise of one llama-bench median
 CACHE_RESIDENT = 1.0  # a run above this share of its bandwidth basis did not read its weights from RAM
-CLASS_NAMES = {"cpu": "CPU (dense or MoE)", "gpu": "GPU / split, dense", "gpu-moe": "GPU / split, MoE",
-               "unified": "unified memory (APU, Apple)"}
+CLASS_NAMES = {"gpu": "GPU/split dense", "gpu-moe": "GPU/split MoE", "unified": "unified memory", "cpu": "CPU"}
 
 
 @dataclass(frozen=True)
@@ -208,7 +207,11 @@ def fit_host(points: Iterable[HostPoint]) -> HostCalibration:
 def _fit_class(cls: str, pts: Sequence[HostPoint], left_out: tuple[tuple[HostPoint, str], ...],
                basis: str) -> ClassFit:
     published = BAND_MODELS[cls]
-    xs = [(p.read_s() or 0.0, float(p.layers), 1.0 / p.tg_ts) for p in pts]
+    # one host, one RAM: a measured bandwidth that differs between runs is the probe's scatter (33-55 GB/s within
+    # minutes on a VM), so every run is read at the median of its class (the DIMMs' peak is one number anyway)
+    ram = statistics.median([p.ram_gbps for p in pts if p.ram_gbps] or [0.0]) or None
+    vram = statistics.median([p.vram_gbps for p in pts if p.vram_gbps] or [0.0]) or None
+    xs = [(p.read_s(ram, vram) or 0.0, float(p.layers), 1.0 / p.tg_ts) for p in pts]
     shapes = [x / layers for x, layers, _ in xs]
     notes: list[str] = []
     if max(shapes) / min(shapes) >= DISTINCT_SHAPES:

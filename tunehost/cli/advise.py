@@ -213,22 +213,29 @@ def _show_calibration(fmt: str) -> None:
     console.print("[dim]time per token = bytes / (efficiency x bandwidth) + layers x per-layer cost; efficiency is "
                   "the share of the bandwidth basis reached[/]")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for column in ("class", "runs", "models", "efficiency", "per-layer cost", "published", "last run"):
+    for column in ("class", "runs", "efficiency", "per layer", "published"):
         table.add_column(column)
+    fitted = []
     for cls, published in BAND_MODELS.items():
         fit = calibration.get(cls)
         published_text = (f"{published.eff_low:.2f}-{published.eff_high:.2f}, "
                           f"{published.layer_us_low:g}-{published.layer_us_high:g} us")
         if fit is None:
-            table.add_row(CLASS_NAMES[cls], "0", "0", "-", "-", published_text, "-")
+            table.add_row(CLASS_NAMES[cls], "0", "-", "-", published_text)
             continue
+        fitted.append(fit)
         eff = (f"{fit.eff:.2f}" if fit.layer_us_determined and fit.eff else
                f"{fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f}" if fit.eff_range else "not fitted")
         layer = f"{fit.layer_us:.0f} us" if fit.layer_us_determined and fit.layer_us is not None else "not determined"
-        basis = "DIMMs' peak" if fit.basis == "dimm" else "measured RAM"
-        table.add_row(CLASS_NAMES[cls], str(fit.runs), str(fit.models), f"{eff} of {basis}", layer, published_text,
-                      fit.last[:10])
+        table.add_row(CLASS_NAMES[cls], str(fit.runs), eff, layer, published_text)
     console.print(table)
+    for fit in fitted:
+        ram = fit.median_gbps("RAM")
+        basis = ("the configured DIMMs' peak" if fit.basis == "dimm" else
+                 f"the RAM bandwidth measured with the runs (median {ram:.1f} GB/s)" if ram else "VRAM at its spec")
+        console.print(f"{escape(CLASS_NAMES[fit.cls])}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
+                      f"model{'s' if fit.models != 1 else ''}, last {escape(fit.last[:10])}; efficiency is the share "
+                      f"of {escape(basis)}", highlight=False)
     for line in undetermined(calibration):
         console.print(f"- {escape(line)}", highlight=False)
     for point, why in calibration.left_out + tuple(x for f in calibration.fits.values() for x in f.left_out):
