@@ -3,6 +3,7 @@
 
     python scripts/make_test_model.py --size tiny     # ~5 MB, loads and benchmarks in a second
     python scripts/make_test_model.py --size medium   # ~330 MB, token generation is memory-bound
+    python scripts/make_test_model.py --size deep     # ~300 MB over 24 thin layers (calibration)
     python scripts/make_test_model.py --size tiny --out /tmp/tiny.gguf
 
 Default output: ``${TUNEHOST_CACHE_DIR:-~/.cache/tunehost}/models/tunehost-test-llama-<size>-q8_0.gguf``.
@@ -58,6 +59,9 @@ SIZES: dict[str, ModelShape] = {
     "tiny": ModelShape(n_vocab=1024, n_embd=256, n_layer=4, n_head=4, n_head_kv=2, n_ff=768),
     # ~310 M parameters (~330 MB Q8_0): larger than CPU caches, so tg is memory-bandwidth bound.
     "medium": ModelShape(n_vocab=4096, n_embd=2048, n_layer=6, n_head=16, n_head_kv=4, n_ff=5632),
+    # ~290 MB Q8_0 like medium, over 4x the layers: with medium it tells the efficiency from the per-layer cost
+    # (`tunehost advise --calibrate`, docs/history.md)
+    "deep": ModelShape(n_vocab=4096, n_embd=1024, n_layer=24, n_head=8, n_head_kv=2, n_ff=2816),
 }
 
 MATRIX_TYPE = gguf.GGMLQuantizationType.Q8_0
