@@ -4,6 +4,7 @@ candidate is dropped, a killed tune resumes from its journal."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Sequence
 
 import numpy as np
@@ -178,3 +179,16 @@ def test_a_knob_that_cannot_change_the_objective_is_skipped_with_its_reason_and_
     outcome = run(fake, [blocked, threads_knob()])
     assert ("ubatch", "decodes one token at a time") in outcome.skipped
     assert [s.knob for s in outcome.stages] == ["threads"] and outcome.winner == PLAN
+
+
+def test_knobs_with_nothing_to_try_take_no_share_of_the_budget():
+    empty = [Knob(f"empty {i}", lambda inc: []) for i in range(5)]
+    settings = replace(SETTINGS, budget_s=300.0)
+
+    def rounds(knobs):
+        fake = FakeBench({("-t", "3"): 1.015}, seed=4)  # too close to 2 % to decide: the stage runs to its share
+        outcome = tune(PLAN, knobs, Measurer(fake, None, clock=fake.clock), settings)
+        return next(s.rounds for s in outcome.stages if s.knob == "threads")
+
+    alone = rounds([threads_knob(("3",))])
+    assert alone >= 10 and rounds([threads_knob(("3",)), *empty]) == alone

@@ -475,7 +475,8 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                 raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
                                     f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
                                     f"give --budget {math.ceil(needed / 60.0)}m or more")
-        left = len([k for k in knobs[index:] if not k.not_searched])
+        # the stages still to race around this incumbent (a knob with nothing to try takes no share of the budget)
+        left = max(1, sum(1 for k in knobs[index:] if not k.not_searched and (k is knob or k.variants(incumbent))))
         end = measurer.spent_s + max(0.0, search_end - measurer.spent_s) / left
         arms = 1 + len(challengers)
         if measurer.spent_s + settings.min_rounds * round_s * arms / 2 > search_end:
