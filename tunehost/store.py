@@ -511,36 +511,53 @@ class Measured:
                 "efficiency": round(self.tg_ts / ceiling_ts, 4) if ceiling_ts else None}
 
 
-def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None) -> Measured | None:
-    """TG this host measured for this model (same model hash, same host fingerprint), or None: no store, no runs,
-    or a store that cannot be read (advise must not fail for it)."""
-    import statistics
-
+def runs_on_host(*, host: Any = None, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
+    """The runs recorded on this host (its fingerprint), newest first: what advise reads back. [] with no store
+    (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error): advise
+    must not fail for its store, `advise --calibrate` says why."""
     try:
         if not store_path().is_file():
-            return None
-        digest = model_hash(model_path)
+            return []
         _, fingerprint = host_identity(host)
         with open_store() as store:
-            runs = [r for r in store.runs(model_hash=digest, limit=1000) if r.host_fp == fingerprint]
+            return [r for r in store.runs(limit=limit) if r.host_fp == fingerprint]
+    except TunehostError:
+        if strict:
+            raise
+        return []
+
+
+def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None,
+                     runs: Sequence[StoredRun] | None = None) -> Measured | None:
+    """TG this host measured for this model (same model hash, same host fingerprint), or None: no store, no runs,
+    or a store that cannot be read. ``runs``: this host's runs already read (:func:`runs_on_host`)."""
+    import statistics
+
+    if runs is None:
+        runs = runs_on_host(host=host)
+    if not runs:
+        return None
+    try:
+        digest = model_hash(model_path)
     except TunehostError:
         return None
-    tgs = [max(t.median_ts for t in r.results if t.kind == "tg") for r in runs
+    mine = [r for r in runs if r.model_hash == digest]
+    tgs = [max(t.median_ts for t in r.results if t.kind == "tg") for r in mine
            if any(t.kind == "tg" for t in r.results)]
     if not tgs:
         return None
-    return Measured(runs=len(tgs), tg_ts=float(statistics.median(tgs)), last=runs[0].created)
+    return Measured(runs=len(tgs), tg_ts=float(statistics.median(tgs)), last=mine[0].created)
 
 
-def calibration_points(fingerprint: str, runs: Sequence[StoredRun]) -> list["HostPoint"]:
-    """This host's bench and tune runs as equations of advise's band model (tunehost.advise.host_calibration):
-    runs of ``fingerprint`` whose summary recorded the placement's ceiling, with the TG of the configuration that
-    ceiling was computed for. Anything malformed is left out."""
+def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
+    """Bench and tune runs (of one host: :func:`runs_on_host`) as equations of advise's band model
+    (tunehost.advise.host_calibration): runs whose summary recorded the placement's ceiling, with the TG of the
+    configuration that ceiling was computed for. Anything malformed is left out."""
     from tunehost.advise.host_calibration import HostPoint
 
     points = []
     for run in runs:
-        if run.host_fp != fingerprint or run.command not in ("bench", "tune"):
+        if run.command not in ("bench", "tune"):
             continue
         ceiling, config = run.summary.get("ceiling"), run.summary.get("ceiling_config")
         if not isinstance(ceiling, Mapping) or not isinstance(config, str):
@@ -556,21 +573,13 @@ def calibration_points(fingerprint: str, runs: Sequence[StoredRun]) -> list["Hos
     return points
 
 
-def host_calibration(*, host: Any = None, strict: bool = False) -> "HostCalibration | None":
-    """advise's constants fitted to this host's recorded runs; None: no store, no usable run, or (unless
-    ``strict``: `advise --calibrate` says why in one line) a store that cannot be read: advise must not fail for it."""
+def host_calibration(*, host: Any = None, strict: bool = False,
+                     runs: Sequence[StoredRun] | None = None) -> "HostCalibration | None":
+    """advise's constants fitted to this host's recorded runs (``runs``: already read by :func:`runs_on_host`);
+    None: no store, no usable run, or (unless ``strict``) a store that cannot be read."""
     from tunehost.advise.host_calibration import fit_host
 
-    try:
-        if not store_path().is_file():
-            return None
-        _, fingerprint = host_identity(host)
-        with open_store() as store:
-            points = calibration_points(fingerprint, store.runs(limit=5000))
-    except TunehostError:
-        if strict:
-            raise
-        return None
+    points = calibration_points(runs_on_host(host=host, strict=strict) if runs is None else runs)
     return fit_host(points) if points else None
 
 

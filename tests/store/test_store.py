@@ -195,8 +195,7 @@ def test_calibration_points_are_this_hosts_bench_and_tune_runs(monkeypatch):
     assert store_module.host_calibration() is None  # no store: nothing, and no file is made
     assert not store_path().exists()
     _calibration_store("h-m")
-    with open_store() as store:
-        points = store_module.calibration_points("fp1", store.runs())
+    points = store_module.calibration_points(store_module.runs_on_host())  # host fp1's runs only
     assert sorted((p.command, p.tg_ts) for p in points) == [("bench", 11.0), ("bench", 11.5), ("tune", 3.0)]
     calibration = store_module.host_calibration()
     fit = calibration.get("cpu")

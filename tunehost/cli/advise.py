@@ -140,10 +140,12 @@ def advise(
     if (not host.live or not no_probe):
         gbps, why, busy = ram_bandwidth(host)
         common.update(ram_bandwidth_gbps=gbps, ram_bandwidth_note=why, host_busy=busy)
-    if host.live:  # this host's own bench/tune runs set the speed band where they cover the class (docs/history.md)
-        from tunehost.store import host_calibration
+    recorded = None  # this host's runs in the results store, read once (docs/history.md)
+    if host.live:  # its own bench/tune runs set the speed band where they cover the class
+        from tunehost.store import host_calibration, runs_on_host
 
-        common.update(host_calibration=host_calibration(host=host))
+        recorded = runs_on_host(host=host)
+        common.update(host_calibration=host_calibration(runs=recorded))
     if router:
         from tunehost.advise.router import LocalModel, model_name, scan_models_dir
 
@@ -170,10 +172,10 @@ def advise(
     for refused in host.refusals:  # what the plan could not use from the snapshot
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
     measured = None
-    if host.live:  # what this box measured for this model (tunehost bench/tune record it): docs/history.md
+    if recorded is not None:  # what this box measured for this model (tunehost bench/tune record it)
         from tunehost.store import measured_on_host
 
-        measured = measured_on_host(options.model_path, host=host)
+        measured = measured_on_host(options.model_path, runs=recorded)
     ceiling_ts = result.ceiling.tokens_per_s if result.ceiling is not None else None
     if fmt == "json":
         data = result.to_json()
