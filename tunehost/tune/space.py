@@ -9,15 +9,15 @@ current incumbent:
 - ``ubatch``: -ub 128 / 256 / 512 / 1024 (at most -b);
 - ``batch``: -b 512 / 1024 / 2048 / 4096 / 8192 (at least -ub; one value at or above the prompt's length: a larger
   -b than the prompt changes nothing);
-
-``ubatch`` and ``batch`` are not searched for ``--objective tg``: llama-bench's tg test decodes one token per
-llama_decode call, so neither can change it (they decide prompt processing: pp and balanced search them).
 - ``kv cache``: -ctk/-ctv f16 and q8_0 (q8_0 only where the model's KV rows are whole q8_0 blocks);
 - ``flash attention``: -fa on / off (off only with an f16 V cache: a quantized V needs flash attention);
 - ``mmap``: --no-mmap (weights read into RAM) against mmap, only when RAM holds the CPU side plus 1 GiB;
 - ``repack``: --no-repack against llama.cpp's default CPU weight repacking (CPU placements);
 - ``offload``: -ngl one and two layers fewer (split) / --n-cpu-moe one and two more (MoE): less VRAM, so they fit;
 - ``priority``: without --prio (where the plan raises it).
+
+``ubatch`` and ``batch`` are not searched for ``--objective tg``: llama-bench's tg test decodes one token per
+llama_decode call, so neither can change it (they decide prompt processing: pp and balanced search them).
 
 A value whose memory budget (:func:`tunehost.advise.memory.layer_budget` / ``moe_budget`` at the plan's context)
 does not fit the free VRAM or available RAM is never measured. llama-bench options are checked against its
