@@ -37,6 +37,15 @@ CACHE_RESIDENT = 1.0  # a run above this share of its bandwidth basis did not re
 CLASS_NAMES = {"gpu": "GPU/split dense", "gpu-moe": "GPU/split MoE", "unified": "unified memory", "cpu": "CPU"}
 
 
+def read_seconds(ram_bytes: int, ram_gbps: float | None, vram_bytes: int, vram_gbps: float | None) -> float | None:
+    """Seconds to read a token's bytes from RAM and VRAM at these bandwidths (GB/s); None when a memory that is
+    read has no bandwidth."""
+    if (ram_bytes and not ram_gbps) or (vram_bytes and not vram_gbps):
+        return None
+    return (ram_bytes / (ram_gbps * 1e9) if ram_bytes else 0.0) + \
+        (vram_bytes / (vram_gbps * 1e9) if vram_bytes else 0.0)  # type: ignore[operator]
+
+
 @dataclass(frozen=True)
 class HostPoint:
     """One recorded run as an equation: what a token read, from where, and the TG it reached."""
@@ -62,11 +71,7 @@ class HostPoint:
 
     def read_s(self, ram_gbps: float | None = None, vram_gbps: float | None = None) -> float | None:
         """Seconds to read one token's bytes at the basis bandwidths (or the ones given)."""
-        ram, vram = ram_gbps or self.ram_gbps, vram_gbps or self.vram_gbps
-        if (self.ram_bytes and not ram) or (self.vram_bytes and not vram):
-            return None
-        return (self.ram_bytes / (ram * 1e9) if self.ram_bytes else 0.0) + \
-            (self.vram_bytes / (vram * 1e9) if self.vram_bytes else 0.0)  # type: ignore[operator]
+        return read_seconds(self.ram_bytes, ram_gbps or self.ram_gbps, self.vram_bytes, vram_gbps or self.vram_gbps)
 
     @classmethod
     def from_run(cls, *, run_id: int, created: str, command: str, model: str, model_hash: str, tg_ts: float,

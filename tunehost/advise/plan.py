@@ -688,9 +688,10 @@ def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuVie
 
 def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling:
     """The band from this host's own runs of the same class (dense/MoE x GPU/split/CPU), where it has some: RAM
-    at the fit's basis (the DIMMs' peak, or RAM bandwidth measured now, else as measured with the runs)."""
+    at the fit's basis (the DIMMs' peak, else the median bandwidth measured with the runs; measured now only when
+    the runs recorded none)."""
     from tunehost.advise.ceiling import band_class
-    from tunehost.advise.host_calibration import host_band
+    from tunehost.advise.host_calibration import host_band, read_seconds
 
     fit = options.host_calibration.get(band_class(c.path, model.is_moe))
     if fit is None:
@@ -704,11 +705,9 @@ def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling
         ram_gbps = fit.median_gbps("RAM") or options.ram_bandwidth_gbps
         if ram_bytes and ram_gbps:
             basis = f"RAM at {ram_gbps:.1f} GB/s as measured with those runs"
-    vram_gbps = c.bandwidths.gpu_gbps or fit.median_gbps("VRAM")
-    if (ram_bytes and not ram_gbps) or (vram_bytes and not vram_gbps):
+    read_s = read_seconds(ram_bytes, ram_gbps, vram_bytes, c.bandwidths.gpu_gbps or fit.median_gbps("VRAM"))
+    if read_s is None:
         return c
-    read_s = (ram_bytes / (ram_gbps * 1e9) if ram_bytes else 0.0) + \
-        (vram_bytes / (vram_gbps * 1e9) if vram_bytes else 0.0)  # type: ignore[operator]
     band = host_band(fit, read_s, model.block_count, c.band.bound if c.band is not None else "memory bandwidth",
                      basis=basis)
     return replace(c, band=band) if band is not None else c
