@@ -554,10 +554,11 @@ def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
     (tunehost.advise.host_calibration): runs whose summary recorded the placement's ceiling, with the TG of the
     configuration that ceiling was computed for. Anything malformed is left out."""
     from tunehost.advise.host_calibration import HostPoint
+    from tunehost.facts.results import REFERENCE_COMMANDS
 
     points = []
     for run in runs:
-        if run.command not in ("bench", "tune"):
+        if run.command not in REFERENCE_COMMANDS:
             continue
         ceiling, config = run.summary.get("ceiling"), run.summary.get("ceiling_config")
         if not isinstance(ceiling, Mapping) or not isinstance(config, str):

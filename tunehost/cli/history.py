@@ -149,9 +149,11 @@ def _ts(value: float | None) -> str:
 def last_best(runs: list["StoredRun"]) -> tuple["StoredRun", tuple[str, ...], dict[str, list[float]]] | None:
     """The newest bench or tune run that knows a best configuration, its llama-bench flags and its per-round
     values per test (tune: the winner; bench: the configuration with the highest TG). Drift runs are skipped."""
+    from tunehost.facts.results import REFERENCE_COMMANDS  # doctor's speed-drift picks the same reference
+
     for run in runs:
         s = run.summary
-        if run.command in ("drift", "server-bench"):  # a re-measure is no reference; a server bench has no llama-bench flags
+        if run.command not in REFERENCE_COMMANDS:  # a re-measure is no reference; a server bench has no llama-bench flags
             continue
         if run.command == "tune" and s.get("winner_rounds"):
             objective = (s.get("settings") or {}).get("objective", "tg")
