@@ -391,7 +391,10 @@ def _damaged(path: Path, exc: sqlite3.DatabaseError) -> TunehostError:
 
 
 def _dump(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, allow_nan=False, default=str)
+    try:
+        text = json.dumps(value, sort_keys=True, allow_nan=False, default=str)
+    except ValueError as exc:  # NaN or infinity in a summary: JSON has no such number, and the store keeps none
+        raise TunehostError(f"results store: not recorded (a stored document holds {exc})") from None
     if len(text) > MAX_JSON_BYTES:
         raise TunehostError(f"a stored document would be {len(text)} bytes (limit {MAX_JSON_BYTES})")
     return text

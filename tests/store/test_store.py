@@ -52,6 +52,10 @@ def test_a_failed_transaction_leaves_nothing(tmp_path):
         with pytest.raises(TunehostError, match="not recorded"):
             store.record(NewRun(**{**good.__dict__, "results": (*good.results, nan)}))
         assert store.runs() == []  # the runs row inserted before the failing result was rolled back
+        for bad in (float("nan"), float("inf")):  # in a summary (a ceiling document, a drift row): one clear error
+            with pytest.raises(TunehostError, match="not recorded"):
+                store.record(NewRun(**{**good.__dict__, "summary": {"ceiling": {"tokens_per_s": bad}}}))
+        assert store.runs() == []
 
 
 def _writer(path: str, worker: int, count: int) -> None:
