@@ -245,3 +245,23 @@ def test_calibrate_on_an_empty_or_damaged_store(cli, monkeypatch, tmp_path):
     assert len(damaged.stderr.strip().splitlines()) == 1
     planned = cli("advise", "--model", str(model), "--no-probe")  # a plan never fails for its store
     assert planned.exit_code == 0 and "-t" in planned.stdout
+
+
+def test_history_and_calibrate_print_a_hostile_store_as_single_plain_lines(cli, monkeypatch):
+    from tunehost import store as store_module
+
+    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    evil = "evil\x1b[31mRED\nline2 [bold]x[/bold]"
+    with open_store() as store:
+        for i, tg in enumerate((5000.0, 4000.0)):  # cache-resident: left out of the calibration, named
+            store.record(NewRun(command="bench", host={"cpu": "x"}, host_fp="fp1", build="b1\nb2", model_path="/m.gguf",
+                                model_hash="h", model_name=evil,
+                                results=(StoredResult("baseline", "k", ("-t", "[red]2"), "tg32", "tg", tg, 5),),
+                                summary={"rounds": 5, "ceiling": _ceiling_doc(4_000_000, 4, 10.0),
+                                         "ceiling_config": "baseline"}))
+    for args in (("history",), ("advise", "--calibrate")):
+        result = cli(*args)
+        assert result.exit_code == 0, result.output
+        assert "\x1b" not in result.stdout and "\nline2" not in result.stdout
+        assert "evil?[31mRED?line2 [bold]x[/bold]" in result.stdout  # shown as text, never as markup
+    assert "-t [red]2" in cli("history").stdout

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunehost.advise.ceiling import BAND_MODELS, TgBand, band_class
+from tunehost.printable import one_line
 
 DISTINCT_SHAPES = 1.25  # bytes per layer of two models must differ by this factor to tell eff from per-layer cost
 MIN_SPREAD = 0.05  # the host band is at least +-5 % around the fit: run-to-run noise of one llama-bench median
@@ -99,7 +100,7 @@ class HostPoint:
                 ram_gbps = float(dimm) if basis == "dimm" else (float(gbps) if _positive(gbps) else None)
         if not ram_bytes and not vram_bytes:
             return None
-        point = cls(int(run_id), str(created)[:32], str(command)[:16], str(model)[:120], str(model_hash)[:40],
+        point = cls(int(run_id), one_line(created, 32), one_line(command, 16), one_line(model, 120), str(model_hash)[:40],
                     str(path), moe, int(layers), ram_bytes, vram_bytes, ram_gbps, vram_gbps, basis, float(tg_ts))
         return point if point.read_s() is not None else None
 

@@ -78,11 +78,16 @@ def render_runs(runs: list["StoredRun"], console: "Console") -> None:
     configuration (its TG and PP medians, then its flags, which wrap), and the verdict or the tune's result."""
     from rich.markup import escape
 
+    from tunehost.printable import one_line
+
+    def text(value: object) -> str:  # the store is read as hostile: one line each, no markup
+        return escape(one_line(value))
+
     for run in runs:
-        when = run.created.replace("T", " ").rstrip("Z")[:16]
+        when = str(run.created).replace("T", " ").rstrip("Z")[:16]
         model = run.model_name or Path(run.model_path).name
-        console.print(f"[bold]#{run.id}[/]  {escape(when)}  [bold]{escape(run.command)}[/]  {escape(model)}  "
-                      f"[dim]{escape(run.build or 'build ?')}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[bold]#{run.id}[/]  {text(when)}  [bold]{text(run.command)}[/]  {text(model)}  "
+                      f"[dim]{text(run.build or 'build ?')}[/]", highlight=False, soft_wrap=True)
         configs = list(dict.fromkeys(r.config for r in run.results))
         width = max((len(c) for c in configs), default=0)
         for config in configs:
@@ -94,9 +99,11 @@ def render_runs(runs: list["StoredRun"], console: "Console") -> None:
             speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
                                                 f"PP {_ts(pp)}" if pp is not None else "",
                                                 f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
-            console.print(f"    {escape(config.ljust(width))}  {speed or '—'} t/s  "
-                          f"[dim]{escape(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
-        console.print(f"    → {escape(_result(run))}", highlight=False, soft_wrap=True)
+            console.print(f"    {text(config.ljust(width))}  {speed or '—'} t/s  "
+                          f"[dim]{text(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
+        result = _result(run)
+        if result:
+            console.print(f"    → {text(result)}", highlight=False, soft_wrap=True)
 
 
 def _result(run: "StoredRun") -> str:
@@ -109,19 +116,24 @@ def _result(run: "StoredRun") -> str:
     if run.command == "drift":
         return str(s.get("verdict") or "")
     verdicts = s.get("verdicts") or {}
-    return ", ".join(f"{t} {v}" for t, v in verdicts.items()) or f"{s.get('rounds')} rounds"
+    rounds = s.get("rounds")
+    return ", ".join(f"{t} {v}" for t, v in verdicts.items()) or (f"{rounds} rounds" if rounds else "")
 
 
 def render_chart(runs: list["StoredRun"], console: "Console") -> None:
     """TG over time per model and configuration (oldest left), one sparkline each, from two points up."""
+    from rich.markup import escape
+
+    from tunehost.printable import one_line
+
     series: dict[tuple[str, str], list[tuple[str, float]]] = {}
     labels: dict[tuple[str, str], str] = {}
     for run in reversed(runs):
         for r in run.results:
             if r.kind in ("tg", "balanced"):
                 key = (run.model_hash, r.config_key)  # the model by content, whatever its file was called
-                labels.setdefault(key, f"{run.model_name or Path(run.model_path).name} · "
-                                       f"{' '.join(r.flags) or 'defaults'}")
+                labels.setdefault(key, escape(one_line(f"{run.model_name or Path(run.model_path).name} · "
+                                                      f"{' '.join(r.flags) or 'defaults'}")))
                 series.setdefault(key, []).append((run.created, r.median_ts))
     shown = [(labels[key], points) for key, points in series.items() if len(points) >= 2]
     if not shown:
