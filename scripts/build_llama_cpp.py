@@ -1,20 +1,41 @@
 #!/usr/bin/env python3
-"""Build llama-bench, llama-fit-params and llama-server (CPU backend, Release) once per machine, and prove them.
+"""Build llama-bench, llama-fit-params and llama-server (Release) once per machine, and prove them.
 
-The sources are the llama.cpp tree vendored inside the pinned llama-cpp-python source
-distribution on PyPI, so the only network access needed is the Python package index.
+The default build is CPU only (``--backend cpu``): it runs every layer on the CPU, whatever GPU
+the machine has. For a GPU pass ``--backend cuda`` (NVIDIA), ``--backend vulkan`` (any Vulkan GPU)
+or ``--backend hip`` (AMD ROCm). The sources are the llama.cpp tree vendored inside the pinned
+llama-cpp-python source distribution on PyPI, so the only network access needed is the Python
+package index.
 
-    python scripts/build_llama_cpp.py            # builds (about 15 minutes on 2 cores) or reuses the cache
-    python scripts/build_llama_cpp.py --force    # rebuild even if cached
-    python scripts/build_llama_cpp.py --portable # only the portable build (no AMX), e.g. where native crashes
+    python scripts/build_llama_cpp.py                  # CPU only: builds (about 15 minutes on 2 cores) or reuses the cache
+    python scripts/build_llama_cpp.py --backend cuda   # NVIDIA: architectures from nvidia-smi (or --cuda-arch 86)
+    python scripts/build_llama_cpp.py --backend vulkan # needs glslc, the Vulkan and SPIRV headers
+    python scripts/build_llama_cpp.py --backend hip    # AMD ROCm 6.1+: targets from amdgpu-arch/rocminfo (or --gpu-targets)
+    python scripts/build_llama_cpp.py --force          # rebuild even if cached
+    python scripts/build_llama_cpp.py --portable       # only the portable build (no AMX)
 
-The binaries land in ``${TUNEHOST_CACHE_DIR:-~/.cache/tunehost}/llama.cpp/<version>/bin/``;
+The binaries land in ``${TUNEHOST_CACHE_DIR:-~/.cache/tunehost}/llama.cpp/<version>/bin/`` (CPU)
+or ``.../llama.cpp/<version>-<backend>/bin/`` (a GPU backend; tunehost searches those first);
 the last line on stdout is that directory. Progress goes to stderr (a line per tenth of the
 compile steps).
 
+GPU backends (the CMake options of the vendored ggml/CMakeLists.txt)
+- cuda: ``-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=<arch>``; the architectures come from
+  ``nvidia-smi --query-gpu=compute_cap --format=csv,noheader`` (8.6 -> 86), or ``--cuda-arch``.
+  Needs the CUDA toolkit (nvcc on PATH, or in /usr/local/cuda/bin).
+- vulkan: ``-DGGML_VULKAN=ON``. Needs glslc and the Vulkan and SPIRV headers (Debian/Ubuntu:
+  ``apt-get install libvulkan-dev glslc spirv-headers``); the script checks them first.
+- hip: ``-DGGML_HIP=ON -DGPU_TARGETS=<gfx...>`` with HIPCXX/HIP_PATH from ``hipconfig``; the targets
+  come from ``amdgpu-arch`` or ``rocminfo``, or ``--gpu-targets``.
+A missing toolchain or an unknown GPU architecture is one error line saying what to install or
+pass, before anything is downloaded or compiled.
+
 Build choices
-- First ``GGML_NATIVE=ON`` (llama.cpp's own default): a benchmark must show what this CPU can
-  do, as the user's own llama.cpp build would.
+- On a CPU with AMX, straight to the portable build (below): the native one is known to crash
+  there (llama.cpp's AMX weight repacking; measured on a Xeon: a native build of 1098 s, SIGSEGV
+  in its smoke run, then the portable rebuild: 31.7 minutes in all).
+- Elsewhere first ``GGML_NATIVE=ON`` (llama.cpp's own default): a benchmark must show what this
+  CPU can do, as the user's own llama.cpp build would.
 - Every build proves itself before it is cached: a smoke run of each binary on the tiny test
   model (``llama-bench`` runs a short pp/tg, ``llama-fit-params`` fits the model, ``llama-server``
   starts on a free loopback port, answers ``/health`` and generates a few tokens). A native build
@@ -24,8 +45,8 @@ Build choices
   AMX options off. The portable build is smoke-run too; ``built.json`` records which was kept
   and why.
 - The cache is keyed by everything that changes the binary: the llama-cpp-python version and the
-  llama.cpp commit, the CMake options of each variant, this script's build revision and the CPU's
-  model and ISA flags. A cache copied to another CPU, or left by another revision of this script,
+  llama.cpp commit, the backend and the CMake options of each variant (GPU architectures
+  included), this script's build revision and the CPU's model and ISA flags. A cache copied to another CPU, or left by another revision of this script,
   is rebuilt instead of trusted.
 - ``BUILD_SHARED_LIBS=OFF``: the binaries are self-contained, so ``bin/`` can be copied.
 - ``LLAMA_OPENSSL=OFF``, ``LLAMA_BUILD_UI=OFF``, ``LLAMA_USE_PREBUILT_UI=OFF``: benchmarks read local
@@ -37,7 +58,8 @@ Environment
 - ``TUNEHOST_BUILD_SMOKE_FAIL=native`` makes the native build's smoke run count as failed, to
   exercise the portable rebuild (``=all`` fails both: the build then stops with an error).
 
-Importable: ``ensure_built() -> Path`` returns the bin directory, building if needed.
+Importable: ``ensure_built() -> Path`` returns the bin directory, building if needed
+(``ensure_built(backend=resolve_backend("cuda"))`` for a GPU build).
 """
 
 from __future__ import annotations
@@ -53,6 +75,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import re
 import time
 import urllib.error
 import urllib.request
@@ -62,9 +85,11 @@ from pathlib import Path
 
 try:
     from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
+    from tunehost.parsers.llama_version import cuda_architecture
 except ImportError:  # run with a Python that has not installed tunehost: the repository's own copy
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
+    from tunehost.parsers.llama_version import cuda_architecture
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 TARGETS = ("llama-bench", "llama-fit-params", "llama-server")
@@ -112,13 +137,14 @@ def cache_root() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tunehost"
 
 
-def version_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    return cache_root() / "llama.cpp" / version
+def version_dir(version: str = LLAMA_CPP_PYTHON_VERSION, backend: str = "cpu") -> Path:
+    """``llama.cpp/<version>`` for the CPU build, ``llama.cpp/<version>-<backend>`` for a GPU backend's."""
+    return cache_root() / "llama.cpp" / (version if backend == "cpu" else f"{version}-{backend}")
 
 
-def bin_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    """Where the binaries of ``version`` live once built (they may not exist yet)."""
-    return version_dir(version) / "bin"
+def bin_dir(version: str = LLAMA_CPP_PYTHON_VERSION, backend: str = "cpu") -> Path:
+    """Where the binaries of ``version`` (and ``backend``) live once built (they may not exist yet)."""
+    return version_dir(version, backend) / "bin"
 
 
 def _cpuinfo_lines() -> list[str]:
@@ -163,15 +189,173 @@ class Variant:
     why: str
 
 
-def variants(flags: frozenset[str]) -> tuple[Variant, ...]:
-    """The builds to try in order: native first, then portable for this CPU's ISA without AMX."""
-    native = Variant("native", ("-DGGML_NATIVE=ON",), "llama.cpp's default: optimised for this CPU")
+# --- backends ------------------------------------------------------------------------------
+
+BACKENDS = ("cpu", "cuda", "vulkan", "hip")
+DEFAULT_BACKEND = "cpu"
+# where the Vulkan and SPIRV headers are looked for (plus $VULKAN_SDK/include)
+INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
+CUDA_HOME_NVCC = "/usr/local/cuda/bin/nvcc"
+ROCM_BIN = "/opt/rocm/bin"
+ROCM_LLVM_BIN = "/opt/rocm/llvm/bin"
+# how long one detection command (nvidia-smi, amdgpu-arch, rocminfo, hipconfig) may take
+DETECT_TIMEOUT_S = 30.0
+_CUDA_ARCH = re.compile(r"[0-9]{2,3}[a-z]?(-real|-virtual)?")
+_GFX = re.compile(r"gfx[0-9a-f]{3,5}(:[a-z]+[+-])*")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The GPU backend of a build: its CMake options and the environment its configure step needs."""
+
+    name: str = DEFAULT_BACKEND
+    options: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # HIPCXX and HIP_PATH for hip
+    detail: str = "CPU only: no GPU backend"
+
+
+CPU_BACKEND = Backend()
+
+
+def _detect(argv: list[str]) -> str | None:
+    """stdout of a detection command, or None when it is missing, fails or hangs (bounded, never a shell)."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=DETECT_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout[:65536] if done.returncode == 0 else None
+
+
+def _which(name: str, *extra_dirs: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in extra_dirs:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def cuda_archs_from_nvidia_smi(text: str) -> list[str]:
+    """CMAKE_CUDA_ARCHITECTURES from ``nvidia-smi --query-gpu=compute_cap --format=csv,noheader``: one
+    compute capability per GPU ("8.6" -> "86"), distinct, ascending; a line that is not one is ignored."""
+    archs = [cuda_architecture(line.strip()) for line in text.splitlines()[:64]]
+    return sorted({a for a in archs if a}, key=int)
+
+
+def _split_list(value: str) -> list[str]:
+    return [part.strip() for part in re.split(r"[;,\s]+", value) if part.strip()]
+
+
+def _cuda_backend(cuda_arch: str | None) -> Backend:
+    if cuda_arch:
+        archs = [cuda_architecture(a) or a for a in _split_list(cuda_arch)]
+        if not archs or not all(_CUDA_ARCH.fullmatch(a) for a in archs):
+            raise BuildError(f"--cuda-arch {cuda_arch[:60]!r}: give CUDA architectures such as 86 or 86;89 "
+                             "(compute capability 8.6 is 86)")
+        source = "--cuda-arch"
+    else:
+        smi = _which("nvidia-smi")
+        if smi is None:
+            raise BuildError("--backend cuda: nvidia-smi not found, so the GPU's CUDA architecture is unknown; "
+                             "install the NVIDIA driver, or pass --cuda-arch (e.g. 86 for compute capability 8.6)")
+        archs = cuda_archs_from_nvidia_smi(_detect([smi, "--query-gpu=compute_cap", "--format=csv,noheader"]) or "")
+        if not archs:
+            raise BuildError("--backend cuda: `nvidia-smi --query-gpu=compute_cap --format=csv,noheader` named no "
+                             "GPU compute capability; pass --cuda-arch (e.g. 86 for compute capability 8.6)")
+        source = "nvidia-smi"
+    options = ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(archs)}"]
+    if not os.environ.get("CUDACXX") and shutil.which("nvcc") is None:
+        if not (os.path.isfile(CUDA_HOME_NVCC) and os.access(CUDA_HOME_NVCC, os.X_OK)):
+            raise BuildError("--backend cuda: nvcc (the CUDA toolkit) not found on PATH or in /usr/local/cuda/bin; "
+                             "install the CUDA toolkit (Debian/Ubuntu: apt-get install nvidia-cuda-toolkit, or "
+                             "NVIDIA's cuda-toolkit) and put nvcc on PATH")
+        options.append(f"-DCMAKE_CUDA_COMPILER={CUDA_HOME_NVCC}")
+    return Backend("cuda", tuple(options), (), f"CUDA architectures {';'.join(archs)} (from {source})")
+
+
+def _vulkan_backend() -> Backend:
+    include_dirs = list(INCLUDE_DIRS)
+    if os.environ.get("VULKAN_SDK"):
+        include_dirs.insert(0, os.path.join(os.environ["VULKAN_SDK"], "include"))
+    missing = [] if _which("glslc") else ["glslc"]
+    for header in ("vulkan/vulkan.h", "spirv/unified1/spirv.hpp"):
+        if not any(os.path.isfile(os.path.join(d, header)) for d in include_dirs):
+            missing.append(header)
+    if missing:
+        raise BuildError(f"--backend vulkan needs glslc and the Vulkan and SPIRV headers; missing: "
+                         f"{', '.join(missing)}. Debian/Ubuntu: apt-get install libvulkan-dev glslc spirv-headers; "
+                         "Fedora: dnf install vulkan-headers glslc spirv-headers-devel (or set VULKAN_SDK)")
+    return Backend("vulkan", ("-DGGML_VULKAN=ON",), (), "Vulkan")
+
+
+def _hip_targets(gpu_targets: str | None) -> tuple[list[str], str]:
+    if gpu_targets:
+        return _split_list(gpu_targets), "--gpu-targets"
+    arch = _which("amdgpu-arch", ROCM_LLVM_BIN)
+    if arch is not None:
+        found = _split_list(_detect([arch]) or "")
+        if found:
+            return list(dict.fromkeys(found)), "amdgpu-arch"
+    info = _which("rocminfo", ROCM_BIN)
+    if info is not None:
+        found = re.findall(r"^\s*Name:\s*(gfx[0-9a-f]+)\s*$", _detect([info]) or "", re.MULTILINE)
+        if found:
+            return list(dict.fromkeys(found)), "rocminfo"
+    raise BuildError("--backend hip: no AMD GPU target found (amdgpu-arch, rocminfo); pass --gpu-targets "
+                     "(e.g. gfx1030)")
+
+
+def _hip_backend(gpu_targets: str | None) -> Backend:
+    hipconfig = _which("hipconfig", ROCM_BIN)
+    if hipconfig is None:
+        raise BuildError("--backend hip: hipconfig not found (on PATH or in /opt/rocm/bin); install ROCm 6.1 or "
+                         "newer (https://rocm.docs.amd.com), or build with --backend vulkan")
+    llvm = (_detect([hipconfig, "-l"]) or "").strip()
+    rocm = (_detect([hipconfig, "-R"]) or "").strip()
+    if not llvm.startswith("/") or not rocm.startswith("/") or "\n" in llvm + rocm:
+        raise BuildError(f"--backend hip: `{hipconfig} -l` and `-R` did not name ROCm's clang and root directories")
+    targets, source = _hip_targets(gpu_targets)
+    if not targets or not all(_GFX.fullmatch(t) for t in targets):
+        raise BuildError(f"--backend hip: {' '.join(targets)[:80]!r} from {source} is not a list of GPU targets "
+                         "such as gfx1030 or gfx1100;gfx90a")
+    # llama.cpp's docs/build.md: HIPCXX="$(hipconfig -l)/clang" HIP_PATH="$(hipconfig -R)"
+    env = (("HIPCXX", f"{llvm.rstrip('/')}/clang"), ("HIP_PATH", rocm))
+    return Backend("hip", ("-DGGML_HIP=ON", f"-DGPU_TARGETS={';'.join(targets)}"), env,
+                   f"HIP targets {';'.join(targets)} (from {source})")
+
+
+def resolve_backend(name: str = DEFAULT_BACKEND, *, cuda_arch: str | None = None,
+                    gpu_targets: str | None = None) -> Backend:
+    """The backend to build, with what this machine's GPU and toolchain say; BuildError (one line) when its
+    toolchain is missing or the GPU's architecture cannot be told."""
+    if name not in BACKENDS:
+        raise BuildError(f"unknown backend {name[:40]!r}: one of {', '.join(BACKENDS)}")
+    if cuda_arch and name != "cuda":
+        raise BuildError("--cuda-arch is for --backend cuda")
+    if gpu_targets and name != "hip":
+        raise BuildError("--gpu-targets is for --backend hip")
+    if name == "cuda":
+        return _cuda_backend(cuda_arch)
+    if name == "vulkan":
+        return _vulkan_backend()
+    if name == "hip":
+        return _hip_backend(gpu_targets)
+    return CPU_BACKEND
+
+
+def variants(flags: frozenset[str], backend: Backend = CPU_BACKEND) -> tuple[Variant, ...]:
+    """The builds to try in order: native first, then portable for this CPU's ISA without AMX. On a CPU with AMX
+    only the portable one: the native build is known to crash there (see the module docstring)."""
+    native = Variant("native", ("-DGGML_NATIVE=ON", *backend.options), "llama.cpp's default: optimised for this CPU")
     portable = Variant(
         "portable",
-        tuple(portable_options(flags)),
+        (*portable_options(flags), *backend.options),
         "GGML_NATIVE=OFF, this CPU's ISA without AMX" if has_amx(flags) else "GGML_NATIVE=OFF, this CPU's ISA",
     )
-    return native, portable
+    return (portable,) if has_amx(flags) else (native, portable)
 
 
 def cmake_configure_args(
@@ -208,38 +392,39 @@ def _recorded_cmake(vendored: VendoredLlamaCpp | None, variant: Variant) -> list
     return [arg for arg in cmake_configure_args(Path("SRC"), Path("BUILD"), vendored, variant)[5:] if arg not in ("-G", "Ninja")]
 
 
-def cache_key(version: str, variant: Variant, cpu: str | None = None) -> str:
-    """Everything that changes the binary: source version and commit, options, script revision, CPU."""
+def cache_key(version: str, variant: Variant, cpu: str | None = None, backend: str = "cpu") -> str:
+    """Everything that changes the binary: source version and commit, backend and options (a GPU backend's
+    architectures are among them), script revision, CPU."""
     vendored = VENDORED.get(version)
-    material = json.dumps(
-        {
-            "llama_cpp_python": version,
-            "commit": vendored.commit if vendored else None,
-            "cmake": _recorded_cmake(vendored, variant),
-            "revision": BUILD_REVISION,
-            "targets": list(TARGETS),
-            "cpu": cpu or cpu_fingerprint(),
-        },
-        sort_keys=True,
-    )
+    fields = {
+        "llama_cpp_python": version,
+        "commit": vendored.commit if vendored else None,
+        "cmake": _recorded_cmake(vendored, variant),
+        "revision": BUILD_REVISION,
+        "targets": list(TARGETS),
+        "cpu": cpu or cpu_fingerprint(),
+    }
+    if backend != "cpu":  # a CPU build keeps the key it had before backends existed: its cache stays valid
+        fields["backend"] = backend
+    material = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def cached_bin_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path | None:
-    """The bin directory if a proven build for this CPU, these options and this script is cached,
+def cached_bin_dir(version: str = LLAMA_CPP_PYTHON_VERSION, backend: Backend = CPU_BACKEND) -> Path | None:
+    """The bin directory if a proven build for this CPU, this backend, these options and this script is cached,
     else None. Never builds."""
-    marker = version_dir(version) / MARKER_NAME
+    marker = version_dir(version, backend.name) / MARKER_NAME
     try:
         recorded = json.loads(marker.read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(recorded, dict) or recorded.get("cpu") != cpu_fingerprint():
         return None
-    by_name = {v.name: v for v in variants(cpu_flags())}
+    by_name = {v.name: v for v in variants(cpu_flags(), backend)}
     kept = by_name.get(str(recorded.get("variant")))
-    if kept is None or recorded.get("key") != cache_key(version, kept):
+    if kept is None or recorded.get("key") != cache_key(version, kept, backend=backend.name):
         return None
-    binaries = bin_dir(version)
+    binaries = bin_dir(version, backend.name)
     if not all(os.access(binaries / target, os.X_OK) for target in TARGETS):
         return None
     return binaries
@@ -256,19 +441,20 @@ def script_llama_bench() -> Path:
     return resolve_binary(cached_bin_dir())
 
 
-def _run(argv: list[str], log_file: Path, *, quote_last_error: bool = False, progress: Log | None = None) -> None:
+def _run(argv: list[str], log_file: Path, *, quote_last_error: bool = False, progress: Log | None = None,
+         env: tuple[tuple[str, str], ...] = ()) -> None:
     """Run one build step, appending its output to the log; a failure quotes the step's first
     error line (a compiler's first error is the cause), or its last one (pip ends with the cause).
     With ``progress``, ninja/make's ``[n/m]`` counters are reported every tenth of the way.
     """
     with log_file.open("a") as log:
-        log.write(f"\n$ {' '.join(argv)}\n")
+        log.write(f"\n$ {' '.join([*(f'{k}={v}' for k, v in env), *argv])}\n")
         log.flush()
         step_starts_at = log.tell()
         try:
             process = subprocess.Popen(
                 argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                text=True, errors="replace", bufsize=1,
+                text=True, errors="replace", bufsize=1, env={**os.environ, **dict(env)} if env else None,
             )
         except FileNotFoundError:
             raise BuildError(f"{argv[0]} not found; install it (e.g. apt-get install cmake g++)") from None
@@ -460,31 +646,33 @@ def smoke_run(binaries: Path, model: Path, log_file: Path, *, variant: str = "")
 
 
 def ensure_built(version: str = LLAMA_CPP_PYTHON_VERSION, *, force: bool = False, log: Log = _log_to_stderr,
-                 portable: bool = False) -> Path:
+                 portable: bool = False, backend: Backend = CPU_BACKEND) -> Path:
     """Return the bin directory holding the proven binaries, building them if needed.
 
     Safe to call concurrently: a file lock makes the second caller wait for the first build.
     Raises BuildError with a one-line reason on failure.
     """
-    if not force and (cached := cached_bin_dir(version)) is not None:
+    if not force and (cached := cached_bin_dir(version, backend)) is not None:
         return cached
-    root = version_dir(version)
+    root = version_dir(version, backend.name)
     root.mkdir(parents=True, exist_ok=True)
     with (root / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         # Another process may have finished the build while this one waited for the lock.
-        if not force and (cached := cached_bin_dir(version)) is not None:
+        if not force and (cached := cached_bin_dir(version, backend)) is not None:
             return cached
-        return _build(version, root, log, portable=portable)
+        return _build(version, root, log, portable=portable, backend=backend)
 
 
-def _compile(source: Path, build: Path, vendored: VendoredLlamaCpp | None, variant: Variant, log_file: Path, log: Log) -> None:
+def _compile(source: Path, build: Path, vendored: VendoredLlamaCpp | None, variant: Variant, log_file: Path, log: Log,
+             backend: Backend = CPU_BACKEND) -> None:
     jobs = len(os.sched_getaffinity(0)) or 1  # like nproc: the CPUs this process may run on
-    log(f"configuring the {variant.name} build ({variant.why})")
-    _run(cmake_configure_args(source, build, vendored, variant), log_file)
-    log(f"compiling {', '.join(TARGETS)} with -j {jobs} (about 15 minutes on 2 cores; log: {log_file})")
+    log(f"configuring the {variant.name} {backend.name} build ({variant.why}; {backend.detail})")
+    _run(cmake_configure_args(source, build, vendored, variant), log_file, env=backend.env)
+    took = "about 15 minutes on 2 cores" if backend.name == "cpu" else "a GPU backend takes longer than the CPU build"
+    log(f"compiling {', '.join(TARGETS)} with -j {jobs} ({took}; log: {log_file})")
     _run(["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs), "--target", *TARGETS],
-         log_file, progress=log)
+         log_file, progress=log, env=backend.env)
 
 
 def _install(build: Path, binaries: Path, log_file: Path) -> None:
@@ -498,30 +686,33 @@ def _install(build: Path, binaries: Path, log_file: Path) -> None:
         shutil.copy2(built, binaries / target)
 
 
-def _build(version: str, root: Path, log: Log, *, portable: bool = False) -> Path:
+def _build(version: str, root: Path, log: Log, *, portable: bool = False, backend: Backend = CPU_BACKEND) -> Path:
     marker = root / MARKER_NAME
     marker.unlink(missing_ok=True)
     log_file = root / "build.log"
-    log_file.write_text(f"building llama.cpp from llama-cpp-python {version}\n")
+    log_file.write_text(f"building llama.cpp ({backend.name}: {backend.detail}) from llama-cpp-python {version}\n")
     started = time.monotonic()
 
-    cached_sdist = root / "downloads" / f"llama_cpp_python-{version}.tar.gz"
+    downloads = version_dir(version) / "downloads"  # one sdist for every backend
+    cached_sdist = downloads / f"llama_cpp_python-{version}.tar.gz"
     log(f"using the downloaded llama-cpp-python {version} sdist" if cached_sdist.is_file()
         else f"downloading the llama-cpp-python {version} sdist from PyPI")
-    sdist = _download_sdist(version, root / "downloads", log_file)
+    sdist = _download_sdist(version, downloads, log_file)
     log(f"unpacking vendor/llama.cpp from {sdist.name}")
     work = root / "work"
     source = _unpack_vendored_llama_cpp(sdist, work)
     vendored = VENDORED.get(version)
     model = tiny_model()
-    binaries = bin_dir(version)
+    binaries = bin_dir(version, backend.name)
     flags = cpu_flags()
 
     tried: list[dict] = []
     kept: Variant | None = None
     evidence: list[str] = []
-    for variant in variants(flags)[1:] if portable else variants(flags):
-        _compile(source, work / f"build-{variant.name}", vendored, variant, log_file, log)
+    if has_amx(flags) and not portable:
+        log("this CPU has AMX: building the portable variant only (the native one is known to crash here)")
+    for variant in variants(flags, backend)[-1:] if portable else variants(flags, backend):
+        _compile(source, work / f"build-{variant.name}", vendored, variant, log_file, log, backend)
         _install(work / f"build-{variant.name}", binaries, log_file)
         log(f"smoke run of the {variant.name} build on {model.name}")
         try:
@@ -557,13 +748,15 @@ def _build(version: str, root: Path, log: Log, *, portable: bool = False) -> Pat
         "targets": list(TARGETS),
         "variant": kept.name,
         "variant_why": kept.why,
+        "backend": backend.name,
+        "backend_detail": backend.detail,
         "tried": tried,
         "cmake": _recorded_cmake(vendored, kept),
         "build_revision": BUILD_REVISION,
         "cpu": cpu_fingerprint(),
         "cpu_amx": has_amx(flags),
         "isa": built_isa(kept, flags),
-        "key": cache_key(version, kept),
+        "key": cache_key(version, kept, backend=backend.name),
         "smoke": evidence,
         "build_seconds": seconds,
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -572,21 +765,33 @@ def _build(version: str, root: Path, log: Log, *, portable: bool = False) -> Pat
     partial = marker.with_suffix(".tmp")
     partial.write_text(json.dumps(record, indent=2) + "\n")
     partial.replace(marker)
-    log(f"built and proven in {seconds:.0f} s; kept the {kept.name} build")
+    log(f"built and proven in {seconds:.0f} s; kept the {kept.name} {backend.name} build")
     return binaries
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="The default, --backend cpu, builds for the CPU only: a GPU stays idle. Pick cuda, vulkan or hip "
+               "for a GPU. The last line printed is the bin directory.")
     parser.add_argument(
         "--version", default=LLAMA_CPP_PYTHON_VERSION, help="llama-cpp-python sdist version to build from"
     )
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help="cpu (default: CPU only, no GPU), cuda (NVIDIA), vulkan, hip (AMD ROCm)")
+    parser.add_argument("--cuda-arch", metavar="ARCH",
+                        help="CMAKE_CUDA_ARCHITECTURES, e.g. 86 or 86;89 (default: from nvidia-smi)")
+    parser.add_argument("--gpu-targets", metavar="GFX",
+                        help="AMD GPU_TARGETS, e.g. gfx1030 (default: from amdgpu-arch or rocminfo)")
     parser.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
     parser.add_argument("--portable", action="store_true",
-                        help="build only the portable variant (GGML_NATIVE=OFF, this CPU's ISA, no AMX); implies --force")
+                        help="build only the portable variant (GGML_NATIVE=OFF, this CPU's ISA, no AMX); "
+                             "implies --force")
     args = parser.parse_args(argv)
     try:
-        binaries = ensure_built(args.version, force=args.force or args.portable, portable=args.portable)
+        backend = resolve_backend(args.backend, cuda_arch=args.cuda_arch, gpu_targets=args.gpu_targets)
+        binaries = ensure_built(args.version, force=args.force or args.portable, portable=args.portable,
+                                backend=backend)
     except BuildError as error:
         print(f"build_llama_cpp: error: {error}", file=sys.stderr)
         return 1

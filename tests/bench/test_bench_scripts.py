@@ -120,8 +120,11 @@ def _options(variant) -> dict[str, str]:
     return dict(option.removeprefix("-D").split("=") for option in variant.options)
 
 
-def test_variants_on_sapphire_rapids_rebuild_portable_with_avx512_and_without_amx():
-    native, portable = build.variants(_flags("xeon-gold-6459c-sapphire-rapids-amx.txt"))
+def test_variants_on_sapphire_rapids_are_only_portable_with_avx512_and_without_amx():
+    # the native build is known to crash on an AMX CPU: it is not even tried
+    (portable,) = build.variants(_flags("xeon-gold-6459c-sapphire-rapids-amx.txt"))
+    assert portable.name == "portable"
+    native = build.variants(_flags("epyc-9654-genoa-avx512.txt"))[0]
     assert native.options == ("-DGGML_NATIVE=ON",)
     options = _options(portable)
     assert options["GGML_NATIVE"] == "OFF" and "without AMX" in portable.why
@@ -141,7 +144,8 @@ def test_variants_on_avx512_epyc_and_avx2_only_cpus():
 
 def test_built_isa_is_what_each_variant_may_use():
     spr = _flags("xeon-gold-6459c-sapphire-rapids-amx.txt")
-    native, portable = build.variants(spr)
+    native, portable = build.variants(_flags("epyc-9654-genoa-avx512.txt"))
+    (portable,) = build.variants(spr)
     assert "amx_int8" in build.built_isa(native, spr) and "amx_int8" not in build.built_isa(portable, spr)
     assert "avx512f" in build.built_isa(portable, spr)
     assert "avx512f" not in build.built_isa(portable, _flags("epyc-kvm-guest-avx2.txt"))
@@ -210,23 +214,35 @@ def _stub_build(monkeypatch, tmp_path: Path, flags: frozenset[str], native_crash
     monkeypatch.setattr(build, "tiny_model", lambda: tmp_path / "tiny.gguf")
     monkeypatch.setattr(build, "cpu_flags", lambda: flags)
     monkeypatch.setattr(build, "_smoke_server", lambda *a: "llama-server: /health ok (fake)")
-    monkeypatch.setattr(build, "_compile", lambda source, out, vendored, variant, log_file, log: None)
+    monkeypatch.setattr(build, "_compile", lambda source, out, vendored, variant, log_file, log, backend=None: None)
     monkeypatch.setattr(build, "_install", lambda out, binaries, log_file: _fake_binaries(
         binaries, crash=native_crash if out.name == "build-native" else None))
     return log
 
 
-def test_native_build_that_dies_by_sigsegv_on_amx_is_rebuilt_portable_and_kept(cache: Path, tmp_path, monkeypatch):
+def test_amx_cpu_goes_straight_to_the_portable_build(cache: Path, tmp_path, monkeypatch):
     monkeypatch.delenv(build.SMOKE_FAIL_ENV, raising=False)
     spr = _flags("xeon-gold-6459c-sapphire-rapids-amx.txt")
-    log = _stub_build(monkeypatch, tmp_path, spr, "SEGV")
+    log = _stub_build(monkeypatch, tmp_path, spr, "ILL")  # a native build would die: it is never built
     binaries = build.ensure_built(log=log.append)
     record = json.loads((binaries.parent / build.MARKER_NAME).read_text())
     assert record["variant"] == "portable" and "amx_int8" not in record["isa"] and "avx512f" in record["isa"]
-    assert record["tried"][0]["smoke"] == "failed" and "SIGSEGV" in record["tried"][0]["reason"]
-    assert "AMX" in record["tried"][0]["reason"]
-    assert any(line.startswith("the native build failed its smoke run: llama-bench killed by SIGSEGV") for line in log)
+    assert [t["variant"] for t in record["tried"]] == ["portable"] and record["tried"][0]["smoke"] == "passed"
+    assert record["smoke"] and record["backend"] == "cpu"  # the smoke run still proves it
+    assert any("AMX: building the portable variant only" in line for line in log)
+    assert not any("native" in line and "configuring" in line for line in log)
     assert build.cached_bin_dir() == binaries  # the kept variant's key is what the cache checks
+
+
+def test_native_build_that_dies_by_sigsegv_is_rebuilt_portable_and_kept(cache: Path, tmp_path, monkeypatch):
+    monkeypatch.delenv(build.SMOKE_FAIL_ENV, raising=False)
+    log = _stub_build(monkeypatch, tmp_path, _flags("epyc-9654-genoa-avx512.txt"), "SEGV")
+    binaries = build.ensure_built(log=log.append)
+    record = json.loads((binaries.parent / build.MARKER_NAME).read_text())
+    assert record["variant"] == "portable" and "avx512f" in record["isa"]
+    assert record["tried"][0]["smoke"] == "failed" and "SIGSEGV" in record["tried"][0]["reason"]
+    assert any(line.startswith("the native build failed its smoke run: llama-bench killed by SIGSEGV") for line in log)
+    assert build.cached_bin_dir() == binaries
 
 
 def test_forced_smoke_failure_keeps_the_portable_build_and_all_fails(cache: Path, tmp_path, monkeypatch):
