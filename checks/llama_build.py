@@ -11,6 +11,7 @@ from tunehost.facts.llama import GpuView, LlamaBinary, LlamaBuildFacts, gpu_view
 from tunehost.facts.llama_exit import (AMX_FLAGS, TUNEHOST_NO_AMX_REBUILD, TUNEHOST_REBUILD, has_amx,
                                        no_amx_build)
 from tunehost.parsers.llama_version import CPU, CUDA, ROCM, VULKAN, cuda_architecture
+from tunehost.printable import one_line
 
 BUILD = "cmake --build build --config Release -j \"$(nproc)\""
 # the ggml AMX backend arrived in October 2024 (about b3900); no fix of its crash as of b11312 (ggml-org/llama.cpp#20824)
@@ -46,14 +47,38 @@ class LlamaBuildCheck(Check):
             yield self.skip("llama.cpp not found on PATH; set LLAMA_CPP_DIR (or TUNEHOST_LLAMA_BIN_DIR) to its "
                             "build directory", ev)
             return
+        problem = _bin_dir_problem(build)
+        if problem is not None:
+            where = one_line(build.configured_bin_dir[0], 300) if build.configured_bin_dir else "?"
+            yield self.warn(f"TUNEHOST_LLAMA_BIN_DIR is set to {where}, {problem}: tunehost bench, tune and bench "
+                            "--serve stop with an error until it points at a llama.cpp build (the builds judged "
+                            "here are others)", {"TUNEHOST_LLAMA_BIN_DIR": where},
+                            fix=Fix("Point TUNEHOST_LLAMA_BIN_DIR at the bin directory of a llama.cpp build, or "
+                                    "unset it.", ("unset TUNEHOST_LLAMA_BIN_DIR",)))
+        # a script named llama-server is a wrapper: named as one, never judged as the build it may start
+        # (one whose --version died is judged with the builds: the crash is what it runs doing on this CPU)
+        wrappers = [b for b in build.binaries if b.file_format == "script" and b.crash is None]
+        for wrapper in wrappers:
+            yield self._wrapper(wrapper)
         gpus, gpu_reason = gpu_views(facts)
         groups: dict[tuple, list[LlamaBinary]] = {}
         # the build that is serving now comes first (the list starts with running servers' executables)
-        for binary in build.binaries:
+        for binary in (b for b in build.binaries if b not in wrappers):
             key = (os.path.dirname(binary.path),)  # one directory = one build (llama-bench may not print a version)
             groups.setdefault(key, []).append(binary)
         for binaries in groups.values():
             yield self._judge(build, binaries, gpus, gpu_reason)
+
+    def _wrapper(self, binary: LlamaBinary):
+        path, shebang = one_line(binary.path, 300), one_line(binary.script or "?", 200)
+        ev: dict[str, object] = {binary.name: f"{path} (found via {binary.found_in})", "#!": shebang}
+        if binary.wraps:
+            ev["programs it names"] = ", ".join(one_line(w, 300) for w in binary.wraps)
+            runs = f"; it runs {one_line(binary.wraps[0], 300)}"
+        else:
+            runs = "; which build it runs could not be told (no llama.cpp program path in it)"
+        return self.info(f"{binary.name} at {path} is a wrapper script ({shebang}), not a llama.cpp build{runs}: "
+                         "point LLAMA_CPP_DIR at that build's directory to have it judged", ev)
 
     def _judge(self, build: LlamaBuildFacts, binaries: list[LlamaBinary], gpus, gpu_reason):
         lead = next((b for b in binaries if b.version.known), binaries[0])
@@ -176,6 +201,17 @@ def _cpu_fix(binary: LlamaBinary, flags: frozenset[str] | None, *, amx: bool = F
                "compiled it).", fetch + ("cmake -B build -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release", BUILD))
 
 
+def _bin_dir_problem(build: LlamaBuildFacts) -> str | None:
+    """What is wrong with $TUNEHOST_LLAMA_BIN_DIR as the search found it, or None (unset, or it holds llama-bench)."""
+    if build.configured_bin_dir is None:
+        return None
+    if not build.configured_bin_dir[1]:
+        return "which is not a directory"
+    if not any(b.name == "llama-bench" and b.found_in == "$TUNEHOST_LLAMA_BIN_DIR" for b in build.binaries):
+        return "which has no llama-bench"
+    return None
+
+
 def _nvidia_ccs(gpus: tuple[GpuView, ...] | None, binaries: list[LlamaBinary]) -> list[str]:
     ccs = [g.compute_capability for g in gpus or () if g.vendor == "nvidia" and g.compute_capability]
     return ccs or [cc for b in binaries for cc in b.version.compute_capabilities]
@@ -189,8 +225,20 @@ def _source_dir(binary: LlamaBinary) -> str | None:
     return None
 
 
+# scripts/build_llama_cpp.py --backend for each backend the check may ask for
+SCRIPT_BACKENDS = {CUDA: "cuda", ROCM: "hip", VULKAN: "vulkan"}
+
+
 def _rebuild(binary: LlamaBinary, archs: list[str], gfx: list[str], want: str) -> Fix:
     if "tunehost cache" in binary.found_in:
+        if want in SCRIPT_BACKENDS and want not in binary.backends:
+            option = f"--backend {SCRIPT_BACKENDS[want]}"
+            if want == CUDA and archs:
+                option += f" --cuda-arch {shlex.quote(';'.join(archs))}"
+            elif want == ROCM and gfx:
+                option += f" --gpu-targets {shlex.quote(';'.join(gfx))}"
+            return Fix(f"Build tunehost's llama.cpp with the {want} backend (the default build is CPU only).",
+                       (f"python scripts/build_llama_cpp.py {option}",))
         return Fix("Rebuild tunehost's cached llama.cpp.", (TUNEHOST_REBUILD,))
     src = _source_dir(binary)
     fetch = (f"cd {shlex.quote(src)} && git pull",) if src else (

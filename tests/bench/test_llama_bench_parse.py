@@ -415,6 +415,57 @@ def test_find_llama_bench_missing_names_where_it_looked(tmp_path: Path):
         find_llama_bench(tmp_path / "missing", environ={})
 
 
+@pytest.mark.parametrize("where, says", [
+    ("nowhere", "which is not a directory"),
+    ("empty", "which has no executable llama-bench"),
+    ("server-only", "which has no executable llama-bench"),
+])
+def test_tunehost_llama_bin_dir_pointing_nowhere_is_an_error_not_another_build(tmp_path: Path, where, says):
+    # every other place holds a llama-bench: none of them is used instead of the one the user chose
+    on_path = _fake_binary(tmp_path / "path")
+    _fake_binary(tmp_path / "cache" / "llama.cpp" / "0.3.36" / "bin")
+    _fake_binary(tmp_path / "llama.cpp" / "build" / "bin")
+    (tmp_path / "empty").mkdir()
+    _fake_binary(tmp_path / "server-only", name="llama-server")
+    env = {"PATH": str(tmp_path / "path"), "TUNEHOST_CACHE_DIR": str(tmp_path / "cache"),
+           "LLAMA_CPP_DIR": str(tmp_path / "llama.cpp"), "TUNEHOST_LLAMA_BIN_DIR": str(tmp_path / where)}
+    with pytest.raises(TunehostError) as raised:
+        find_llama_bench(environ=env)
+    message = str(raised.value)
+    assert message == (f"TUNEHOST_LLAMA_BIN_DIR is set to {tmp_path / where}, {says}; point it at a llama.cpp "
+                       "build's bin directory (scripts/build_llama_cpp.py prints one) or unset it")
+    assert "\n" not in message
+    assert find_llama_bench(environ={k: v for k, v in env.items() if k != "TUNEHOST_LLAMA_BIN_DIR"}) != on_path
+    assert find_llama_bench(on_path, environ=env) == on_path  # an explicit --llama-bench still wins
+
+
+def test_tunehost_llama_bin_dir_without_llama_server_stops_serve(tmp_path: Path, monkeypatch):
+    from tunehost.bench.serve import resolve_server_binary
+
+    _fake_binary(tmp_path / "path", name="llama-server")
+    _fake_binary(tmp_path / "mine")  # llama-bench only
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(tmp_path / "mine"))
+    with pytest.raises(TunehostError, match="^--serve: TUNEHOST_LLAMA_BIN_DIR is set to .*which has no executable "
+                                            "llama-server"):
+        resolve_server_binary("llama-server")
+    monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(tmp_path / "path"))
+    assert resolve_server_binary("llama-server") == tmp_path / "path" / "llama-server"
+
+
+def test_bench_with_tunehost_llama_bin_dir_pointing_nowhere_is_one_error_line(cli, tmp_path: Path, monkeypatch):
+    from tests.conftest import write_tiny_gguf
+
+    _fake_binary(tmp_path / "path")
+    monkeypatch.setenv("PATH", str(tmp_path / "path") + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(tmp_path / "gone\x1b[31m"))
+    result = cli("bench", "--model", str(write_tiny_gguf(tmp_path / "tiny.gguf")))
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "TUNEHOST_LLAMA_BIN_DIR is set to" in lines[0] and "not a directory" in lines[0]
+    assert "\x1b" not in lines[0]  # the setting is shown as one printable line
+
+
 # ---------------------------------------------------------------- running (a fake llama-bench script)
 
 JSONL_LINE = corpus("jsonl-cuda-ryzen7-7800x3d-rtx4080-qwen2.5-7b-q4km-2025.txt").splitlines()[0]

@@ -8,6 +8,7 @@ common/arg.cpp's `fprintf(stderr, "version: %d (%s)\\n", ...)`. Composite snapsh
 """
 
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
@@ -184,3 +185,119 @@ def test_live_ci_cpu_build_from_the_cache():
     bench = cached[0]
     assert bench.version.build_number and bench.backends == ("CPU",)
     assert os.path.basename(bench.path) == "llama-bench"
+
+
+# ---- wrappers, tunehost's own built.json backend, $TUNEHOST_LLAMA_BIN_DIR (snapshot fixtures) ----
+
+CPUINFO = Path(__file__).parents[1] / "data" / "cpuinfo"
+SPR = "xeon-gold-6459c-sapphire-rapids-amx.txt"
+B11312 = ("", 0, "version: 11312 (0c1e570)\nbuilt with GNU for Linux x86_64\n")
+
+
+def _install_snapshot(make_snapshot, rows, *, cpu=SPR, cmd=None, fs=None, samples=None, search_dirs=()):
+    return make_snapshot(fs={"/proc/cpuinfo": (CPUINFO / cpu).read_text(), **(fs or {})},
+                         cmd={f"{r['path']} --version": B11312 for r in rows} | (cmd or {}),
+                         samples={"llama_install": {"sampled_at": "2026-11-20T00:00:00Z",
+                                                    "search_dirs": list(search_dirs), "binaries": rows},
+                                  **(samples or {})})
+
+
+def test_python_wrapper_named_llama_server_is_a_wrapper_not_an_amx_build(make_snapshot):
+    # the issue's case: a python3 script named llama-server on an AMX Xeon was judged "an AMX build on an AMX CPU"
+    row = {"name": "llama-server", "path": "/usr/local/bin/llama-server", "from": "PATH",
+           "file": {"format": "script", "shebang": "/usr/bin/env python3",
+                    "wraps": ["/opt/llama.cpp/build/bin/llama-server"]}}
+    [finding] = check(_install_snapshot(make_snapshot, [row]))
+    assert finding.severity is Severity.INFO
+    assert finding.summary == ("llama-server at /usr/local/bin/llama-server is a wrapper script (/usr/bin/env python3), "
+                               "not a llama.cpp build; it runs /opt/llama.cpp/build/bin/llama-server: point "
+                               "LLAMA_CPP_DIR at that build's directory to have it judged")
+    assert "AMX" not in finding.summary and finding.evidence["#!"] == "/usr/bin/env python3"
+
+
+def test_wrapper_without_a_program_path_and_a_hostile_shebang(make_snapshot):
+    row = {"name": "llama-server", "path": "/usr/local/bin/llama-server", "from": "PATH",
+           "file": {"format": "script", "shebang": "/bin/sh\x1b[2J\n#evil", "wraps": "not a list"}}
+    [finding] = check(_install_snapshot(make_snapshot, [row]))
+    assert "which build it runs could not be told" in finding.summary
+    assert "\x1b" not in finding.summary and "\n" not in finding.summary and "wrapper script (/bin/sh?[2J?#evil)" in finding.summary
+
+
+def test_wrapper_beside_a_real_build_is_named_and_the_build_still_judged(make_snapshot):
+    rows = [{"name": "llama-server", "path": "/opt/ll/llama-server", "from": "PATH",
+             "file": {"format": "script", "shebang": "/bin/bash", "wraps": ["/opt/ll/real/llama-server"]}},
+            {"name": "llama-bench", "path": "/opt/ll/llama-bench", "from": "PATH", "file": {"format": "elf"}}]
+    findings = check(_install_snapshot(make_snapshot, rows))
+    assert [f.severity for f in findings] == [Severity.INFO, Severity.WARN]
+    assert "wrapper script (/bin/bash)" in findings[0].summary
+    assert findings[1].summary.startswith("llama-bench b11312") and "AMX build on an AMX CPU" in findings[1].summary
+
+
+NVML = json.loads((SNAPS / "desktop-12700f-rtx3060" / "samples" / "nvml.json").read_text())
+
+
+def _cache_row(backend: str) -> tuple[dict, dict]:
+    row = {"name": "llama-server", "path": "/root/.cache/tunehost/llama.cpp/0.3.36/bin/llama-server",
+           "from": "tunehost cache (scripts/build_llama_cpp.py)", "marker": "/root/.cache/tunehost/llama.cpp/0.3.36/built.json",
+           "file": {"format": "elf"}}
+    marker = {"llama_cpp_build_number": 11312, "llama_cpp_commit": "0c1e570", "variant": "native", "backend": backend,
+              "isa": ["avx2", "fma", "f16c", "sse4_2"]}
+    return row, {row["marker"]: json.dumps(marker)}
+
+
+def test_tunehost_cpu_build_on_an_nvidia_host_says_so_and_builds_cuda(make_snapshot):
+    row, fs = _cache_row("cpu")
+    # nothing in --version says the backend: built.json does
+    snap = _install_snapshot(make_snapshot, [row], cpu="core-i7-12700f-alder-lake-avx2.txt", fs=fs,
+                             cmd={f"{row['path']} --version": ("", 0, "version: 11312 (0c1e570)\n")},
+                             samples={"nvml": NVML})
+    gpus, why = gpu_views(HostFacts(open_host(snap)))
+    if not gpus:
+        pytest.skip(f"the GPU group's facts do not read this NVML sample: {why}")
+    facts = LlamaBuildFacts.gather(open_host(snap))
+    assert facts.binaries[0].backends == ("CPU",)
+    assert facts.binaries[0].backend_source == "built.json: scripts/build_llama_cpp.py --backend cpu"
+    [finding] = check(snap)
+    assert finding.severity is Severity.WARN and "built without CUDA on a host with an NVIDIA GPU" in finding.summary
+    assert finding.evidence["backend"] == "CPU (from built.json: scripts/build_llama_cpp.py --backend cpu)"
+    assert finding.fix.commands == ("python scripts/build_llama_cpp.py --backend cuda --cuda-arch 86",)
+
+
+def test_tunehost_cuda_build_is_read_from_built_json(make_snapshot):
+    row, fs = _cache_row("cuda")
+    snap = _install_snapshot(make_snapshot, [row], cpu="core-i7-12700f-alder-lake-avx2.txt", fs=fs,
+                             cmd={f"{row['path']} --version": ("", 0, "version: 11312 (0c1e570)\n")})
+    assert LlamaBuildFacts.gather(open_host(snap)).binaries[0].backends == ("CUDA",)
+    [finding] = check(snap)
+    assert "backend CUDA" in finding.summary and "without CUDA" not in finding.summary
+
+
+@pytest.mark.parametrize("exists, says", [(False, "which is not a directory"), (True, "which has no llama-bench")])
+def test_tunehost_llama_bin_dir_pointing_nowhere_is_a_warning_beside_the_build_found(make_snapshot, exists, says):
+    row = {"name": "llama-server", "path": "/usr/bin/llama-server", "from": "PATH", "file": {"format": "elf"}}
+    snap = _install_snapshot(make_snapshot, [row], cpu="epyc-kvm-guest-avx2.txt",
+                             search_dirs=[{"dir": "/opt/gone", "from": "$TUNEHOST_LLAMA_BIN_DIR", "exists": exists}])
+    findings = check(snap)
+    assert [f.severity for f in findings] == [Severity.WARN, Severity.OK]
+    assert findings[0].summary.startswith(f"TUNEHOST_LLAMA_BIN_DIR is set to /opt/gone, {says}: tunehost bench")
+    assert findings[0].evidence == {"TUNEHOST_LLAMA_BIN_DIR": "/opt/gone"}
+
+
+def test_llama_install_sample_records_what_each_file_is(tmp_path, monkeypatch):
+    from tunehost.host.samples import sample_llama_install
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "llama-server").write_text('#!/usr/bin/env python3\nimport os\nos.execv("/srv/llama/bin/llama-server", '
+                                         '["llama-server", "--api-key", "sk-secret-1234"])\n')
+    (folder / "llama-bench").write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 64)
+    for name in ("llama-server", "llama-bench"):
+        (folder / name).chmod(0o755)
+    monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(folder))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("TUNEHOST_CACHE_DIR", str(tmp_path / "cache"))
+    rows = {r["name"]: r for r in sample_llama_install(open_host())["binaries"]}
+    assert rows["llama-server"]["file"] == {"format": "script", "shebang": "/usr/bin/env python3",
+                                            "wraps": ["/srv/llama/bin/llama-server"]}
+    assert rows["llama-bench"]["file"] == {"format": "elf"}
+    assert "sk-secret" not in json.dumps(rows)  # paths only, never the script's text

@@ -507,9 +507,10 @@ def find_llama_bench(
 ) -> Path:
     """Locate llama-bench: ``explicit`` (a binary or a directory: itself, ``build/bin``, ``bin``), else the first of
     tunehost's search (``$TUNEHOST_LLAMA_BIN_DIR``, ``$LLAMA_CPP_DIR``, ``PATH``, the build cache) — the same order
-    `tunehost doctor`'s llama-build check reports. Raises TunehostError naming where it looked.
+    `tunehost doctor`'s llama-build check reports. Raises TunehostError naming where it looked, or, when
+    ``$TUNEHOST_LLAMA_BIN_DIR`` is set, saying it is not a directory or has no llama-bench (no other build is used).
     """
-    from tunehost.host.samples import llama_program_candidates, llama_search_dirs
+    from tunehost.host.samples import llama_bin_dir_problem, llama_program_candidates, llama_search_dirs
 
     if explicit is not None:
         location = Path(explicit).expanduser()
@@ -520,6 +521,9 @@ def find_llama_bench(
                 # absolute: Path("./llama-bench") prints as "llama-bench", which exec would look up on PATH
                 return Path(os.path.abspath(candidate))
         raise TunehostError(f"no executable llama-bench at {explicit}")
+    problem = llama_bin_dir_problem(environ, BENCH_BINARY)
+    if problem:  # the user's chosen build is not there: an error, never a silent fallback to another build
+        raise TunehostError(problem)
     found = llama_program_candidates(BENCH_BINARY, environ)
     if found:
         return Path(found[0][0])
@@ -527,7 +531,7 @@ def find_llama_bench(
     searched = llama_search_dirs(env)
     looked = [d["dir"] for d in searched] + ["PATH"]
     configured = [f"{name} is set ({env[name]}) but has no llama-bench"
-                  for name in ("TUNEHOST_LLAMA_BIN_DIR", "LLAMA_CPP_DIR") if env.get(name)]
+                  for name in ("LLAMA_CPP_DIR",) if env.get(name)]
     if configured:  # do not ask for a setting the user has made: say where it points
         raise TunehostError(f"llama-bench not found: {'; '.join(configured)} (looked in {', '.join(looked)}); "
                             "point it at a llama.cpp build, pass --llama-bench PATH, or build one with "

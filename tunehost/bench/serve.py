@@ -45,7 +45,7 @@ _lock = threading.Lock()
 
 def resolve_server_binary(program: str) -> Path:
     """The llama-server to run: a path as given, else tunehost's llama.cpp search, else PATH."""
-    from tunehost.host.samples import llama_program_candidates
+    from tunehost.host.samples import llama_bin_dir_problem, llama_program_candidates
 
     if "/" in program:
         path = Path(program).expanduser()
@@ -57,6 +57,9 @@ def resolve_server_binary(program: str) -> Path:
         if found:
             return Path(found)
         raise TunehostError(f"--serve: {one_line(program, 100)} not found on PATH")
+    problem = llama_bin_dir_problem(None, SERVER_BINARY)
+    if problem:  # the user's chosen build: never another llama-server in its place
+        raise TunehostError(f"--serve: {problem}")
     found_list = llama_program_candidates(SERVER_BINARY)
     if found_list:
         return Path(found_list[0][0])

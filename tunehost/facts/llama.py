@@ -1,10 +1,12 @@
 """llama.cpp build facts: which llama-server / llama-cli / llama-bench are installed, their build and backend.
 
 Where tunehost looks: PATH (host.which), then $TUNEHOST_LLAMA_BIN_DIR, $LLAMA_CPP_DIR, $LLAMA_CPP_DIR/build/bin,
-$LLAMA_CPP_DIR/bin and the tunehost cache (~/.cache/tunehost/llama.cpp/<ver>/bin, built by scripts/build_llama_cpp.py).
+$LLAMA_CPP_DIR/bin and the tunehost cache (~/.cache/tunehost/llama.cpp/<ver>[-<backend>]/bin, built by
+scripts/build_llama_cpp.py, whose built.json says the backend it was built with).
 The live search is the `llama_install` sample (so a snapshot replays it); each binary's `<path> --version` is a
-command (cmd/ in a snapshot). The backend comes from the version output's backend lines, else from the ggml
-libraries beside the binary; the build date from the build number (an approximate table of real release dates),
+command (cmd/ in a snapshot). The backend comes from the version output's backend lines, else from tunehost's
+built.json, else from the ggml libraries beside the binary; a script (a wrapper) is recorded as one, with the
+llama.cpp programs it names; the build date from the build number (an approximate table of real release dates),
 else from the file's mtime.
 
 Also here: `gpu_views(facts)`, a tolerant view of tunehost.facts.gpu (written by another group) for the checks
@@ -22,14 +24,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tunehost.facts.llama_exit import ISA_FLAGS, explain_exit
 from tunehost.host.cpuinfo import cpu_flags
 from tunehost.host.redact import REDACTED
-from tunehost.parsers.llama_version import (CPU, GPU_BACKENDS, LlamaVersion, backends_from_libs, build_date,
-                                            parse_list_devices, parse_llama_version)
+from tunehost.parsers.llama_version import (CPU, CUDA, GPU_BACKENDS, ROCM, VULKAN, LlamaVersion, backends_from_libs,
+                                            build_date, parse_list_devices, parse_llama_version)
 
 if TYPE_CHECKING:
     from tunehost.facts import HostFacts
     from tunehost.host import Host
 
 PROGRAMS = ("llama-server", "llama-cli", "llama-bench")
+# built.json's "backend" (scripts/build_llama_cpp.py --backend) -> the backend names of the version parser
+MARKER_BACKENDS = {"cpu": CPU, "cuda": CUDA, "vulkan": VULKAN, "hip": ROCM}
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,9 @@ class LlamaBinary:
     crash: str | None = None  # why `--version` died by a signal (tunehost.facts.llama_exit), None when it did not
     build_variant: str | None = None  # tunehost's own build (built.json): "native" or "portable"
     build_isa: tuple[str, ...] | None = None  # the /proc/cpuinfo flags tunehost's build was compiled for
+    file_format: str | None = None  # "elf", "script", "other", "unreadable" (the llama_install sample); None: unknown
+    script: str | None = None  # a script's #! line ("/usr/bin/env python3"): a wrapper, not a llama.cpp build
+    wraps: tuple[str, ...] = ()  # absolute paths of llama.cpp programs the script names (what it probably runs)
 
     @property
     def gpu_backends(self) -> tuple[str, ...]:
@@ -67,6 +74,8 @@ class LlamaBuildFacts:
     reason: str | None = None  # why nothing could be searched
     hidden_servers: tuple[str, ...] = ()  # "llama-server (pid 812)": running, executable not readable (not root)
     cpu_flags: frozenset[str] | None = None  # this CPU's /proc/cpuinfo flags (None: unknown, not x86)
+    # $TUNEHOST_LLAMA_BIN_DIR as searched: (directory, whether it existed); None when it was not set
+    configured_bin_dir: tuple[str, bool] | None = None
 
     @classmethod
     def gather(cls, host: "Host") -> "LlamaBuildFacts":
@@ -98,7 +107,9 @@ class LlamaBuildFacts:
         flags = cpu_flags(host)
         binaries = tuple(_binary(host, c, flags) for c in candidates)
         reason = None if (install or host.live) else host.sample_errors.get("llama_install")
-        return cls(binaries, tuple(search), reference, reason, tuple(hidden), flags)
+        configured = next(((str(d["dir"]), d.get("exists", True) is not False) for d in install.get("search_dirs") or ()
+                           if isinstance(d, dict) and d.get("from") == "$TUNEHOST_LLAMA_BIN_DIR" and d.get("dir")), None)
+        return cls(binaries, tuple(search), reference, reason, tuple(hidden), flags, configured)
 
 
 # server kinds whose executable is a llama.cpp build (llama-build judges the one that is serving first)
@@ -189,6 +200,9 @@ def _binary(host: "Host", row: Mapping[str, Any], flags: frozenset[str] | None) 
     marker = _marker(host, row["marker"]) if isinstance(row.get("marker"), str) else {}
     if not version.build_number:
         version = _with_marker(marker, version)
+    built_with = MARKER_BACKENDS.get(marker.get("backend")) if isinstance(marker.get("backend"), str) else None
+    if not backends and built_with:  # tunehost's own build: built.json says which --backend it was built with
+        backends, source = (built_with,), f"built.json: scripts/build_llama_cpp.py --backend {marker['backend']}"
     lib_backends = backends_from_libs(libs)
     if not any(b in GPU_BACKENDS for b in backends) and any(b in GPU_BACKENDS for b in lib_backends):
         backends, source = lib_backends, "libraries beside the binary"
@@ -210,11 +224,19 @@ def _binary(host: "Host", row: Mapping[str, Any], flags: frozenset[str] | None) 
         built, built_source = _date(mtime), "file modification time"
     pids = tuple(p for p in row.get("pids") or () if isinstance(p, int))
     started = row.get("started_with") if isinstance(row.get("started_with"), str) else None
+    kind = row.get("file") if isinstance(row.get("file"), dict) else {}
+    file_format = kind.get("format") if kind.get("format") in ("elf", "script", "other", "unreadable") else None
+    script = None
+    if file_format == "script":
+        script = kind["shebang"][:200] if isinstance(kind.get("shebang"), str) else ""
+    wraps = tuple(w[:300] for w in kind.get("wraps") or () if isinstance(w, str) and w.startswith("/"))[:5] \
+        if isinstance(kind.get("wraps"), list) else ()
     return LlamaBinary(name, path, str(row.get("from") or "PATH"), version,
                        " ".join(argv) if result is not None else None, raw, libs, tuple(backends),
                        source if backends else None, built, built_source, mtime, pids, started, refusal,
                        row.get("deleted") is True, crash,
-                       marker.get("variant") if isinstance(marker.get("variant"), str) else None, _isa(marker))
+                       marker.get("variant") if isinstance(marker.get("variant"), str) else None, _isa(marker),
+                       file_format, script, wraps if file_format == "script" else ())
 
 
 def _marker(host: "Host", path: str) -> dict[str, Any]:

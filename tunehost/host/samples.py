@@ -401,6 +401,30 @@ def llama_search_dirs(environ: dict[str, str] | None = None) -> list[dict[str, s
     return dirs
 
 
+BIN_DIR_ENV = "TUNEHOST_LLAMA_BIN_DIR"
+
+
+def llama_bin_dir_problem(environ: Mapping[str, str] | None = None, program: str = "llama-bench") -> str | None:
+    """Why $TUNEHOST_LLAMA_BIN_DIR cannot be used for `program` (one line), or None when it is unset or holds an
+    executable `program`. Set, it is the user's choice of build: tunehost never falls back to another one."""
+    from tunehost.printable import one_line
+
+    env = os.environ if environ is None else environ
+    value = env.get(BIN_DIR_ENV)
+    if not value:
+        return None
+    folder = os.path.abspath(os.path.expanduser(value))
+    shown = one_line(value, 200)
+    if not os.path.isdir(folder):
+        return (f"{BIN_DIR_ENV} is set to {shown}, which is not a directory; point it at a llama.cpp build's bin "
+                f"directory (scripts/build_llama_cpp.py prints one) or unset it")
+    binary = os.path.join(folder, program)
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        return (f"{BIN_DIR_ENV} is set to {shown}, which has no executable {program}; point it at a llama.cpp "
+                f"build's bin directory (scripts/build_llama_cpp.py prints one) or unset it")
+    return None
+
+
 def llama_program_candidates(name: str, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(path, where it was found) of every executable `name`, in the one search order all of tunehost uses:
     $TUNEHOST_LLAMA_BIN_DIR, $LLAMA_CPP_DIR (itself, build/bin, bin), PATH, then tunehost's build cache."""
@@ -437,6 +461,31 @@ def _ggml_libs(binary: str) -> list[str]:
     return sorted(names)
 
 
+# an absolute path to a llama.cpp program inside a wrapper script (exec line, os.execv argument, ...)
+_WRAPPED = re.compile(r"(?<![\w/.-])(/[^\s'\"()\[\];|&<>$`\\,]*/(?:llama-[\w.-]+|rpc-server))(?![\w/.-])")
+SCRIPT_READ_BYTES = 16384
+
+
+def _file_kind(path: str) -> dict[str, Any]:
+    """What the file is, as read: {"format": "elf"|"script"|"other"|"unreadable"}; a script adds its #! line and
+    the absolute paths of llama.cpp programs it names (what it probably wraps). Paths only, never the rest of the
+    script (a wrapper may hold an API key)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SCRIPT_READ_BYTES)
+    except OSError as exc:
+        return {"format": "unreadable", "error": exc.strerror or exc.__class__.__name__}
+    if head.startswith(b"\x7fELF"):
+        return {"format": "elf"}
+    if not head.startswith(b"#!"):
+        return {"format": "other"}
+    text = head.decode("utf-8", "replace")
+    shebang = text.splitlines()[0][2:].strip()[:200]
+    own = os.path.realpath(path)
+    wraps = [m for m in dict.fromkeys(_WRAPPED.findall(text)) if os.path.realpath(m) != own][:5]
+    return {"format": "script", "shebang": shebang, "wraps": wraps}
+
+
 def _mtime(path: str) -> str | None:
     try:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.stat(path).st_mtime))
@@ -460,7 +509,7 @@ def sample_llama_install(host: "Host") -> dict[str, Any]:
             continue
         seen.add(real)
         row: dict[str, Any] = {"name": name, "path": path, "from": source, "mtime": _mtime(real),
-                               "libs": _ggml_libs(path)}
+                               "libs": _ggml_libs(path), "file": _file_kind(real)}
         marker = os.path.join(os.path.dirname(os.path.dirname(real)), "built.json")
         if os.path.isfile(marker):
             row["marker"] = marker
