@@ -85,10 +85,12 @@ from pathlib import Path
 
 try:
     from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
+    from tunehost.host.proc import run_bounded
     from tunehost.parsers.llama_version import cuda_architecture
 except ImportError:  # run with a Python that has not installed tunehost: the repository's own copy
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tunehost.facts.llama_exit import ISA_FLAGS, exit_status, has_amx, portable_isa, portable_options
+    from tunehost.host.proc import run_bounded
     from tunehost.parsers.llama_version import cuda_architecture
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -218,13 +220,9 @@ CPU_BACKEND = Backend()
 
 
 def _detect(argv: list[str]) -> str | None:
-    """stdout of a detection command, or None when it is missing, fails or hangs (bounded, never a shell)."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=DETECT_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout[:65536] if done.returncode == 0 else None
+    """stdout of a detection command, or None when it is missing, fails, hangs or says too much (bounded, no shell)."""
+    done = run_bounded(argv, timeout_s=DETECT_TIMEOUT_S, max_stdout=1 << 16, max_stderr=1 << 16, max_line=4096)
+    return done.stdout if done.ok else None
 
 
 def _which(name: str, *extra_dirs: str) -> str | None:

@@ -301,3 +301,14 @@ def test_llama_install_sample_records_what_each_file_is(tmp_path, monkeypatch):
                                             "wraps": ["/srv/llama/bin/llama-server"]}
     assert rows["llama-bench"]["file"] == {"format": "elf"}
     assert "sk-secret" not in json.dumps(rows)  # paths only, never the script's text
+
+
+def test_llama_server_list_devices_tells_an_unknown_builds_backend(make_snapshot):
+    # version 0 (a build without its number), no libraries beside it: `llama-server --list-devices` (common/arg.cpp)
+    row = {"name": "llama-server", "path": "/opt/ll/llama-server", "from": "PATH", "file": {"format": "elf"}}
+    listed = "Available devices:\n  CUDA0: NVIDIA GeForce RTX 3060 (12288 MiB, 11000 MiB free)\n"
+    snap = _install_snapshot(make_snapshot, [row], cpu="core-i7-12700f-alder-lake-avx2.txt",
+                             cmd={"/opt/ll/llama-server --version": ("", 0, "version: 0 (unknown)\n"),
+                                  "/opt/ll/llama-server --list-devices": listed})
+    binary = LlamaBuildFacts.gather(open_host(snap)).binaries[0]
+    assert binary.backends == ("CUDA",) and binary.backend_source == "--list-devices"

@@ -200,6 +200,8 @@ def _binary(host: "Host", row: Mapping[str, Any], flags: frozenset[str] | None) 
     marker = _marker(host, row["marker"]) if isinstance(row.get("marker"), str) else {}
     if not version.build_number:
         version = _with_marker(marker, version)
+    kind = row.get("file") if isinstance(row.get("file"), dict) else {}
+    file_kind = kind.get("format")
     built_with = MARKER_BACKENDS.get(marker.get("backend")) if isinstance(marker.get("backend"), str) else None
     if not backends and built_with:  # tunehost's own build: built.json says which --backend it was built with
         backends, source = (built_with,), f"built.json: scripts/build_llama_cpp.py --backend {marker['backend']}"
@@ -208,7 +210,8 @@ def _binary(host: "Host", row: Mapping[str, Any], flags: frozenset[str] | None) 
         backends, source = lib_backends, "libraries beside the binary"
     elif not backends and lib_backends:
         backends, source = lib_backends, "libraries beside the binary"
-    if not backends and name == "llama-bench" and not refusal:
+    # llama-bench and, since common/arg.cpp has it, llama-server list the devices their backends see
+    if not backends and name in ("llama-bench", "llama-server") and not refusal and file_kind != "script":
         listed = host.run([path, "--list-devices"], timeout=15.0)
         if listed is not None and listed.ok and "Available devices" in listed.stdout:
             devices = parse_list_devices(listed.stdout)
@@ -224,7 +227,6 @@ def _binary(host: "Host", row: Mapping[str, Any], flags: frozenset[str] | None) 
         built, built_source = _date(mtime), "file modification time"
     pids = tuple(p for p in row.get("pids") or () if isinstance(p, int))
     started = row.get("started_with") if isinstance(row.get("started_with"), str) else None
-    kind = row.get("file") if isinstance(row.get("file"), dict) else {}
     file_format = kind.get("format") if kind.get("format") in ("elf", "script", "other", "unreadable") else None
     script = None
     if file_format == "script":
