@@ -47,7 +47,7 @@ class LlamaBuildCheck(Check):
             yield self.skip("llama.cpp not found on PATH; set LLAMA_CPP_DIR (or TUNEHOST_LLAMA_BIN_DIR) to its "
                             "build directory", ev)
             return
-        problem = _bin_dir_problem(build)
+        problem = build.bin_dir_problem
         if problem is not None:
             where = one_line(build.configured_bin_dir[0], 300) if build.configured_bin_dir else "?"
             yield self.warn(f"TUNEHOST_LLAMA_BIN_DIR is set to {where}, {problem}: tunehost bench, tune and bench "
@@ -199,17 +199,6 @@ def _cpu_fix(binary: LlamaBinary, flags: frozenset[str] | None, *, amx: bool = F
                    fetch + (no_amx_build(flags or ()), BUILD))
     return Fix("Rebuild llama.cpp on this machine (a GGML_NATIVE=ON build only runs on CPUs like the one that "
                "compiled it).", fetch + ("cmake -B build -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release", BUILD))
-
-
-def _bin_dir_problem(build: LlamaBuildFacts) -> str | None:
-    """What is wrong with $TUNEHOST_LLAMA_BIN_DIR as the search found it, or None (unset, or it holds llama-bench)."""
-    if build.configured_bin_dir is None:
-        return None
-    if not build.configured_bin_dir[1]:
-        return "which is not a directory"
-    if not any(b.name == "llama-bench" and b.found_in == "$TUNEHOST_LLAMA_BIN_DIR" for b in build.binaries):
-        return "which has no llama-bench"
-    return None
 
 
 def _nvidia_ccs(gpus: tuple[GpuView, ...] | None, binaries: list[LlamaBinary]) -> list[str]:

@@ -333,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-models", metavar="DIR", help="only write the sparse GGUFs (for advise) into DIR")
     parser.add_argument("--quant", choices=sorted(QUANT_TYPES), help="with --write-models: matrices of this type")
     args = parser.parse_args(argv)
+    fit = Path(args.bin_dir or ".") / "llama-fit-params"
+    if args.bin_dir and not args.compare_only and not (fit.is_file() and os.access(fit, os.X_OK)):
+        # the directory given (or TUNEHOST_LLAMA_BIN_DIR) is the build to measure: never another one
+        parser.error(f"--bin-dir/TUNEHOST_LLAMA_BIN_DIR {args.bin_dir!r} has no executable llama-fit-params")
     table = json.loads(TABLE.read_text())
     if args.write_models:
         if not args.bin_dir:

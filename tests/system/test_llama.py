@@ -312,3 +312,16 @@ def test_llama_server_list_devices_tells_an_unknown_builds_backend(make_snapshot
                                   "/opt/ll/llama-server --list-devices": listed})
     binary = LlamaBuildFacts.gather(open_host(snap)).binaries[0]
     assert binary.backends == ("CUDA",) and binary.backend_source == "--list-devices"
+
+
+def test_advise_says_tunehost_llama_bin_dir_points_nowhere(make_snapshot, cli, tmp_path):
+    from tests.conftest import write_tiny_gguf
+
+    row = {"name": "llama-server", "path": "/usr/bin/llama-server", "from": "PATH", "file": {"format": "elf"}}
+    snap = _install_snapshot(make_snapshot, [row], cpu="epyc-kvm-guest-avx2.txt",
+                             search_dirs=[{"dir": "/opt/gone", "from": "$TUNEHOST_LLAMA_BIN_DIR", "exists": False}])
+    result = cli("advise", "--model", str(write_tiny_gguf(tmp_path / "m.gguf")), "--snapshot", str(snap),
+                 "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert ("TUNEHOST_LLAMA_BIN_DIR is set to /opt/gone, which is not a directory: not used here (bench and tune "
+            "stop with an error on it)") in result.stdout

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from tunehost.cpulist import format_cpu_list, parse_cpu_list
 from tunehost.errors import TunehostError
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from tunehost.facts import HostFacts
@@ -246,6 +247,10 @@ def _llama_part(facts: "HostFacts", given: str | None, notes: list[str]) -> tupl
 
         build = facts.get(LlamaBuildFacts)
         binaries: Iterable[Any] = build.binaries
+        if build.bin_dir_problem and build.configured_bin_dir and not given:
+            # said, never a silent fallback: bench and tune refuse this setting outright
+            notes.append(f"TUNEHOST_LLAMA_BIN_DIR is set to {one_line(build.configured_bin_dir[0], 200)}, "
+                         f"{build.bin_dir_problem}: not used here (bench and tune stop with an error on it)")
     except Exception as exc:
         notes.append(f"llama.cpp install unknown ({exc.__class__.__name__})")
         binaries = ()

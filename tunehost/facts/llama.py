@@ -77,6 +77,18 @@ class LlamaBuildFacts:
     # $TUNEHOST_LLAMA_BIN_DIR as searched: (directory, whether it existed); None when it was not set
     configured_bin_dir: tuple[str, bool] | None = None
 
+    @property
+    def bin_dir_problem(self) -> str | None:
+        """What is wrong with $TUNEHOST_LLAMA_BIN_DIR as the search found it ("which is not a directory", "which has
+        no llama-bench"), or None: unset, or it holds llama-bench. bench and tune refuse such a setting."""
+        if self.configured_bin_dir is None:
+            return None
+        if not self.configured_bin_dir[1]:
+            return "which is not a directory"
+        if not any(b.name == "llama-bench" and b.found_in == "$TUNEHOST_LLAMA_BIN_DIR" for b in self.binaries):
+            return "which has no llama-bench"
+        return None
+
     @classmethod
     def gather(cls, host: "Host") -> "LlamaBuildFacts":
         install = host.sample("llama_install")
