@@ -176,11 +176,15 @@ def fixes(report: AccessReport) -> str:
     shown = [b for b in report.blocked  # a model inside a blocked models directory goes with it
              if b.needed.what == "the models directory" or not any(b.needed.path.startswith(d) for d in dirs)]
     head = "; ".join(f"{b.needed.what} {b.needed.path} ({b.why})" for b in shown)
-    copies = [c for c in (_copy(b) for b in shown) if c[0]]
+    missing = [b for b in shown if b.why.endswith("does not exist")]
+    copies = [c for c in (_copy(b) for b in shown if b not in missing) if c[0]]
     secret = any(b.needed.what == "the API key file" for b in report.blocked)
     ways = []
+    if missing:
+        ways.append("Put what is missing in place, or name where it is: "
+                    + ", ".join(dict.fromkeys(f"{OPTION_OF.get(b.needed.what, b.needed.what)} PATH" for b in missing)))
     if copies:
-        ways.append("Either copy them where any account can read them (as root): "
+        ways.append(("Either c" if not ways else "c") + "opy them where any account can read them (as root): "
                     + "; ".join(c for c, _ in copies) + "; then run advise again with "
                     + " ".join(o for _, o in copies if o))
     if report.run_as.dynamic or report.run_as.uid is not None:

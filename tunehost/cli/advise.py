@@ -393,6 +393,10 @@ def _unit_user(host, out: Output):
     if host.live and acct is None:
         raise TunehostError(f"--service-user {name}: no such account on this host (create one: useradd --system "
                             f"--no-create-home --shell /usr/sbin/nologin {name})")
+    if name == "nobody" or (acct is not None and acct.uid == 65534):
+        raise TunehostError(f"--service-user {name}: the overflow user owns whatever cannot be mapped and is shared "
+                            "by everything unprivileged (systemd calls it not safe); create an account for llama-server:"
+                            f" useradd --system --no-create-home --shell /usr/sbin/nologin llama")
     if acct is not None and acct.uid == 0:
         raise TunehostError(f"--service-user {name} is root: llama-server answers the network; run it as an "
                             "unprivileged account, or leave --service-user out for a dynamic user")
