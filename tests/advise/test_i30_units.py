@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -505,3 +506,42 @@ def test_systemd_analyze_is_here_when_scripts_test_could_install_it() -> None:
         can = os.geteuid() == 0 and shutil.which("apt-get") is not None
         assert not (can and os.environ.get("CI")), "scripts/test should have installed systemd (systemd-analyze)"
         pytest.skip("systemd-analyze is not installed and cannot be installed here (not root, or no apt-get)")
+
+
+# ---- the API key file: handed over by the manager (LoadCredential=), never made readable for the service ----
+
+def test_system_unit_loads_the_api_key_file_as_a_credential(cli, tmp_path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("secret-1\n")
+    keys.chmod(0o600)
+    args = ("--model", str(_model(tmp_path)), "--host", "0.0.0.0", "--api-key-file", str(keys))
+    for variant in ((), ("--service-user", "llama")):
+        unit_text = _cli_unit(cli, *args, *variant)
+        unit = parse_unit(unit_text)
+        assert _values(unit, "Service", "LoadCredential") == [f"llama-api-keys:{keys}"]
+        exec_start = _values(unit, "Service", "ExecStart")[0]
+        assert exec_start.endswith(" --api-key-file ${CREDENTIALS_DIRECTORY}/llama-api-keys")
+        assert "secret" not in unit_text
+        _verify(unit_text, tmp_path, user=False)
+    user_text = _cli_unit(cli, *args, "--user")  # a user unit reads it itself, as you
+    assert not _values(parse_unit(user_text), "Service", "LoadCredential")
+    assert f"--api-key-file {keys}" in user_text
+    _verify(user_text, tmp_path, user=True)
+
+
+def test_a_key_file_the_service_cannot_read_is_fine_as_a_credential(open_tmp) -> None:
+    closed = open_tmp / "secrets"
+    closed.mkdir(mode=0o700)
+    keys = closed / "keys"
+    keys.write_text("k\n")
+    keys.chmod(0o600)
+    launch = LaunchConfig("", (Flag("--api-key-file", str(keys)),), server=SERVER)
+    dynamic = RunAs("the unit's dynamic user (DynamicUser=yes)", None, frozenset(), dynamic=True)
+    as_credential = needed_paths(launch, credentials=frozenset({str(keys)}))
+    assert [n.kind for n in as_credential] == ["exec", "credential"]
+    assert check_access(open_host(), as_credential, dynamic).ok
+    report = check_access(open_host(), needed_paths(launch), dynamic)
+    assert not report.ok and "never make an API key file world-readable" in fixes(report)
+    missing = needed_paths(replace(launch, flags=(Flag("--api-key-file", str(open_tmp / "none")),)),
+                           credentials=frozenset({str(open_tmp / "none")}))
+    assert check_access(open_host(), missing, dynamic).blocked[0].why.endswith("does not exist")

@@ -42,7 +42,8 @@ OPTION_OF = {"llama-server": "--llama-server", "the model": "--model", "the draf
 @dataclass(frozen=True)
 class Needed:
     """One path the unit needs. `kind`: "exec" (run it), "read" (read it), "dir" (list it and what is in it),
-    "create" (a file to be saved there: its directory must be reachable; it is written world-readable)."""
+    "create" (a file to be saved there: its directory must be reachable; it is written world-readable),
+    "credential" (read by the service manager as root: LoadCredential=)."""
 
     what: str
     path: str
@@ -140,7 +141,10 @@ def check_access(host: "Host", needs: list[Needed], who: RunAs) -> AccessReport:
         if chain is None:
             why = ("a snapshot records no file modes" if not host.live else f"{need.path} is not an absolute path")
             return AccessReport(who, False, reason=f"paths not checked for {who.label}: {why}")
-        why = _blocked(chain, need, who)
+        if need.kind == "credential":  # LoadCredential=: the service manager reads it, as root
+            why = _blocked(chain, replace(need, kind="read"), RunAs("the service manager", 0, frozenset()))
+        else:
+            why = _blocked(chain, need, who)
         if why is not None:
             out.append(Blocked(need, why))
     return AccessReport(who, True, tuple(out))
@@ -209,9 +213,11 @@ def unit_server(server: str) -> str:
     return server if server.startswith("/") else DEFAULT_UNIT_SERVER
 
 
-def needed_paths(launch: "LaunchConfig", *, preset_created: bool = False) -> list[Needed]:
+def needed_paths(launch: "LaunchConfig", *, preset_created: bool = False,
+                 credentials: frozenset[str] = frozenset()) -> list[Needed]:
     """Every path a unit running `launch` opens: llama-server, the models (a router's too), projector, draft,
-    API key file, models directory and preset file (`preset_created`: not there yet, it is saved there)."""
+    API key file, models directory and preset file (`preset_created`: not there yet, it is saved there). A path in
+    `credentials` is read by the service manager (LoadCredential=), not by the service."""
     out = [Needed("llama-server", unit_server(launch.server), "exec")]
     configs = (launch, *launch.models, replace(launch, flags=launch.preset))
     for config in configs:
@@ -220,6 +226,8 @@ def needed_paths(launch: "LaunchConfig", *, preset_created: bool = False) -> lis
                 what, kind = PATH_FLAGS[f.name]
                 if f.name == "--models-preset" and preset_created:
                     kind = "create"
+                if f.value in credentials and f.name == "--api-key-file":
+                    kind = "credential"
                 need = Needed(what, f.value, kind)
                 if need not in out:
                     out.append(need)

@@ -425,7 +425,9 @@ def _emit_files(host, launch: "LaunchConfig", out: Output, *, preset_file: str |
     in_dir = out.write is not None and preset_file == os.path.abspath(out.write.expanduser() / PRESET_FILE)
     created = bool(preset_file) and (in_dir or not os.path.exists(preset_file))
     run_as, groups, notes = _unit_user(host, out)
-    report = check_access(host, needed_paths(launch, preset_created=created), run_as)
+    keys = {c.value("--api-key-file") for c in (launch, *launch.models)} - {None}
+    credentials = frozenset() if out.user_unit else frozenset(k for k in keys if k and _credential_path(k))
+    report = check_access(host, needed_paths(launch, preset_created=created, credentials=credentials), run_as)
     if report.checked and report.blocked:
         raise TunehostError(fixes(report))
     if report.checked:
@@ -623,6 +625,13 @@ SYSTEM_UNIT_DIR = "/etc/systemd/system"
 USER_UNIT_DIR = "~/.config/systemd/user"
 UNIT_FILE = "llama-server.service"
 PRESET_FILE = "models.ini"
+API_KEY_CREDENTIAL = "llama-api-keys"  # LoadCredential= name of --api-key-file in a system unit
+
+
+def _credential_path(path: str) -> bool:
+    """Whether a key file's path can be written into LoadCredential=ID:PATH as it is (no quoting there: an absolute
+    path of plain characters; else the unit passes the path itself and the check wants it readable)."""
+    return bool(re.fullmatch(r"/[A-Za-z0-9._+@/-]*", path))
 GPU_GROUPS = ("video", "render")  # the GPU device nodes: /dev/dri/card* (video), render nodes and /dev/kfd (render)
 
 
@@ -665,7 +674,15 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False, service_user: str |
             notes.append("# --mlock within your user's memlock limit (a user unit cannot raise it: no LimitMEMLOCK=)")
     elif p.mlock_wanted and "--mlock" not in argv:
         argv.append("--mlock")  # LimitMEMLOCK=infinity below lifts the limit that kept it out of the shell form
-    exec_start = " ".join(_systemd_quote(a) for a in argv)
+    words = [_systemd_quote(a) for a in argv]
+    credential = None
+    if not user and "--api-key-file" in argv[:-1] and _credential_path(argv[argv.index("--api-key-file") + 1]):
+        # the manager reads the key file as root and hands the service a private copy (systemd.exec(5),
+        # LoadCredential=): the keys stay readable by root only, whoever the unit runs as
+        i = argv.index("--api-key-file") + 1
+        credential = f"LoadCredential={API_KEY_CREDENTIAL}:{argv[i]}"
+        words[i] = "${CREDENTIALS_DIRECTORY}/" + API_KEY_CREDENTIAL
+    exec_start = " ".join(words)
     name = _unit_text(p.model_name or Path(p.model).name)
     if user:
         lines = [f"# written by tunehost advise --format systemd --user: save it as {UNIT_FILE}, check the paths,",
@@ -692,6 +709,8 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False, service_user: str |
         lines += [f"# runs as {service_user} (advise --service-user), not root", f"User={service_user}"]
     if not user and groups:
         lines.append(f"SupplementaryGroups={' '.join(groups)}")
+    if credential is not None:
+        lines.append(credential)
     lines.append(f"ExecStart={exec_start}")
     if p.pin_cpus:
         lines.append(f"CPUAffinity={format_cpu_list(p.pin_cpus)}")  # a user manager may narrow affinity too
