@@ -91,7 +91,10 @@ def write_artifacts(directory: Path, artifacts: list[Artifact], *, force: bool =
                 except FileExistsError:
                     raise TunehostError(f"--write {directory}: {target.name} appeared while writing; "
                                         f"written so far: {', '.join(p.name for p in written) or 'nothing'}") from None
-                os.unlink(tmp)
+                except OSError:  # a file system without hard links: rename, after one more look
+                    if os.path.lexists(target):
+                        raise TunehostError(f"--write {directory}: {target.name} appeared while writing") from None
+                    os.replace(tmp, target)
         finally:
             if os.path.lexists(tmp):
                 os.unlink(tmp)

@@ -139,7 +139,8 @@ def check_access(host: "Host", needs: list[Needed], who: RunAs) -> AccessReport:
         target = os.path.dirname(need.path) if need.kind == "create" else need.path
         chain = path_chain(host, target)
         if chain is None:
-            why = ("a snapshot records no file modes" if not host.live else f"{need.path} is not an absolute path")
+            why = ("a snapshot records no file modes" if not host.live else
+                   f"{need.path} cannot be walked (not an absolute path, or too deep)")
             return AccessReport(who, False, reason=f"paths not checked for {who.label}: {why}")
         if need.kind == "credential":  # LoadCredential=: the service manager reads it, as root
             why = _blocked(chain, replace(need, kind="read"), RunAs("the service manager", 0, frozenset()))

@@ -65,6 +65,9 @@ def advise(
     --calibrate: the token-generation constants fitted to what `tunehost bench`/`tune` measured on this host, per
     class (dense/MoE x GPU/split/CPU), beside the published ones, and which the data do not determine yet.
 
+    --format systemd: a unit only when the account it runs as can reach llama-server and every model (else one
+    error line with what to do); --write DIR writes the files and a README.txt of where they go.
+
     Exit status: 0 a plan that fits, 2 the model does not fit (the plan says what would), 1 tunehost could not run.
     """
     from tunehost.advise.flags import REMOVED_SPEC_OPTIONS, fit_supported, read_caps
