@@ -193,8 +193,9 @@ def fixes(report: AccessReport) -> str:
                     + "; ".join(c for c, _ in copies) + "; then run advise again with "
                     + " ".join(o for _, o in copies if o))
     if report.run_as.dynamic or report.run_as.uid is not None:
-        ways.append(("or" if ways else "Or") + " run the service as an existing unprivileged account that can read "
-                    "them: --service-user NAME "
+        ways.append(("or" if ways else "Or") + " run the service as " + ("an existing" if report.run_as.dynamic
+                                                                         else "another") +
+                    " unprivileged account that can read them: --service-user NAME "
                     "(User=NAME, checked the same way)" + ("; never make an API key file world-readable" if secret
                                                              else ""))
     return (f"the unit would fail at start: {report.run_as.label} cannot reach {head}. "
