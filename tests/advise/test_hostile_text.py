@@ -42,7 +42,7 @@ def _unit(cli, model: Path, *extra: str) -> str:
 ALLOWED_KEYS = {
     "Unit": {"Description", "After", "Wants"},
     "Service": {"Type", "ExecStart", "CPUAffinity", "Environment", "LimitMEMLOCK", "Nice", "Restart", "RestartSec",
-                "DynamicUser", "SupplementaryGroups"},
+                "DynamicUser", "User", "SupplementaryGroups", "LoadCredential"},
     "Install": {"WantedBy"},
 }
 

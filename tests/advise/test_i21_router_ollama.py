@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -108,10 +109,12 @@ def test_cli_router_mode_on_a_snapshot(cli, tmp_path):
     data = json.loads(r.stdout)
     assert data["mode"] == "router" and data["resident"] == 2 and data["fits"]
     assert [m["router_name"] for m in data["models"]] == ["a", "b"]
-    assert data["launch"]["argv"][1:5] == ["--models-preset", "models.ini", "--models-max", "2"]
+    # absolute: a unit has no working directory to resolve a relative preset against (issue 30)
+    preset = os.path.abspath("models.ini")
+    assert data["launch"]["argv"][1:5] == ["--models-preset", preset, "--models-max", "2"]
     shell = cli("advise", "--model", str(a), "--model", str(b), "--snapshot",
                 str(SNAPSHOTS / "desktop-12700f-rtx3060"), "--format", "shell")
-    assert shell.exit_code == 0 and "cat > models.ini <<'TUNEHOST_PRESET'\n" in shell.stdout
+    assert shell.exit_code == 0 and f"cat > {preset} <<'TUNEHOST_PRESET'\n" in shell.stdout
     assert "--models-max 4" in shell.stdout  # llama-server's default when not given
 
 
@@ -139,7 +142,8 @@ def test_ollama_output_carries_the_same_plan(cli, tmp_path):
                  "CPUAffinity=0-15", f"FROM {a.resolve()}", "PARAMETER num_ctx 4096",  # Ollama multiplies by 3
                  "PARAMETER num_gpu 99", "PARAMETER num_thread 16"):
         assert line in out.splitlines(), line
-    assert "ollama create small-model -f Modelfile" in out
+    # each Modelfile under its own name (issue 30: several had to be saved as "Modelfile")
+    assert "# ---- Modelfile.small-model (then: ollama create small-model -f Modelfile.small-model) ----" in out
 
 
 def test_ollama_moe_leaves_num_gpu_to_llama_server_fit():
@@ -272,8 +276,8 @@ def test_router_unit_lifts_memlock_for_its_models_and_runs_unprivileged():
     from tunehost.cli.advise import render_systemd
 
     rp = _router(["qwen", "llama"], [MODELS["qwen30b"](), MODELS["llama8b"]()], HOSTS["12700f-3060"], 2)
-    unit = render_systemd(rp.launch("/usr/bin/llama-server"))
-    assert "ExecStart=/usr/bin/llama-server --models-preset models.ini --models-max 2" in unit
+    unit = render_systemd(rp.launch("/usr/bin/llama-server", "/etc/llama.cpp/models.ini"))
+    assert "ExecStart=/usr/bin/llama-server --models-preset /etc/llama.cpp/models.ini --models-max 2" in unit
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert "LimitMEMLOCK=infinity" in unit and "DynamicUser=yes" in unit and " -m " not in exec_start
 

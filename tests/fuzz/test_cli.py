@@ -58,7 +58,8 @@ OPTIONS = {
                "--quick"],
     "advise": ["--model", "-m", "--ctx", "--parallel", "--mmproj", "--draft", "--spec", "--format", "-f",
                "--snapshot", "--llama-server", "--cpus", "--host", "--no-probe", "--models-dir", "--models-max",
-               "--reserve-vram", "--preset-file", "--spec-draft-n-max", "--draft-max", "--draft-min"],
+               "--reserve-vram", "--preset-file", "--spec-draft-n-max", "--draft-max", "--draft-min", "--user",
+               "--system", "--service-user", "--force"],  # never --write: a drawn value would be a directory here
     "bench": ["--baseline", "--candidate", "-p", "-n", "-d", "-r", "--budget", "--json", "--llama-bench", "--save"],
     "apply": ["-p", "--profile", "--persist", "--power-daemon", "-y", "--yes", "throughput", "benchmark",
               "throughput-quiet", "ppd", "tuned-ppd"],

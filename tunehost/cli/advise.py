@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
@@ -41,7 +43,7 @@ def advise(
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", metavar="DIR", help="Router mode: every model llama-server would find in DIR."),
     models_max: Optional[int] = typer.Option(None, "--models-max", metavar="N", help="Router mode: models resident at once (llama-server's default 4; 0 = all)."),
     reserve_vram: int = typer.Option(0, "--reserve-vram", metavar="MiB", help="VRAM to keep for other servers on the GPU that are not running now."),
-    preset_file: str = typer.Option("models.ini", "--preset-file", metavar="PATH", help="Router mode: where you will save the preset file (--models-preset)."),
+    preset_file: Optional[str] = typer.Option(None, "--preset-file", metavar="PATH", help="Router mode: where the preset file (--models-preset) will be (default models.ini here, or in --write DIR); the unit names it by its absolute path."),
     fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT", help="human (default), shell, systemd, json or ollama."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR", help="Advise for a snapshot instead of this host (no probe runs)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", metavar="PATH", help="The llama-server binary to advise for."),
@@ -49,6 +51,9 @@ def advise(
     host_addr: Optional[str] = typer.Option(None, "--host", metavar="ADDR", help="Address llama-server listens on (default 127.0.0.1)."),
     api_key_file: Optional[Path] = typer.Option(None, "--api-key-file", metavar="FILE", help="llama-server --api-key-file: clients must send one of its keys (one per line)."),
     user_unit: bool = typer.Option(False, "--user/--system", help="--format systemd: a unit for your user manager (~/.config/systemd/user) or the system one (default)."),
+    service_user: Optional[str] = typer.Option(None, "--service-user", metavar="NAME", help="--format systemd: run the system unit as this existing account (User=NAME) instead of a dynamic user; it must be able to read every file the unit names (checked)."),
+    write_dir: Optional[Path] = typer.Option(None, "--write", metavar="DIR", help="--format systemd or ollama: write the files (unit, preset, one Modelfile per model, README.txt) into DIR instead of printing them."),
+    force: bool = typer.Option(False, "--force", help="--write: replace files that already exist in DIR."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Run no measurement (bandwidth probe, llama-fit-params)."),
     calibrate: bool = typer.Option(False, "--calibrate", help="Show the speed constants fitted to this host's bench/tune runs (no --model needed)."),
 ) -> None:
@@ -59,6 +64,9 @@ def advise(
 
     --calibrate: the token-generation constants fitted to what `tunehost bench`/`tune` measured on this host, per
     class (dense/MoE x GPU/split/CPU), beside the published ones, and which the data do not determine yet.
+
+    --format systemd: a unit only when the account it runs as can reach llama-server and every model (else one
+    error line with what to do); --write DIR writes the files and a README.txt of where they go.
 
     Exit status: 0 a plan that fits, 2 the model does not fit (the plan says what would), 1 tunehost could not run.
     """
@@ -88,6 +96,16 @@ def advise(
         raise TunehostError(f"--reserve-vram must be 0..16777216 MiB, not {reserve_vram}")
     if user_unit and fmt != "systemd":
         raise TunehostError("--user chooses the kind of systemd unit: use it with --format systemd")
+    if service_user is not None:
+        if fmt != "systemd" or user_unit:
+            raise TunehostError("--service-user sets User= of a system unit: use it with --format systemd, "
+                                "without --user")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", service_user):
+            raise TunehostError(f"--service-user {one_line(service_user, 40)!r} is not an account name")
+    if write_dir is not None and fmt not in ("systemd", "ollama"):
+        raise TunehostError("--write writes the files of --format systemd or --format ollama: add one of them")
+    if force and write_dir is None:
+        raise TunehostError("--force replaces files that --write DIR would write: use it with --write")
     if calibrate:
         if snapshot is not None:
             raise TunehostError("--calibrate reads this host's results store: it cannot be used with --snapshot")
@@ -114,7 +132,7 @@ def advise(
     # these reach the command line and the unit verbatim: a newline there would start a new unit line
     for what, value in (*(("--model", m) for m in models), ("--models-dir", models_dir), ("--mmproj", mmproj),
                         ("--draft", draft), ("--llama-server", llama_server), ("--host", host_addr),
-                        ("--api-key-file", api_key_file), ("--preset-file", preset_file)):
+                        ("--api-key-file", api_key_file), ("--preset-file", preset_file), ("--write", write_dir)):
         if value is not None:
             require_printable(str(value), what)
     from tunehost.advise.plan import DEFAULT_CTX
@@ -151,7 +169,9 @@ def advise(
 
         local = scan_models_dir(models_dir) if models_dir is not None else []
         local += [LocalModel(model_name(m), str(m)) for m in models]
-        _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve_vram, preset_file, user_unit,
+        out = Output(fmt, user_unit, service_user, write_dir, force)
+        _advise_router(host, local, view, caps, common, out, snapshot, models_max, reserve_vram,
+                       _preset_path(preset_file, write_dir),
                        models_dir=str(models_dir.expanduser().resolve()) if models_dir else None)
         return
     facts_model = read_model(models[0])
@@ -185,10 +205,8 @@ def advise(
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "shell":
         typer.echo(render_shell(result.launch()))
-    elif fmt == "systemd":
-        typer.echo(render_systemd(result.launch(), user=user_unit), nl=False)
-    elif fmt == "ollama":
-        typer.echo(render_ollama(result.launch()), nl=False)
+    elif fmt in ("systemd", "ollama"):
+        _emit_files(host, result.launch(), Output(fmt, user_unit, service_user, write_dir, force))
     else:
         render_human(result, make_console(), snapshot=str(snapshot) if snapshot else None,
                      measured=measured.text(ceiling_ts) if measured else None)
@@ -298,7 +316,7 @@ def _plan_with_probe(host, view, caps, facts_model, options, no_probe: bool) -> 
     return result
 
 
-def _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve_mib, preset_file, user_unit,
+def _advise_router(host, local, view, caps, common, out: "Output", snapshot, models_max, reserve_mib, preset_file,
                    *, models_dir) -> None:
     """Router mode: one plan per model, any --models-max of them resident together (tunehost.advise.router)."""
     from tunehost.advise.plan import AdviseOptions, apply_caps, plan
@@ -314,6 +332,7 @@ def _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve
                      DEFAULT_MODELS_MAX if models_max is None else models_max, reserve_mib * 1024 * 1024,
                      models_dir=models_dir)
     launch = rp.launch(common["server"], preset_file)
+    fmt = out.fmt
     if fmt == "json":
         data = rp.to_json()
         data["launch"] = launch.to_json()
@@ -321,11 +340,8 @@ def _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "shell":
         typer.echo(render_router_files(launch, preset_file))
-    elif fmt == "systemd":
-        typer.echo(render_systemd(launch, user=user_unit), nl=False)
-        typer.echo(_commented(render_router_preset(launch), f"save as {preset_file}"))
-    elif fmt == "ollama":
-        typer.echo(render_ollama(launch), nl=False)
+    elif fmt in ("systemd", "ollama"):
+        _emit_files(host, launch, out, preset_file=preset_file)
     else:
         render_router_human(rp, launch, preset_file, make_console(), snapshot=str(snapshot) if snapshot else None)
     if not rp.fits:
@@ -334,6 +350,170 @@ def _advise_router(local, view, caps, common, fmt, snapshot, models_max, reserve
 
 def _commented(text: str, head: str) -> str:
     return "\n".join([f"# ---- {head} ----"] + [f"# {line}" if line else "#" for line in text.splitlines()]) + "\n"
+
+
+@dataclass(frozen=True)
+class Output:
+    """How advise hands out a unit or Ollama files: the format, the kind of unit, where to write them."""
+
+    fmt: str
+    user_unit: bool = False  # --user
+    service_user: str | None = None  # --service-user
+    write: Path | None = None  # --write DIR
+    force: bool = False
+
+
+def _preset_path(preset_file: str | None, write_dir: Path | None) -> str:
+    """The router preset's absolute path (a unit has no working directory to resolve a relative one against):
+    --preset-file, else models.ini in --write DIR, else in the current directory."""
+    chosen = Path(preset_file) if preset_file is not None else (write_dir or Path(".")) / PRESET_FILE
+    return os.path.abspath(chosen.expanduser())
+
+
+def _unit_user(host, out: Output):
+    """Who the unit runs as (for the access check), the GPU groups it may add, and what was left out and why."""
+    from tunehost.advise.unit_access import RunAs
+    from tunehost.errors import TunehostError
+    from tunehost.host.access import account, current_account, group_id
+
+    if out.user_unit:
+        me = current_account(host)
+        return (RunAs(f"you ({me.name})", me.uid, me.gids) if me else RunAs("you", None, frozenset())), (), ()
+    groups, notes, gids = GPU_GROUPS, [], frozenset()
+    if host.live:  # systemd refuses to start a unit whose SupplementaryGroups= names a group that does not exist
+        found = {g: group_id(host, g) for g in GPU_GROUPS}
+        groups = tuple(g for g in GPU_GROUPS if found[g] is not None)
+        gids = frozenset(gid for gid in found.values() if gid is not None)
+        missing = [g for g in GPU_GROUPS if found[g] is None]
+        if missing:
+            notes.append(f"no {' or '.join(missing)} group on this host: left out of SupplementaryGroups= (systemd "
+                         "would refuse to start the unit)")
+    if out.service_user is None:
+        return RunAs("the unit's dynamic user (DynamicUser=yes)", None, gids, private_tmp=True, dynamic=True), \
+            groups, tuple(notes)
+    name = out.service_user
+    acct = account(host, name)
+    if host.live and acct is None:
+        raise TunehostError(f"--service-user {name}: no such account on this host (create one: useradd --system "
+                            f"--no-create-home --shell /usr/sbin/nologin {name})")
+    if name == "nobody" or (acct is not None and acct.uid == 65534):
+        raise TunehostError(f"--service-user {name}: the overflow user owns whatever cannot be mapped and is shared "
+                            "by everything unprivileged (systemd calls it not safe); create an account for llama-server:"
+                            f" useradd --system --no-create-home --shell /usr/sbin/nologin llama")
+    if acct is not None and acct.uid == 0:
+        raise TunehostError(f"--service-user {name} is root: llama-server answers the network; run it as an "
+                            "unprivileged account, or leave --service-user out for a dynamic user")
+    return RunAs(f"user {name} (User={name})", acct.uid if acct else None, (acct.gids if acct else frozenset()) | gids), \
+        groups, tuple(notes)
+
+
+def _emit_files(host, launch: "LaunchConfig", out: Output, *, preset_file: str | None = None) -> None:
+    """--format systemd / ollama: print the files, or write them into --write DIR. A unit is handed out only when
+    its user can reach every path it names (or the host cannot say: a snapshot), never one that fails at start."""
+    from tunehost.advise.artifacts import Artifact, write_artifacts
+    from tunehost.advise.unit_access import check_access, fixes, needed_paths
+    from tunehost.errors import TunehostError
+
+    if out.fmt == "ollama":
+        if out.write is None:
+            typer.echo(render_ollama(launch), nl=False)
+            return
+        dropin, modelfiles, _notes = ollama_files(launch)
+        artifacts = [Artifact(OLLAMA_DROPIN_FILE, dropin)]
+        artifacts += [Artifact(f"Modelfile.{slug}", text) for slug, text in modelfiles]
+        artifacts.append(Artifact("README.txt", _readme_ollama(out.write, [slug for slug, _ in modelfiles])))
+        _written(write_artifacts(out.write, artifacts, force=out.force))
+        return
+    preset_text = render_router_preset(launch) if launch.is_router else None
+    in_dir = out.write is not None and preset_file == os.path.abspath(out.write.expanduser() / PRESET_FILE)
+    created = bool(preset_file) and (in_dir or not os.path.exists(preset_file))
+    run_as, groups, notes = _unit_user(host, out)
+    keys = {c.value("--api-key-file") for c in (launch, *launch.models)} - {None}
+    credentials = frozenset() if out.user_unit else frozenset(k for k in keys if k and _credential_path(k))
+    report = check_access(host, needed_paths(launch, preset_created=created, credentials=credentials), run_as)
+    if report.checked and report.blocked:
+        raise TunehostError(fixes(report))
+    if report.checked:
+        checked = (f"checked on this host: {run_as.label} can reach every path below (the mode bits of each "
+                   "directory on the way; ACLs and SELinux/AppArmor not read)")
+    else:
+        checked = (f"NOT CHECKED: {report.reason}; every directory on the way to each path needs o+x, "
+                   "the files o+r, for the account the unit runs as")
+    unit = render_systemd(launch, user=out.user_unit, service_user=out.service_user, groups=groups,
+                          comments=(*notes, checked))
+    if out.write is None:
+        typer.echo(unit, nl=False)
+        if preset_text is not None:
+            typer.echo(_commented(preset_text, f"save as {preset_file} (or: advise --write DIR writes both files)"))
+        if not report.checked:
+            typer.echo(f"tunehost: warning: {one_line(report.reason)}", err=True)
+        return
+    artifacts = [Artifact(UNIT_FILE, unit)]
+    if preset_text is not None:
+        artifacts.append(Artifact(PRESET_FILE, preset_text))
+    artifacts.append(Artifact("README.txt", _readme_systemd(out, preset_file if preset_text is not None else None,
+                                                            checked)))
+    _written(write_artifacts(out.write, artifacts, force=out.force))
+    if not report.checked:
+        typer.echo(f"tunehost: warning: {one_line(report.reason)}", err=True)
+
+
+def _written(paths: list[Path]) -> None:
+    for path in paths:
+        typer.echo(f"wrote {one_line(path)}")
+    if paths:
+        typer.echo(f"what goes where: {one_line(paths[-1])}")
+
+
+def _readme_systemd(out: Output, preset_file: str | None, checked: str) -> str:
+    """README.txt beside a written unit: what each file is, and the commands that install and start it."""
+    assert out.write is not None
+    here = os.path.abspath(out.write.expanduser())
+    q = shlex.quote
+    unit = q(os.path.join(here, UNIT_FILE))
+    lines = ["Written by tunehost advise --format systemd --write: what each file is and where it goes.", "",
+             f"{UNIT_FILE}  the systemd unit for "
+             + ("your user manager (systemctl --user)" if out.user_unit else
+                f"the system manager, run as {out.service_user} (User=)" if out.service_user else
+                "the system manager, run as a dynamic unprivileged user (DynamicUser=yes)")]
+    if preset_file is not None:
+        local = os.path.join(here, PRESET_FILE)
+        lines.append(f"{PRESET_FILE}  the router's preset (--models-preset): the unit reads it from {preset_file}")
+        if preset_file != local:
+            lines.append(f"    put it there first: install -D -m 644 {q(local)} {q(preset_file)}")
+        else:
+            lines.append("    keep it where it is (or move it and run advise again with --preset-file PATH)")
+    lines += ["README.txt  this file", ""]
+    if out.user_unit:
+        lines += ["Install and start it as yourself (not root):",
+                  f"  mkdir -p {USER_UNIT_DIR} && install -m 644 {unit} {USER_UNIT_DIR}/",
+                  "  systemctl --user daemon-reload",
+                  f"  systemctl --user enable --now {UNIT_FILE}",
+                  f"  systemctl --user status {UNIT_FILE}    # its log: journalctl --user -u {UNIT_FILE}",
+                  "  loginctl enable-linger \"$USER\"   # optional: start at boot, keep running after you log out"]
+    else:
+        lines += ["Install and start it as root:",
+                  f"  install -m 644 {unit} {SYSTEM_UNIT_DIR}/",
+                  "  systemctl daemon-reload",
+                  f"  systemctl enable --now {UNIT_FILE}",
+                  f"  systemctl status {UNIT_FILE}    # its log: journalctl -u {UNIT_FILE}"]
+    lines += ["", "Paths: " + checked, ""]
+    return "\n".join(lines)
+
+
+def _readme_ollama(directory: Path, slugs: list[str]) -> str:
+    """README.txt beside the written Ollama files: the drop-in, then one `ollama create` per Modelfile."""
+    here = os.path.abspath(directory.expanduser())
+    q = shlex.quote
+    lines = ["Written by tunehost advise --format ollama --write: what each file is and where it goes.", "",
+             f"{OLLAMA_DROPIN_FILE}  a drop-in for ollama.service (environment, CPU affinity); as root:",
+             f"  install -D -m 644 {q(os.path.join(here, OLLAMA_DROPIN_FILE))} {OLLAMA_DROPIN}",
+             "  systemctl daemon-reload && systemctl restart ollama", ""]
+    for slug in slugs:
+        lines += [f"Modelfile.{slug}  the model {slug}:",
+                  f"  ollama create {slug} -f {q(os.path.join(here, f'Modelfile.{slug}'))}"]
+    lines += ["", "README.txt  this file", ""]
+    return "\n".join(lines)
 
 
 def ram_bandwidth(host) -> tuple[float | None, str | None, bool]:
@@ -447,17 +627,34 @@ def _unit_text(value: str) -> str:
 SYSTEM_UNIT_DIR = "/etc/systemd/system"
 USER_UNIT_DIR = "~/.config/systemd/user"
 UNIT_FILE = "llama-server.service"
+PRESET_FILE = "models.ini"
+API_KEY_CREDENTIAL = "llama-api-keys"  # LoadCredential= name of --api-key-file in a system unit
 
 
-def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
+def _credential_path(path: str) -> bool:
+    """Whether a key file's path can be written into LoadCredential=ID:PATH as it is (no quoting there: an absolute
+    path of plain characters; else the unit passes the path itself and the check wants it readable)."""
+    return bool(re.fullmatch(r"/[A-Za-z0-9._+@/-]*", path))
+GPU_GROUPS = ("video", "render")  # the GPU device nodes: /dev/dri/card* (video), render nodes and /dev/kfd (render)
+
+
+def render_systemd(p: "LaunchConfig", *, user: bool = False, service_user: str | None = None,
+                   groups: tuple[str, ...] = GPU_GROUPS, comments: tuple[str, ...] = ()) -> str:
     """A systemd service unit (ExecStart, CPUAffinity, LimitMEMLOCK, Nice, Environment) for the system manager, or
     with `user` for a user manager: no Nice below 0, no --prio, no LimitMEMLOCK above the user's hard limit, no
-    system targets (a user manager cannot raise priority or limits, nor order itself after system units)."""
+    system targets (a user manager cannot raise priority or limits, nor order itself after system units).
+    A system unit runs as a dynamic user, or as `service_user` (User=), in the GPU `groups`; `comments` go into its
+    header (what was checked). A relative --models-preset is refused: a unit has no working directory for it."""
+    from tunehost.advise.unit_access import unit_server
     from tunehost.cpulist import format_cpu_list
+    from tunehost.errors import TunehostError
 
     argv = p.argv()
-    server = argv[0] if argv[0].startswith("/") else "/usr/local/bin/llama-server"
-    argv[0] = server
+    argv[0] = unit_server(argv[0])
+    preset = p.value("--models-preset")
+    if preset is not None and not preset.startswith("/"):
+        raise TunehostError(f"--models-preset {one_line(preset)!r} must be an absolute path in a unit (it has no "
+                            "working directory)")
     notes: list[str] = []
     from tunehost.launch import LaunchConfig
 
@@ -480,7 +677,15 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
             notes.append("# --mlock within your user's memlock limit (a user unit cannot raise it: no LimitMEMLOCK=)")
     elif p.mlock_wanted and "--mlock" not in argv:
         argv.append("--mlock")  # LimitMEMLOCK=infinity below lifts the limit that kept it out of the shell form
-    exec_start = " ".join(_systemd_quote(a) for a in argv)
+    words = [_systemd_quote(a) for a in argv]
+    credential = None
+    if not user and "--api-key-file" in argv[:-1] and _credential_path(argv[argv.index("--api-key-file") + 1]):
+        # the manager reads the key file as root and hands the service a private copy (systemd.exec(5),
+        # LoadCredential=): the keys stay readable by root only, whoever the unit runs as
+        i = argv.index("--api-key-file") + 1
+        credential = f"LoadCredential={API_KEY_CREDENTIAL}:{argv[i]}"
+        words[i] = "${CREDENTIALS_DIRECTORY}/" + API_KEY_CREDENTIAL
+    exec_start = " ".join(words)
     name = _unit_text(p.model_name or Path(p.model).name)
     if user:
         lines = [f"# written by tunehost advise --format systemd --user: save it as {UNIT_FILE}, check the paths,",
@@ -488,19 +693,27 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False) -> str:
                  f"#   mkdir -p {USER_UNIT_DIR} && install -m 644 {UNIT_FILE} {USER_UNIT_DIR}/",
                  f"#   systemctl --user daemon-reload && systemctl --user enable --now {UNIT_FILE}",
                  "#   loginctl enable-linger \"$USER\"   # optional: start at boot, keep running after you log out",
+                 *(f"# {one_line(c)}" for c in comments),
                  "[Unit]", f"Description=llama-server: {name}", "", "[Service]", "Type=simple"]
     else:
         lines = [f"# written by tunehost advise --format systemd: save it as {UNIT_FILE}, check the paths,",
                  "# then, as root:",
                  f"#   install -m 644 {UNIT_FILE} {SYSTEM_UNIT_DIR}/ && systemctl daemon-reload",
                  f"#   systemctl enable --now {UNIT_FILE}",
+                 *(f"# {one_line(c)}" for c in comments),
                  "[Unit]", f"Description=llama-server: {name}",
                  "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple"]
     lines += notes
-    if not user:  # never root: a throw-away system user that may open the GPUs (/dev/dri render nodes, /dev/kfd)
-        lines += ["# runs as an unprivileged dynamic user, not root; it can read files other users may read (the",
-                  "# model: chmod o+r, or replace DynamicUser=yes with User=<an account that can read it>)",
-                  "DynamicUser=yes", "SupplementaryGroups=video render"]
+    if not user and service_user is None:  # never root: a throw-away user that may open the GPUs (/dev/dri, /dev/kfd)
+        lines += ["# runs as an unprivileged dynamic user, not root: it reads only what any account may read (each",
+                  "# directory on the way o+x, the files o+r), and has its own /tmp; or advise --service-user NAME",
+                  "DynamicUser=yes"]
+    elif not user:
+        lines += [f"# runs as {service_user} (advise --service-user), not root", f"User={service_user}"]
+    if not user and groups:
+        lines.append(f"SupplementaryGroups={' '.join(groups)}")
+    if credential is not None:
+        lines.append(credential)
     lines.append(f"ExecStart={exec_start}")
     if p.pin_cpus:
         lines.append(f"CPUAffinity={format_cpu_list(p.pin_cpus)}")  # a user manager may narrow affinity too
@@ -571,10 +784,28 @@ def render_router_human(rp, launch: "LaunchConfig", preset_file: str, console: "
 # (-c num_ctx x num_parallel, -np num_parallel, -ngl only when num_gpu > 0 or == 0, --load-mode none for use_mmap
 # false, one KV type for K and V).
 OLLAMA_DROPIN = "/etc/systemd/system/ollama.service.d/tunehost.conf"
+OLLAMA_DROPIN_FILE = "tunehost.conf"
 
 
 def render_ollama(p: "LaunchConfig") -> str:
-    """An ollama.service drop-in (environment, CPU affinity) and a Modelfile per model carrying the same plan."""
+    """An ollama.service drop-in (environment, CPU affinity) and a Modelfile per model carrying the same plan, as
+    one text: each file under a `# ---- NAME (then: ...) ----` line; `--write DIR` writes them as files."""
+    dropin, modelfiles, notes = ollama_files(p)
+    lines = [f"# ---- {OLLAMA_DROPIN} (then: systemctl daemon-reload && systemctl restart ollama) ----",
+             dropin.rstrip("\n")]
+    for slug, text in modelfiles:
+        lines += ["", f"# ---- Modelfile.{slug} (then: ollama create {slug} -f Modelfile.{slug}) ----",
+                  text.rstrip("\n")]
+    if notes:
+        lines.append("")
+        lines += [f"# note: {one_line(n)}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def ollama_files(p: "LaunchConfig") -> tuple[str, list[tuple[str, str]], list[str]]:
+    """The ollama.service drop-in, one (name, Modelfile) per model (the name an Ollama model name, unique, safe as
+    a file-name part: tunehost.advise.artifacts.model_slug) and what Ollama cannot carry."""
+    from tunehost.advise.artifacts import unique_slugs
     from tunehost.cpulist import format_cpu_list
 
     configs = p.model_configs()
@@ -596,19 +827,17 @@ def render_ollama(p: "LaunchConfig") -> str:
     env.append(("OLLAMA_MAX_LOADED_MODELS", models_max or "1"))
     for e in p.env:
         env.append((e.name, e.value or ""))
-    lines = [f"# ---- {OLLAMA_DROPIN} (then: systemctl daemon-reload && systemctl restart ollama) ----",
-             "[Service]"]
+    dropin = ["# written by tunehost advise --format ollama", "[Service]"]
     for name, value in env:
-        lines.append(f"Environment={_systemd_quote(f'{name}={value}')}")
+        dropin.append(f"Environment={_systemd_quote(f'{name}={value}')}")
     pins = p.pin_cpus or first.pin_cpus
     if pins:
-        lines.append(f"CPUAffinity={format_cpu_list(pins)}")
-    for m in configs:
-        stem = (m.name if p.models and m.name else Path(m.model).name.replace(".gguf", ""))
-        name = re.sub(r"[^a-z0-9._-]+", "-", stem.lower())
-        name = name.strip("-.")[:80] or "model"  # an Ollama model name: lower case, digits, . _ -
-        lines += ["", f"# ---- Modelfile for {name} (then: ollama create {name} -f Modelfile) ----",
-                  f"FROM {m.model}"]
+        dropin.append(f"CPUAffinity={format_cpu_list(pins)}")
+    slugs = unique_slugs([m.name if p.models and m.name else Path(m.model).name.replace(".gguf", "")
+                          for m in configs])
+    modelfiles: list[tuple[str, str]] = []
+    for m, name in zip(configs, slugs):
+        lines = [f"FROM {require_printable(m.model, 'a model path')}"]
         c, np_ = m.value("-c"), m.value("-np") or "1"
         if c:
             per_slot = int(c) // max(1, int(np_))
@@ -626,10 +855,8 @@ def render_ollama(p: "LaunchConfig") -> str:
             notes.append(f"{name}: Ollama has no mlock option; the weights may be paged out under memory pressure")
         if m.flag("-mm") or m.flag("-md"):
             notes.append(f"{name}: the vision projector / draft model are not carried into the Modelfile")
-    if notes:
-        lines.append("")
-        lines += [f"# note: {one_line(n)}" for n in dict.fromkeys(notes)]
-    return "\n".join(lines) + "\n"
+        modelfiles.append((name, "\n".join(lines) + "\n"))
+    return "\n".join(dropin) + "\n", modelfiles, list(dict.fromkeys(notes))
 
 
 def _gib(n: int | None) -> str:
