@@ -198,7 +198,6 @@ def advise(
 
 def _show_calibration(fmt: str) -> None:
     """`advise --calibrate`: this host's fitted constants per class, the published ones beside, what is missing."""
-    from rich.markup import escape
     from rich.table import Table
 
     from tunehost.advise.ceiling import BAND_MODELS
@@ -210,10 +209,12 @@ def _show_calibration(fmt: str) -> None:
         typer.echo(json.dumps({"schema": "tunehost-calibration/1", "store": str(store_path()),
                                **calibration.to_json()}, indent=2))
         return
-    console = make_console()
-    console.print(f"speed constants of this host, fitted to its runs in {escape(str(store_path()))}", highlight=False)
-    console.print("[dim]time per token = bytes / (efficiency x bandwidth) + layers x per-layer cost; efficiency is "
-                  "the share of the bandwidth basis reached[/]")
+    from tunehost.cli.layout import print_folded
+
+    console = make_console()  # every line folded to the terminal's width, the table shrunk to it
+    print_folded(console, f"speed constants of this host, fitted to its runs in {store_path()}", "", "  ")
+    print_folded(console, "time per token = bytes / (efficiency x bandwidth) + layers x per-layer cost; efficiency "
+                 "is the share of the bandwidth basis reached", style="dim")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for column in ("class", "runs", "efficiency", "per layer", "published"):
         table.add_column(column)
@@ -235,16 +236,16 @@ def _show_calibration(fmt: str) -> None:
         ram = fit.median_gbps("RAM")
         basis = ("the configured DIMMs' peak" if fit.basis == "dimm" else
                  f"the RAM bandwidth measured with the runs (median {ram:.1f} GB/s)" if ram else "VRAM at its spec")
-        console.print(f"{escape(CLASS_NAMES[fit.cls])}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
-                      f"model{'s' if fit.models != 1 else ''}, last {escape(fit.last[:10])}; efficiency is the share "
-                      f"of {escape(basis)}", highlight=False)
+        print_folded(console, f"{CLASS_NAMES[fit.cls]}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
+                              f"model{'s' if fit.models != 1 else ''}, last {fit.last[:10]}; efficiency is the share "
+                              f"of {basis}", "", "  ")
     for line in undetermined(calibration):
-        console.print(f"- {escape(line)}", highlight=False)
+        print_folded(console, line, "- ", "  ")
     for point, why in calibration.left_out + tuple(x for f in calibration.fits.values() for x in f.left_out):
-        console.print(f"[dim]left out: run {point.run_id} ({escape(point.model)}): {escape(why)}[/]", highlight=False)
+        print_folded(console, f"left out: run {point.run_id} ({point.model}): {why}", "", "  ", style="dim")
     if not calibration.fits:
-        console.print("no usable run recorded on this host yet: `tunehost bench --model M` or `tunehost tune --model M` "
-                      "record one (token generation, with the bandwidth probe)")
+        print_folded(console, "no usable run recorded on this host yet: `tunehost bench --model M` or `tunehost tune "
+                              "--model M` record one (token generation, with the bandwidth probe)")
 
 
 def _gguf_checks(model, draft) -> tuple[str | None, tuple[str, ...]]:

@@ -178,8 +178,9 @@ def rollback(
         elif u["outcome"] == "unchanged":
             typer.echo(f"unchanged {u['name']}: already {u.get('value', 'as before')}")
         elif u["outcome"] == "left":
-            typer.echo(f"LEFT      {u['name']}: changed by someone else since (now {u['value']}; tunehost set "
-                       f"{u.get('target', 'it')}): left as it is")
+            was = f"; was {u['previous']} before the apply" if u.get("previous") is not None else ""
+            _echo_folded(f"{u['name']}: changed by someone else since (now {u['value']}; tunehost set "
+                         f"{u.get('target', 'it')}{was}): left as it is", " " * 10, "LEFT      ")
         else:
             typer.echo(f"FAILED    {u['name']}: {u.get('error')}")
     if outcome.unrecorded:
@@ -195,14 +196,31 @@ def rollback(
     if damaged:
         raise fail(f"{damaged}: every intact step was rolled back; what the damaged line(s) held is unknown: "
                    f"check the host (`tunehost doctor`), then move {journal.path} aside")
-    typer.echo("rollback complete")
+    if not outcome.still_active:
+        typer.echo("rollback complete")
+        return
+    earlier = outcome.still_active[-1]  # applies stack: the one before is what the host holds now
+    more = len(outcome.still_active) - 1
+    _echo_folded(f"rollback complete: profile {earlier.profile} (run {earlier.id}, "
+                 f"{_when(earlier.begin.get('time'))}), applied before it{f' with {more} earlier apply(s)' if more else ''},"
+                 " is still in effect; `tunehost rollback` again undoes it too (`tunehost status` lists it)", "  ")
+
+
+def _echo_folded(text: str, rest: str, first: str = "") -> None:
+    """One message folded to the terminal's width (80 when unknown) after `first`, continuation lines indented by
+    `rest`."""
+    from tunehost.cli.layout import fold
+    from tunehost.printable import one_line
+
+    for line in fold(one_line(text), max(make_console().width, 40), first, rest):
+        typer.echo(line)
 
 
 @cli_errors
 def status(json_out: bool = typer.Option(False, "--json", help="Print the applied runs as JSON.")) -> None:
     """Show what tunehost has applied (and not rolled back), newest last."""
+    from tunehost.tuning.engine import applied_settings
     from tunehost.tuning.journal import Journal
-    from tunehost.tuning.profiles import SETTING_KEYS
 
     journal = Journal()
     damaged = journal_damage(journal)
@@ -210,6 +228,8 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
     if json_out:
         typer.echo(json.dumps([{"run": r.id, "profile": r.profile, "root": r.root, "status": r.status,
                                 "time": r.begin.get("time"), "settings": r.begin.get("settings", {}),
+                                "applied": {s.key: s.state for s in applied_settings(r)},
+                                "skipped": {s.key: list(s.reasons) for s in applied_settings(r) if s.reasons},
                                 "steps": len(r.intents)} for r in active], indent=2))
         if damaged:
             raise fail(damaged)
@@ -224,15 +244,40 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
         return
     for r in active:
         where = "" if r.root == "/" else f" on root {r.root}"
-        typer.echo(f"{r.profile}: {r.status}{where}, {len(r.intents)} change(s), run {r.id}, "
-                   f"{_when(r.begin.get('time'))}")
-        settings = r.begin.get("settings") or {}
-        for key in sorted(settings, key=lambda k: list(SETTING_KEYS).index(k) if k in SETTING_KEYS else 99):
-            typer.echo(f"    {key} = {settings[key]}")
+        _echo_folded(f"{r.profile}: {r.status}{where}, {len(r.intents)} change(s), run {r.id}, "
+                     f"{_when(r.begin.get('time'))}", "  ")
+        _print_settings(r)
     top = active[-1]
-    typer.echo(f"in effect: {top.profile}; `tunehost verify` checks it, `tunehost rollback` undoes it")
+    _echo_folded(f"in effect: {top.profile}; `tunehost verify` checks it, `tunehost rollback` undoes it", "  ")
     if damaged:
         raise fail(f"{damaged}: the runs above are built from its intact lines")
+
+
+def _print_settings(run) -> None:
+    """Each key of the run's profile with what the apply did: set (rollback restores it), already so (the apply
+    changed nothing), or not set because this host does not support it (with the reason the journal holds)."""
+    from tunehost.cli.layout import fold
+    from tunehost.printable import one_line
+    from tunehost.tuning.engine import applied_settings
+    from tunehost.tuning.profiles import SETTING_KEYS
+
+    order = list(SETTING_KEYS)
+    rank = ("changed", "already", "skipped")
+    states = sorted(applied_settings(run), key=lambda s: (rank.index(s.state) if s.state in rank else len(rank),
+                                                          order.index(s.key) if s.key in order else len(order)))
+    width = max(make_console().width, 40)
+    for s in states:
+        value = one_line(f"{s.key} = {s.target}")  # journal fields are hostile: one printable line
+        why = one_line("; ".join(s.reasons)) if s.reasons else ""
+        if s.state == "changed":
+            text = value + (f" (skipped on {one_line(', '.join(u or 'all' for u in s.skipped_units))}: {why})"
+                            if why else "")
+        elif s.state == "already":
+            text = f"{value} (was already so: rollback leaves it)"
+        else:
+            text = f"{one_line(s.key)}: NOT APPLIED, unsupported here" + (f": {why}" if why else "")
+        for line in fold(text, width, "    ", "      "):
+            typer.echo(line)
 
 
 def _on_host(runs: list) -> tuple[list, list]:
