@@ -218,7 +218,9 @@ def render_report(report: "Report", console: "Console", *, verbose: bool = False
             console.print(f"[{style}]{escape(line)}[/]" if style else escape(line))
 
     source = f"snapshot {report.snapshot}" if report.snapshot else "this host (live)"
-    console.print(f"[bold]tunehost doctor[/] — {escape(source)}")
+    title = fold(source, width, "tunehost doctor — ", "  ")
+    console.print(f"[bold]tunehost doctor[/] — {escape(title[0][len('tunehost doctor — '):])}")
+    show(title[1:])
     for sev in REPORT_ORDER:
         group = [f for f in report.findings if f.severity.value == sev]
         if not group:
