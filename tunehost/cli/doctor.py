@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def doctor(
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the format of SNAPSHOT.md)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the format of docs/snapshot.md)."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR", help=SNAPSHOT_HELP),
     check: List[str] = typer.Option([], "--check", "-c", metavar="ID", help="Run only this check (repeatable)."),
     skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Do not run this check (repeatable)."),

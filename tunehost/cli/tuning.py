@@ -201,9 +201,10 @@ def rollback(
         return
     earlier = outcome.still_active[-1]  # applies stack: the one before is what the host holds now
     more = len(outcome.still_active) - 1
+    others = f" with {more} earlier apply(s)" if more else ""
     _echo_folded(f"rollback complete: profile {earlier.profile} (run {earlier.id}, "
-                 f"{_when(earlier.begin.get('time'))}), applied before it{f' with {more} earlier apply(s)' if more else ''},"
-                 " is still in effect; `tunehost rollback` again undoes it too (`tunehost status` lists it)", "  ")
+                 f"{_when(earlier.begin.get('time'))}), applied before it{others}, is still in effect; "
+                 "`tunehost rollback` again undoes it too (`tunehost status` lists it)", "  ")
 
 
 def _echo_folded(text: str, rest: str, first: str = "") -> None:
