@@ -254,11 +254,12 @@ def test_apply_after_an_interrupted_apply_asks_for_rollback_first(cli, root, tmp
 
 def test_benchmark_profile_says_which_findings_it_accepts_and_how_to_gate(cli, root):
     # the intel_pstate root has turbo off (no_turbo = 1): exactly what the benchmark profile holds
-    out = cli("apply", "--profile", "benchmark", "--dry-run").stdout
+    result = cli("apply", "--profile", "benchmark", "--dry-run")
+    out, said = result.stdout, _said(result)
     assert "already  boost" in out
-    assert "doctor findings profile benchmark accepts on purpose" in out
-    assert "FAIL cpu-frequency: turbo is disabled (intel_pstate/no_turbo = 1)  <- boost held on purpose" in out
-    assert "`tunehost gate --skip cpu-frequency -- ...`" in out
+    assert "doctor findings profile benchmark accepts on purpose" in said
+    assert "FAIL cpu-frequency: turbo is disabled (intel_pstate/no_turbo = 1) <- boost held on purpose" in said
+    assert "`tunehost gate --skip cpu-frequency -- ...`" in said
     assert "MANUAL" not in out or "cpu-frequency" not in out.split("MANUAL", 1)[1].split("doctor findings")[0]
 
 
@@ -315,3 +316,15 @@ def test_rollback_of_a_stacked_apply_says_the_earlier_profile_is_still_in_effect
     assert last.exit_code == 0 and last.stdout.rstrip().endswith("rollback complete")
     assert "still in effect" not in last.stdout
     assert (root / GOV1).read_text() == "powersave\n"
+
+
+def test_plan_profiles_and_recommend_fit_80_columns(cli, root):
+    for args in (("apply", "--profile", "benchmark", "--dry-run", "--persist"), ("profiles",), ("recommend",)):
+        result = cli(*args, env={"COLUMNS": "80"})
+        assert result.exit_code == 0, result.output
+        shown = [line for line in result.stdout.splitlines() if not line.startswith(" " * 13)]  # a file's lines
+        assert all(len(line) <= 80 for line in shown), result.stdout  # are shown verbatim, as they are written
+    plan = cli("apply", "--profile", "throughput", "--dry-run", env={"COLUMNS": "80"}).stdout.splitlines()
+    at = next(i for i, line in enumerate(plan) if line.startswith("  change   epp (cpu 0-3)"))
+    assert plan[at + 1].strip() == "[/sys/devices/system/cpu/cpu*/cpufreq/energy_performance_preference]"
+    assert "  change   swappiness                   60 -> 10   [/proc/sys/vm/swappiness]" in plan

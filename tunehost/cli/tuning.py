@@ -207,13 +207,18 @@ def rollback(
                  "`tunehost rollback` again undoes it too (`tunehost status` lists it)", "  ")
 
 
+def _width() -> int:
+    """The terminal's width as rich sees it (80 when unknown), 40 at least."""
+    return max(make_console().width, 40)
+
+
 def _echo_folded(text: str, rest: str, first: str = "") -> None:
     """One message folded to the terminal's width (80 when unknown) after `first`, continuation lines indented by
-    `rest`."""
+    `rest`; both are one printable line (profile names, reasons and units come from files tunehost read)."""
     from tunehost.cli.layout import fold
     from tunehost.printable import one_line
 
-    for line in fold(one_line(text), max(make_console().width, 40), first, rest):
+    for line in fold(one_line(text), max(make_console().width, 40), one_line(first), rest):
         typer.echo(line)
 
 
@@ -324,13 +329,13 @@ def profiles(json_out: bool = typer.Option(False, "--json", help="Print the merg
         typer.echo(json.dumps([{"name": p.name, "description": p.description, "includes": list(p.includes),
                                 "settings": dict(p.settings)} for p in loaded], indent=2))
         return
-    for p in loaded:
+    for p in loaded:  # folded to the terminal's width, each meaning under its column
         inc = f" (includes {', '.join(p.includes)})" if p.includes else ""
-        typer.echo(f"{p.name}{inc}")
+        _echo_folded(f"{p.name}{inc}", "  ")
         if p.description:
-            typer.echo(f"  {p.description}")
+            _echo_folded(p.description, "  ", "  ")
         for key, value in p.targets().items():
-            typer.echo(f"    {key:<14} {value:<24} {SETTING_KEYS[key].meaning}")
+            _echo_folded(SETTING_KEYS[key].meaning, " " * 44, f"    {key:<14} {value:<24} ")
         typer.echo("")
 
 
@@ -345,13 +350,12 @@ def recommend(
 
     rec = run_recommend(open_host(snapshot))
     typer.echo(f"recommended profile: {rec.profile}")
-    from tunehost.printable import one_line
-
-    for reason in rec.reasons:
-        typer.echo(f"  - {one_line(reason)}")
+    for reason in rec.reasons:  # read from the host or a snapshot: one printable line each, folded
+        _echo_folded(reason, "    ", "  - ")
     for src, value in rec.evidence.items():
-        typer.echo(one_line(f"    {src}: {value}"))  # read from the host or a snapshot: no raw escapes
-    typer.echo(f"apply it with: sudo tunehost apply --profile {rec.profile} --dry-run   (then without --dry-run)")
+        _echo_folded(f"{src}: {value}", "      ", "    ")
+    _echo_folded(f"see the plan with `tunehost apply --profile {rec.profile} --dry-run`, then apply it as root: "
+                 f"`sudo tunehost apply --profile {rec.profile}`", "  ")
 
 
 # --- rendering ---------------------------------------------------------------------------------------------------------
@@ -377,54 +381,74 @@ def _label(key: str, units: list[str]) -> str:
     return f"{key} ({_units_text(units)})" if units else key
 
 
+def _echo_command(command: str, first: str, rest: str) -> None:
+    """A shell command to copy, folded with line continuations (it still runs as one when pasted)."""
+    from tunehost.cli.layout import fold_command
+    from tunehost.printable import one_line
+
+    for line in fold_command(one_line(command), max(make_console().width, 40), first, rest):
+        typer.echo(line)
+
+
 def render_plan(plan: "Plan", root: str) -> None:
+    """The plan, every line folded to the terminal's width under its column (80 when unknown)."""
+    from tunehost.printable import one_line
+
     p = plan.profile
     where = "this host (live)" if root == "/" else f"root {root}"
     inc = f", includes {', '.join(p.includes)}" if p.includes else ""
-    typer.echo(f"plan for profile {p.name}{inc} on {where}")
+    _echo_folded(f"plan for profile {p.name}{inc} on {where}", "  ")
+    column = " " * 39  # under the value column of "  change   <label:28> "
     changes = _grouped(plan.to_change, lambda c: (c.knob.key, c.current, c.target))
     for (key, current, target), items in changes.items():
         where_ = items[0].knob.where if len(items) == 1 else items[0].knob.where.replace(
             f"/{items[0].knob.unit}/", "/cpu*/")
-        typer.echo(f"  change   {_label(key, [c.knob.unit for c in items]):<28} {current} -> {target}   [{where_}]")
+        label = _label(key, [c.knob.unit for c in items])
+        first = f"  change   {label:<28} "
+        if len(first) + len(f"{current} -> {target}   [{where_}]") <= _width():
+            typer.echo(one_line(f"{first}{current} -> {target}   [{where_}]"))
+        else:  # the file on a line of its own, indented as far as it fits
+            _echo_folded(f"{current} -> {target}", column, first)
+            _echo_folded(f"[{where_}]", "    ", " " * max(4, min(11, _width() - len(where_) - 2)))
     for (key, current, target), items in _grouped(plan.already, lambda c: (c.knob.key, c.current, c.target)).items():
-        typer.echo(f"  already  {_label(key, [c.knob.unit for c in items]):<28} {target}")
+        _echo_folded(str(target), column, f"  already  {_label(key, [c.knob.unit for c in items]):<28} ")
     for (key, reason), items in _grouped(plan.skipped, lambda s: (s.key, s.reason)).items():
-        typer.echo(f"  skipped  {_label(key, [s.unit for s in items]):<28} unsupported here: {reason}")
+        _echo_folded(f"unsupported here: {reason}", column, f"  skipped  {_label(key, [s.unit for s in items]):<28} ")
     for f in plan.files:
         state = "already written" if not f.needed else ("new file" if f.previous is None else "replaces the current file")
-        typer.echo(f"  persist  {f.path} ({state})")
+        _echo_folded(f"{f.path} ({state})", " " * 11, "  persist  ")
         if f.needed:
             for line in f.content.splitlines():
                 if not line.startswith("#"):
-                    typer.echo(f"             {line}")
+                    typer.echo(f"             {line}")  # the file's content, as written
     for note in plan.notes:
-        typer.echo(f"  note: {note}")
+        _echo_folded(note, " " * 8, "  note: ")
     manual = plan.manual
     if manual:
         typer.echo("MANUAL steps (doctor findings that tunehost apply does not fix):")
         for d in manual:
-            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}")
+            _echo_folded(f"{d.check}: {d.summary}", " " * 7, f"  {d.severity.upper():<4} ")
             if d.fix:
-                typer.echo(f"       fix: {d.fix}")
+                _echo_folded(d.fix, " " * 12, "       fix: ")
             for cmd in d.commands:
-                typer.echo(f"         $ {cmd}")
+                _echo_command(cmd, "         $ ", " " * 13)
     fixed = [d for d in plan.doctor if d.fixed_by]
     if fixed:
-        typer.echo("doctor findings this plan addresses (re-run `tunehost doctor` afterwards to confirm):")
+        _echo_folded("doctor findings this plan addresses (re-run `tunehost doctor` afterwards to confirm):", "  ")
         for d in fixed:
-            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}  <- {', '.join(d.fixed_by)}")
+            _echo_folded(f"{d.check}: {d.summary} <- {', '.join(d.fixed_by)}", " " * 7, f"  {d.severity.upper():<4} ")
     intended = [d for d in plan.doctor if d.intended]
     if intended:
-        typer.echo(f"doctor findings profile {p.name} accepts on purpose (see `tunehost profiles`):")
+        _echo_folded(f"doctor findings profile {p.name} accepts on purpose (see `tunehost profiles`):", "  ")
         for d in intended:
-            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}  <- {', '.join(d.intended)} held on purpose")
+            _echo_folded(f"{d.check}: {d.summary} <- {', '.join(d.intended)} held on purpose", " " * 7,
+                         f"  {d.severity.upper():<4} ")
         skips = " ".join(f"--skip {c}" for c in dict.fromkeys(d.check for d in intended))
-        typer.echo(f"  doctor keeps reporting them while the profile is applied: gate benchmark runs with "
-                   f"`tunehost gate {skips} -- ...` (or `tunehost doctor {skips}`)")
+        _echo_folded(f"doctor keeps reporting them while the profile is applied: gate benchmark runs with "
+                     f"`tunehost gate {skips} -- ...` (or `tunehost doctor {skips}`)", "  ", "  ")
     n = len(plan.to_change) + len(plan.files_to_write)
-    typer.echo(f"{n} change(s), {len(plan.already)} already set, {len(plan.skipped)} skipped, "
-               f"{len(manual)} manual step(s)")
+    _echo_folded(f"{n} change(s), {len(plan.already)} already set, {len(plan.skipped)} skipped, "
+                 f"{len(manual)} manual step(s)", "  ")
 
 
 def _render_outcome(outcome: "ApplyOutcome") -> None:
