@@ -121,3 +121,16 @@ def test_a_folded_command_runs_as_the_one_command(command):
     folded = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=10)
     whole = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=10)
     assert folded.returncode == whole.returncode == 0 and folded.stdout == whole.stdout
+
+
+def test_advise_report_fits_80_columns(tmp_path):
+    from tests.advise.conftest import dense_tensors, write_gguf
+
+    model = write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2)
+    for snapshot in SNAPSHOTS:
+        result = _run("advise", "--model", str(model), "--no-probe", "--snapshot", str(snapshot))
+        assert result.exit_code in (0, 2), result.output
+        command = result.stdout.split("\ncommand\n", 1)[1].split("\n\n", 1)[0]  # the command: whole, with "\"
+        text = result.stdout.replace(command, "")
+        assert not _too_long(text), (snapshot.name, _too_long(text))
+        assert re.search(r"^  -t \d+  \S", result.stdout, re.M)  # each flag, then its reason

@@ -129,9 +129,15 @@ def fold_command(command: str, width: int, first: str, rest: str) -> list[str]:
     return lines
 
 
-def print_folded(console: Any, text: str, first: str = "", rest: str | None = None, style: str = "") -> None:
-    """Print `text` through a rich console folded to its width (40 at least), each line escaped (never markup)."""
+def print_folded(console: Any, text: str, first: str = "", rest: str | None = None, style: str = "",
+                 first_style: str = "") -> None:
+    """Print `text` through a rich console folded to its width (40 at least), each line escaped (never markup);
+    `first_style` styles the `first` prefix of the first line (a flag, "WARN"), `style` the text."""
     from rich.markup import escape
 
-    for line in fold(text, max(console.width, 40), first, rest):
-        console.print(f"[{style}]{escape(line)}[/]" if style else escape(line), highlight=False)
+    def styled(part: str, how: str) -> str:
+        return f"[{how}]{escape(part)}[/]" if how and part else escape(part)
+
+    for i, line in enumerate(fold(text, max(console.width, 40), first, rest)):
+        lead = first if i == 0 and line.startswith(first) else ""
+        console.print(styled(lead, first_style) + styled(line[len(lead):], style), highlight=False)
