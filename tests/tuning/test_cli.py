@@ -328,3 +328,21 @@ def test_plan_profiles_and_recommend_fit_80_columns(cli, root):
     at = next(i for i, line in enumerate(plan) if line.startswith("  change   epp (cpu 0-3)"))
     assert plan[at + 1].strip() == "[/sys/devices/system/cpu/cpu*/cpufreq/energy_performance_preference]"
     assert "  change   swappiness                   60 -> 10   [/proc/sys/vm/swappiness]" in plan
+
+
+@pytest.mark.parametrize("skipped", ["not a list", [{"key": 5, "reason": "x"}, "no", {"key": "tuned_profile"}],
+                                     [{"key": "tuned_profile", "unit": "", "reason": "evil\x1b[31m\nline2"}]])
+def test_status_reads_a_hostile_skipped_record_as_plain_text(cli, root, tmp_path, skipped):
+    assert cli("apply", "--profile", "throughput", "--yes").exit_code == 0
+    journal = tmp_path / "state" / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    begin = json.loads(lines[0])
+    begin["skipped"] = skipped
+    journal.write_text("\n".join([json.dumps(begin)] + lines[1:]) + "\n")
+    status = cli("status")
+    assert status.exit_code == 0, status.output
+    assert "\x1b" not in status.stdout and "\nline2" not in status.stdout
+    said = _said(status)
+    assert "tuned_profile: NOT APPLIED, unsupported here" in said and "governor = performance" in said
+    if isinstance(skipped, list) and isinstance(skipped[-1], dict) and "reason" in skipped[-1]:
+        assert "evil?[31m?line2" in said
