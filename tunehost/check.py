@@ -67,7 +67,7 @@ class Finding:
     detail: str | None = None  # why it matters, in a sentence or two (shown in the human report)
 
     def to_json(self) -> dict:
-        # exactly the keys of the contract in SNAPSHOT.md; `detail` is for the human report only
+        # exactly the keys of the contract in docs/snapshot.md; `detail` is for the human report only
         return {
             "check": self.check,
             "severity": self.severity.value,

@@ -48,7 +48,7 @@ class Report:
         return [f for f in self.findings if f.check == check_id]
 
     def to_json(self) -> dict:
-        """The `doctor --json` document of SNAPSHOT.md, exactly."""
+        """The `doctor --json` document of docs/snapshot.md, exactly."""
         return {
             "tunehost": __version__,
             "snapshot": self.snapshot,

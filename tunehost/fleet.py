@@ -2,7 +2,7 @@
 
 Layout of the directory `tunehost fleet DIR` reads (what the Ansible role in ansible/ fetches):
 
-    DIR/<host>/doctor.json     the `tunehost doctor --json` report of <host> (SNAPSHOT.md)
+    DIR/<host>/doctor.json     the `tunehost doctor --json` report of <host> (docs/snapshot.md)
     DIR/<host>.json            the same, flat (a report copied by hand)
 
 Anything else in DIR (hidden entries, other files, a snapshot beside doctor.json) is ignored. Reports are hostile
@@ -229,7 +229,7 @@ def read_report_bytes(path: Path) -> bytes:
 
 
 def parse_report(host: str, source: str, data: bytes) -> HostReport:
-    """A `doctor --json` document (SNAPSHOT.md) validated field by field; ReportProblem says what is wrong."""
+    """A `doctor --json` document (docs/snapshot.md) validated field by field; ReportProblem says what is wrong."""
     try:
         doc = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:

@@ -65,7 +65,7 @@ def test_human_report_shows_evidence_and_fix(cli, make_snapshot):
 def test_list_checks_names_every_stable_id(cli):
     result = cli("doctor", "--list-checks")
     assert result.exit_code == 0
-    listed = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+    listed = [line.split()[0] for line in result.stdout.splitlines() if line.strip() and not line[0].isspace()]
     assert listed[: len(BUILTIN_ORDER)] == list(BUILTIN_ORDER)
 
 

@@ -87,7 +87,9 @@ def test_apply_status_verify_drift_rollback(cli, root):
     assert "DRIFT epp[cpu1]: performance -> now power" in drift.stdout
     back = cli("rollback")
     assert back.exit_code == 0, back.output
-    assert "LEFT      epp[cpu1]: changed by someone else since (now power; tunehost set performance)" in back.stdout
+    said = " ".join(back.stdout.split())  # folded to the terminal's width
+    assert ("LEFT epp[cpu1]: changed by someone else since (now power; tunehost set performance; "
+            "was balance_performance before the apply): left as it is") in said
     assert "restored  governor[cpu0]: performance -> powersave" in back.stdout
     assert "rollback complete" in back.stdout
     assert tree(root) == {**before, EPP1: b"power\n"}  # all restored but what the other actor set
@@ -252,9 +254,95 @@ def test_apply_after_an_interrupted_apply_asks_for_rollback_first(cli, root, tmp
 
 def test_benchmark_profile_says_which_findings_it_accepts_and_how_to_gate(cli, root):
     # the intel_pstate root has turbo off (no_turbo = 1): exactly what the benchmark profile holds
-    out = cli("apply", "--profile", "benchmark", "--dry-run").stdout
+    result = cli("apply", "--profile", "benchmark", "--dry-run")
+    out, said = result.stdout, _said(result)
     assert "already  boost" in out
-    assert "doctor findings profile benchmark accepts on purpose" in out
-    assert "FAIL cpu-frequency: turbo is disabled (intel_pstate/no_turbo = 1)  <- boost held on purpose" in out
-    assert "`tunehost gate --skip cpu-frequency -- ...`" in out
+    assert "doctor findings profile benchmark accepts on purpose" in said
+    assert "FAIL cpu-frequency: turbo is disabled (intel_pstate/no_turbo = 1) <- boost held on purpose" in said
+    assert "`tunehost gate --skip cpu-frequency -- ...`" in said
     assert "MANUAL" not in out or "cpu-frequency" not in out.split("MANUAL", 1)[1].split("doctor findings")[0]
+
+
+def _said(result) -> str:
+    """The output with its folding undone (messages are folded to the terminal's width)."""
+    return " ".join(result.stdout.split())
+
+
+def test_status_shows_what_the_apply_skipped_as_unsupported_never_as_applied(cli, root, tmp_path):
+    assert cli("apply", "--profile", "throughput", "--yes").exit_code == 0  # under a root TuneD and ppd are skipped
+    status = cli("status", env={"COLUMNS": "80"})
+    assert status.exit_code == 0, status.output
+    out = status.stdout
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    said = _said(status)
+    assert "governor = performance" in said and "swappiness = 10" in said
+    assert "tuned_profile: NOT APPLIED, unsupported here: TuneD is not installed" in said
+    assert "power_profile: NOT APPLIED, unsupported here" in said
+    assert "tuned_profile = " not in said and "power_profile = " not in said
+    data = json.loads(cli("status", "--json").stdout)[0]
+    assert data["applied"]["governor"] == "changed" and data["applied"]["tuned_profile"] == "skipped"
+    assert "TuneD is not installed" in data["skipped"]["tuned_profile"][0]
+    # a journal written before tunehost recorded the skipped keys: a key with nothing expected was not applied
+    journal = tmp_path / "state" / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    begin = json.loads(lines[0])
+    assert begin["type"] == "begin" and begin.pop("skipped")
+    journal.write_text("\n".join([json.dumps(begin)] + lines[1:]) + "\n")
+    old = _said(cli("status"))
+    assert "tuned_profile: NOT APPLIED, unsupported here" in old and "tuned_profile = " not in old
+    assert "governor = performance" in old
+
+
+def test_status_says_which_settings_were_already_so(cli, root):
+    (root / "proc/sys/vm/swappiness").write_text("10\n")
+    assert cli("apply", "--profile", "throughput", "--yes").exit_code == 0
+    said = _said(cli("status"))
+    assert "swappiness = 10 (was already so: rollback leaves it)" in said
+    assert "governor = performance (" not in said
+
+
+def test_rollback_of_a_stacked_apply_says_the_earlier_profile_is_still_in_effect(cli, root):
+    assert cli("apply", "--profile", "throughput", "--yes").exit_code == 0
+    assert cli("apply", "--profile", "benchmark", "--yes").exit_code == 0  # boost off on top of throughput
+    first = json.loads(cli("status", "--json").stdout)[0]["run"]
+    back = cli("rollback", env={"COLUMNS": "80"})
+    assert back.exit_code == 0, back.output
+    assert all(len(line) <= 80 for line in back.stdout.splitlines()), back.stdout
+    said = _said(back)
+    assert f"rollback complete: profile throughput (run {first}," in said
+    assert "is still in effect; `tunehost rollback` again undoes it too" in said
+    assert (root / GOV1).read_text() == "performance\n"  # throughput's change is still there, as said
+    last = cli("rollback")
+    assert last.exit_code == 0 and last.stdout.rstrip().endswith("rollback complete")
+    assert "still in effect" not in last.stdout
+    assert (root / GOV1).read_text() == "powersave\n"
+
+
+def test_plan_profiles_and_recommend_fit_80_columns(cli, root):
+    for args in (("apply", "--profile", "benchmark", "--dry-run", "--persist"), ("profiles",), ("recommend",)):
+        result = cli(*args, env={"COLUMNS": "80"})
+        assert result.exit_code == 0, result.output
+        shown = [line for line in result.stdout.splitlines() if not line.startswith(" " * 13)]  # a file's lines
+        assert all(len(line) <= 80 for line in shown), result.stdout  # are shown verbatim, as they are written
+    plan = cli("apply", "--profile", "throughput", "--dry-run", env={"COLUMNS": "80"}).stdout.splitlines()
+    at = next(i for i, line in enumerate(plan) if line.startswith("  change   epp (cpu 0-3)"))
+    assert plan[at + 1].strip() == "[/sys/devices/system/cpu/cpu*/cpufreq/energy_performance_preference]"
+    assert "  change   swappiness                   60 -> 10   [/proc/sys/vm/swappiness]" in plan
+
+
+@pytest.mark.parametrize("skipped", ["not a list", [{"key": 5, "reason": "x"}, "no", {"key": "tuned_profile"}],
+                                     [{"key": "tuned_profile", "unit": "", "reason": "evil\x1b[31m\nline2"}]])
+def test_status_reads_a_hostile_skipped_record_as_plain_text(cli, root, tmp_path, skipped):
+    assert cli("apply", "--profile", "throughput", "--yes").exit_code == 0
+    journal = tmp_path / "state" / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    begin = json.loads(lines[0])
+    begin["skipped"] = skipped
+    journal.write_text("\n".join([json.dumps(begin)] + lines[1:]) + "\n")
+    status = cli("status")
+    assert status.exit_code == 0, status.output
+    assert "\x1b" not in status.stdout and "\nline2" not in status.stdout
+    said = _said(status)
+    assert "tuned_profile: NOT APPLIED, unsupported here" in said and "governor = performance" in said
+    if isinstance(skipped, list) and isinstance(skipped[-1], dict) and "reason" in skipped[-1]:
+        assert "evil?[31m?line2" in said

@@ -216,7 +216,6 @@ def advise(
 
 def _show_calibration(fmt: str) -> None:
     """`advise --calibrate`: this host's fitted constants per class, the published ones beside, what is missing."""
-    from rich.markup import escape
     from rich.table import Table
 
     from tunehost.advise.ceiling import BAND_MODELS
@@ -228,10 +227,12 @@ def _show_calibration(fmt: str) -> None:
         typer.echo(json.dumps({"schema": "tunehost-calibration/1", "store": str(store_path()),
                                **calibration.to_json()}, indent=2))
         return
-    console = make_console()
-    console.print(f"speed constants of this host, fitted to its runs in {escape(str(store_path()))}", highlight=False)
-    console.print("[dim]time per token = bytes / (efficiency x bandwidth) + layers x per-layer cost; efficiency is "
-                  "the share of the bandwidth basis reached[/]")
+    from tunehost.cli.layout import print_folded
+
+    console = make_console()  # every line folded to the terminal's width, the table shrunk to it
+    print_folded(console, f"speed constants of this host, fitted to its runs in {store_path()}", "", "  ")
+    print_folded(console, "time per token = bytes / (efficiency x bandwidth) + layers x per-layer cost; efficiency "
+                 "is the share of the bandwidth basis reached", style="dim")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for column in ("class", "runs", "efficiency", "per layer", "published"):
         table.add_column(column)
@@ -253,16 +254,16 @@ def _show_calibration(fmt: str) -> None:
         ram = fit.median_gbps("RAM")
         basis = ("the configured DIMMs' peak" if fit.basis == "dimm" else
                  f"the RAM bandwidth measured with the runs (median {ram:.1f} GB/s)" if ram else "VRAM at its spec")
-        console.print(f"{escape(CLASS_NAMES[fit.cls])}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
-                      f"model{'s' if fit.models != 1 else ''}, last {escape(fit.last[:10])}; efficiency is the share "
-                      f"of {escape(basis)}", highlight=False)
+        print_folded(console, f"{CLASS_NAMES[fit.cls]}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
+                              f"model{'s' if fit.models != 1 else ''}, last {fit.last[:10]}; efficiency is the share "
+                              f"of {basis}", "", "  ")
     for line in undetermined(calibration):
-        console.print(f"- {escape(line)}", highlight=False)
+        print_folded(console, line, "- ", "  ")
     for point, why in calibration.left_out + tuple(x for f in calibration.fits.values() for x in f.left_out):
-        console.print(f"[dim]left out: run {point.run_id} ({escape(point.model)}): {escape(why)}[/]", highlight=False)
+        print_folded(console, f"left out: run {point.run_id} ({point.model}): {why}", "", "  ", style="dim")
     if not calibration.fits:
-        console.print("no usable run recorded on this host yet: `tunehost bench --model M` or `tunehost tune --model M` "
-                      "record one (token generation, with the bandwidth probe)")
+        print_folded(console, "no usable run recorded on this host yet: `tunehost bench --model M` or `tunehost tune "
+                              "--model M` record one (token generation, with the bandwidth probe)")
 
 
 def _gguf_checks(model, draft) -> tuple[str | None, tuple[str, ...]]:
@@ -771,10 +772,12 @@ def render_router_human(rp, launch: "LaunchConfig", preset_file: str, console: "
     console.print(escape(render_router_preset(launch)))
     console.print("[bold]command[/]")
     console.print(escape(render_shell(launch)))
+    from tunehost.cli.layout import print_folded
+
     for w in (*rp.warnings, *(f"{n}: {w}" for n, p in zip(rp.names, rp.plans) for w in p.warnings)):
-        console.print(f"[yellow]WARN[/] {escape(w)}")
+        print_folded(console, w, "WARN ", " " * 5, first_style="yellow")
     for n in dict.fromkeys((*rp.notes, *(n for p in rp.plans for n in p.notes))):
-        console.print(f"[dim]note {escape(n)}[/]")
+        print_folded(console, n, "note ", " " * 5, style="dim", first_style="dim")
 
 
 # ---- Ollama ----
@@ -866,13 +869,15 @@ def _gib(n: int | None) -> str:
 
 
 def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None, measured: str | None = None) -> None:
-    """The budget table, the command, each flag's reason, then warnings and notes."""
+    """The budget table, the command, each flag's reason, then warnings and notes (folded to the console's width)."""
     from rich.markup import escape
     from rich.table import Table
 
+    from tunehost.cli.layout import print_folded
+
     where = f"snapshot {snapshot}" if snapshot else "this host (live)"
-    console.print(f"[bold]tunehost advise[/] — {escape(one_line(p.model_name or Path(p.model).name))} on "
-                  f"{escape(one_line(where))}")
+    print_folded(console, one_line(f"{p.model_name or Path(p.model).name} on {where}"), "tunehost advise — ", "  ",
+                 first_style="bold")
     console.print(f"placement: [bold]{p.path}[/] ({'llama-fit-params' if p.source == 'probe' else 'tunehost estimate'})"
                   f", context {p.ctx} x {p.parallel} slot{'s' if p.parallel > 1 else ''}, KV {p.kv_type}")
     b = p.budget
@@ -898,11 +903,11 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None, 
         from tunehost.advise.ceiling import describe
 
         c = p.ceiling
-        console.print(escape(describe(c)))
+        print_folded(console, describe(c), "", "  ")
         if c.tokens_per_s is not None:
-            console.print(f"[dim]{escape(c.note)}[/]")
+            print_folded(console, c.note, "", "  ", style="dim")
     if measured:
-        console.print(escape(measured))
+        print_folded(console, measured, "", "  ")
     console.print()
     console.print("[bold]command[/]")
     console.print(escape(render_shell(p.launch())))
@@ -910,21 +915,23 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None, 
     if p.pin_cpus:
         from tunehost.cpulist import format_cpu_list
 
-        console.print(f"  [cyan]taskset -c {format_cpu_list(p.pin_cpus)}[/]  {escape(p.pin_reason)}")
+        print_folded(console, p.pin_reason, f"  taskset -c {format_cpu_list(p.pin_cpus)}  ", " " * 4,
+                     first_style="cyan")
     for e in p.env:
-        console.print(f"  [cyan]{escape(e.name)}={escape(e.value or '')}[/]  {escape(e.reason)}")
-    for f in p.flags:
+        print_folded(console, e.reason, one_line(f"  {e.name}={e.value or ''}  "), " " * 4, first_style="cyan")
+    for f in p.flags:  # each flag with its reason, folded under it to the terminal's width
         shown = " ".join(f.argv()) if f.name not in ("-m", "-mm", "-md") else f.name
-        console.print(f"  [cyan]{escape(shown)}[/]  {escape(f.reason)}")
+        print_folded(console, f.reason, one_line(f"  {shown}  "), " " * 4, first_style="cyan")
     for text, flags in p.alternatives:
         console.print()
-        console.print(f"[bold]alternative[/]: {escape(text)} {escape(' '.join(a for f in flags for a in f.argv()))}")
+        print_folded(console, f"{text} {' '.join(a for f in flags for a in f.argv())}", "alternative: ", "  ",
+                     first_style="bold")
     for w in p.warnings:
-        console.print(f"[yellow]WARN[/] {escape(w)}")
+        print_folded(console, w, "WARN ", " " * 5, first_style="yellow")
     for s in p.suggestions:
-        console.print(f"[cyan]try[/]  {escape(s)}")
+        print_folded(console, s, "try  ", " " * 5, first_style="cyan")
     for n in p.notes:
-        console.print(f"[dim]note {escape(n)}[/]")
+        print_folded(console, n, "note ", " " * 5, style="dim", first_style="dim")
 
 
 def _dimm_peak(facts):

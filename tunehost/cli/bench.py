@@ -16,6 +16,7 @@ import typer
 
 from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
+from tunehost.cli.layout import print_folded
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
@@ -263,23 +264,21 @@ def _progress(console: "Console", *, enabled: bool) -> _ProgressView:
 
 def render_result(result: "SavedResult", console: "Console") -> None:
     """Header, the before/after table (or one config's numbers), bars, the TG ceiling, and how it was measured."""
-    from rich.markup import escape
-
     model = result.model
     size = f", {model['size_bytes'] / 1e6:.1f} MB" if model.get("size_bytes") else ""
     build = result.llama_bench
     build_text = f"llama-bench b{build.get('build_number')} ({build.get('build_commit')})" if build.get("build_number") \
         else "llama-bench"
     source = "imported from " + (result.label or "a file") if result.source == "imported" else "measured"
-    console.print(f"[bold]tunehost bench[/] — {escape(str(model.get('name') or model.get('model_type') or 'model'))}"
-                  f"{size} · {escape(build_text)} · {escape(str(build.get('backend') or ''))} · {source}")
+    print_folded(console, f"{model.get('name') or model.get('model_type') or 'model'}{size} · {build_text} · "
+                          f"{build.get('backend') or ''} · {source}", "tunehost bench — ", "  ", first_style="bold")
     if result.host.get("cpu_brand"):
         doctor = (result.host.get("doctor") or {}).get("verdict")
-        console.print(f"[dim]host: {escape(str(result.host['cpu_brand']))}"
-                      + (f" · doctor: {doctor}" if doctor else "") + "[/]")
+        print_folded(console, f"host: {result.host['cpu_brand']}" + (f" · doctor: {doctor}" if doctor else ""), "",
+                     "  ", style="dim")
     for config in result.configs:
         flags = " ".join(config.flags) or ("(llama-bench defaults)" if result.source == "measured" else "")
-        console.print(f"[bold]{escape(config.name)}[/]: {escape(flags)}")
+        print_folded(console, flags, one_line(f"{config.name}: "), "  ", first_style="bold")
     console.print()
     if result.comparison is not None:
         render_comparison(result.comparison, console, chart=True)
@@ -308,7 +307,6 @@ def render_configs(result: "SavedResult", console: "Console") -> None:
 
 def render_ceiling(result: "SavedResult", console: "Console") -> None:
     """Where the measured TG sits under the ceiling of its placement (tunehost.advise.ceiling, shared with advise)."""
-    from rich.markup import escape
 
     from tunehost.advise.ceiling import ceiling_from_json, describe
 
@@ -319,13 +317,14 @@ def render_ceiling(result: "SavedResult", console: "Console") -> None:
     ceiling = ceiling_from_json(data)
     if ceiling is not None:
         console.print()
-        console.print(escape(describe(ceiling, tg.centre)))
+        print_folded(console, describe(ceiling, tg.centre), "", "  ")
         if ceiling.tokens_per_s and tg.centre > ceiling.tokens_per_s and ceiling.path == "cpu":
-            console.print("[dim]above the RAM ceiling: the model's weights fit in the CPU caches[/]")
+            print_folded(console, "above the RAM ceiling: the model's weights fit in the CPU caches", style="dim")
         backend = str(result.llama_bench.get("backend") or "")
         if ceiling.path in ("gpu", "split", "moe") and backend and not _gpu_backend(backend):
-            console.print(f"[yellow]note:[/] llama-bench ran on the {escape(backend)} backend: the layers never reached "
-                          "the GPU, so this GPU ceiling does not apply (build llama.cpp with CUDA/ROCm/Vulkan)")
+            print_folded(console, f"llama-bench ran on the {backend} backend: the layers never reached the GPU, so "
+                                  "this GPU ceiling does not apply (build llama.cpp with CUDA/ROCm/Vulkan)",
+                         "note: ", "  ", first_style="yellow")
         return
     top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
     if not top:
@@ -334,24 +333,23 @@ def render_ceiling(result: "SavedResult", console: "Console") -> None:
     basis = (f"{data['bandwidth_gbps']:.1f} GB/s read bandwidth / {data['bytes_per_token'] / 1e6:.1f} MB of "
              "weights per token")
     console.print()
-    console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
+    print_folded(console, f"TG = {share:.0%} of the ~{_ts(top)} t/s ceiling ({basis})", "", "  ")
 
 
 def render_how(result: "SavedResult", console: "Console") -> None:
-    from rich.markup import escape
 
     settings = result.settings
     if result.source == "measured":
         counts = {t.test: len(t.samples_ts) for t in result.config().tests}
         n = max(counts.values(), default=0)
-        console.print(f"[dim]{settings.get('rounds')} rounds (A B, B A, …) after 1 warm-up run per side, "
-                      f"{n} samples per side per test, {settings.get('wall_s', 0):.1f} s; "
-                      f"stopped: {settings.get('stop_reason')}[/]")
+        print_folded(console, f"{settings.get('rounds')} rounds (A B, B A, …) after 1 warm-up run per side, "
+                              f"{n} samples per side per test, {settings.get('wall_s', 0):.1f} s; "
+                              f"stopped: {settings.get('stop_reason')}", "", "  ", style="dim")
     watch = result.watch
     if watch is not None:
         if watch.disturbed:
             for reason in watch.reasons:
-                console.print(f"[bold magenta]disturbed:[/] {escape(reason)}")
+                print_folded(console, reason, "disturbed: ", "  ", first_style="bold magenta")
         else:
             parts = []
             if watch.other_cpu_cores is not None:
@@ -363,12 +361,12 @@ def render_how(result: "SavedResult", console: "Console") -> None:
                 parts.append(f"CPU up to {watch.temp_max_c:.0f} °C")
             if watch.throttle_delta is not None:
                 parts.append("no throttling" if watch.throttle_delta == 0 else f"{watch.throttle_delta} throttle events")
-            console.print(f"[dim]host stayed quiet: {', '.join(parts)}"
-                          + (f" (not visible here: {'; '.join(u.split(' (')[0] for u in watch.unknown)})" if watch.unknown else "")
-                          + "[/]")
+            unseen = '; '.join(u.split(' (')[0] for u in watch.unknown)
+            print_folded(console, f"host stayed quiet: {', '.join(parts)}"
+                         + (f" (not visible here: {unseen})" if watch.unknown else ""), "", "  ", style="dim")
         render_gpu_watch(watch.gpu, console)
     for note in result.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        print_folded(console, note, "note: ", "  ", first_style="yellow")
 
 
 def _gpu_backend(backend: str) -> bool:
@@ -378,7 +376,6 @@ def _gpu_backend(backend: str) -> bool:
 
 def render_gpu_watch(gpu: Any, console: "Console") -> None:
     """The GPUs under load: one dim line per GPU, then the findings (PCIe below max, power capping)."""
-    from rich.markup import escape
 
     if not isinstance(gpu, dict):
         return
@@ -394,6 +391,6 @@ def render_gpu_watch(gpu: Any, console: "Console") -> None:
         gen, width = s.get("pcie_gen"), s.get("pcie_width")
         if isinstance(gen, list) and isinstance(width, list):
             bits.append(f"PCIe Gen{gen[1]:.0f} x{width[1]:.0f}")
-        console.print(f"[dim]{escape(str(name))}: {escape(', '.join(bits))}[/]")
+        print_folded(console, f"{name}: {', '.join(bits)}", "", "  ", style="dim")
     for finding in gpu.get("findings") or ():
-        console.print(f"[yellow]GPU:[/] {escape(str(finding))}")
+        print_folded(console, str(finding), "GPU: ", "  ", first_style="yellow")

@@ -47,18 +47,20 @@ def render_comparison(comparison: "Comparison", console: "Console", *, chart: bo
                           f"{_ts(row.baseline_ts)}")
             console.print(f"{'':<3} {escape(cand_label):<{width}} {_bar(row.candidate_ts / top, style=style)} "
                           f"{_ts(row.candidate_ts)}")
+    from tunehost.cli.layout import print_folded
+
     console.print()
-    console.print(f"[dim]verdict: faster/slower only when the whole {comparison.confidence:.0%} interval of "
-                  f"candidate/baseline lies beyond ±{comparison.threshold:.0%}[/]")
+    print_folded(console, f"verdict: faster/slower only when the whole {comparison.confidence:.0%} interval of "
+                          f"candidate/baseline lies beyond ±{comparison.threshold:.0%}", "", "  ", style="dim")
     for row in comparison.rows:
         if row.rounds:
-            console.print(f"[dim]{row.test}: {row.rounds} round{'s' if row.rounds != 1 else ''} behind the interval; "
-                          f"{min(row.n_baseline, row.n_candidate)} repetitions a side, worth "
-                          f"{row.effective_samples or 0:.1f} independent samples[/]")
+            print_folded(console, f"{row.test}: {row.rounds} round{'s' if row.rounds != 1 else ''} behind the "
+                                  f"interval; {min(row.n_baseline, row.n_candidate)} repetitions a side, worth "
+                                  f"{row.effective_samples or 0:.1f} independent samples", "", "  ", style="dim")
         if row.note:
-            console.print(f"[dim]{row.test}: {escape(row.note)}[/]")
+            print_folded(console, f"{row.test}: {row.note}", "", "  ", style="dim")
     for note in comparison.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        print_folded(console, note, "note: ", "  ", first_style="yellow")
 
 
 def _ts(value: float) -> str:

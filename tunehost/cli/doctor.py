@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def doctor(
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the format of SNAPSHOT.md)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the format of docs/snapshot.md)."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR", help=SNAPSHOT_HELP),
     check: List[str] = typer.Option([], "--check", "-c", metavar="ID", help="Run only this check (repeatable)."),
     skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Do not run this check (repeatable)."),
@@ -179,9 +179,13 @@ def _print_checks(checks: list, json_out: bool) -> None:
     if json_out:
         typer.echo(json.dumps([{"id": c.id, "title": c.title, "judges": c.judges} for c in checks], indent=2))
         return
+    from tunehost.cli.layout import fold
+
     width = max((len(c.id) for c in checks), default=0)
-    for c in checks:
-        typer.echo(one_line(f"{c.id:<{width}}  {c.judges or c.title}"))  # plugins name themselves
+    columns = max(make_console().width, 40)
+    for c in checks:  # plugins name themselves: one printable line each, folded under the description
+        for line in fold(one_line(c.judges or c.title), columns, one_line(f"{c.id:<{width}}  "), " " * (width + 2)):
+            typer.echo(line)
 
 
 def quiet_lines(doc: dict, *, strict: bool) -> list[str]:
@@ -197,12 +201,26 @@ def _print_quiet(report: "Report") -> None:
         typer.echo(one_line(line))  # summaries quote snapshot text: no escape sequence reaches the terminal
 
 
+EVIDENCE_LINES = 4  # an evidence value folds to at most this many lines (--verbose and --json show it whole)
+
+
 def render_report(report: "Report", console: "Console", *, verbose: bool = False) -> None:
-    """The human report: findings grouped by severity, each with its evidence and fix."""
+    """The human report: findings grouped by severity, each with its evidence and fix, folded to the console's
+    width (whole words, indented under their finding; a long evidence value is never cut inside a number)."""
     from rich.markup import escape
 
+    from tunehost.cli.layout import fold, fold_command
+
+    width = max(console.width, 40)
+
+    def show(lines: list[str], style: str = "") -> None:
+        for line in lines:
+            console.print(f"[{style}]{escape(line)}[/]" if style else escape(line))
+
     source = f"snapshot {report.snapshot}" if report.snapshot else "this host (live)"
-    console.print(f"[bold]tunehost doctor[/] — {escape(source)}")
+    title = fold(source, width, "tunehost doctor — ", "  ")
+    console.print(f"[bold]tunehost doctor[/] — {escape(title[0][len('tunehost doctor — '):])}")
+    show(title[1:])
     for sev in REPORT_ORDER:
         group = [f for f in report.findings if f.severity.value == sev]
         if not group:
@@ -210,19 +228,29 @@ def render_report(report: "Report", console: "Console", *, verbose: bool = False
         label, style = SEVERITY_STYLE[sev]
         console.print()
         for f in group:
-            console.print(f"[{style}]{label:<5}[/] [bold]{escape(f.check)}[/]  {escape(f.summary)}")
+            lead = f"{label:<5} {f.check}  "
+            head = fold(f.summary, width, lead, " " * 6)
+            console.print(f"[{style}]{label:<5}[/] [bold]{escape(f.check)}[/]  {escape(head[0][len(lead):])}")
+            show(head[1:])
             detailed = verbose or sev in ("fail", "error", "warn", "info")
             if not detailed:
                 continue
             if f.detail:
-                console.print(f"      [dim]{escape(f.detail)}[/]")
+                show(fold(f.detail, width, " " * 6), "dim")
             for src, value in f.evidence.items():
-                value = value if len(value) <= 160 else value[:157] + "..."
-                console.print(f"      [dim]{escape(src)}:[/] {escape(value)}")
+                lines = fold(f"{src}: {value}", width, " " * 6, " " * 8, None if verbose else EVIDENCE_LINES)
+                label_end = 6 + len(src) + 1
+                if lines[0][:label_end] == f"{' ' * 6}{src}:":
+                    console.print(f"[dim]{escape(lines[0][:label_end])}[/]{escape(lines[0][label_end:])}")
+                    show(lines[1:])
+                else:  # a source name longer than a line
+                    show(lines)
             if f.fix and sev != "ok":
-                console.print(f"      [bold]fix:[/] {escape(f.fix.text)}")
-                for cmd in f.fix.commands:
-                    console.print(f"        [green]$ {escape(cmd)}[/]")
+                fix = fold(f"fix: {f.fix.text}", width, " " * 6)
+                console.print(f"      [bold]fix:[/]{escape(fix[0][10:])}")
+                show(fix[1:])
+                for cmd in f.fix.commands:  # folded with line continuations: still runs when pasted
+                    show(fold_command(cmd, width, "        $ ", " " * 12), "green")
     counts = ", ".join(f"{report.count(s)} {s}" for s in _severities() if report.count(s))
     console.print()
     verdict_style = "bold green" if report.ready else "bold red"

@@ -71,7 +71,8 @@ def gate(
     SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to the gate are passed on to COMMAND.
 
     \b
-    Exit status: COMMAND's own (128+N when signal N killed it), or one of the gate's, none used by common tools:
+    Exit status: COMMAND's own (128+N when signal N killed it), or one of
+    the gate's, none used by common tools:
       64  bad arguments
       69  the host is not ready (doctor found a fail; --strict: a warning too)
       70  the gate could not judge the host or write --out DIR

@@ -178,8 +178,9 @@ def rollback(
         elif u["outcome"] == "unchanged":
             typer.echo(f"unchanged {u['name']}: already {u.get('value', 'as before')}")
         elif u["outcome"] == "left":
-            typer.echo(f"LEFT      {u['name']}: changed by someone else since (now {u['value']}; tunehost set "
-                       f"{u.get('target', 'it')}): left as it is")
+            was = f"; was {u['previous']} before the apply" if u.get("previous") is not None else ""
+            _echo_folded(f"{u['name']}: changed by someone else since (now {u['value']}; tunehost set "
+                         f"{u.get('target', 'it')}{was}): left as it is", " " * 10, "LEFT      ")
         else:
             typer.echo(f"FAILED    {u['name']}: {u.get('error')}")
     if outcome.unrecorded:
@@ -195,14 +196,37 @@ def rollback(
     if damaged:
         raise fail(f"{damaged}: every intact step was rolled back; what the damaged line(s) held is unknown: "
                    f"check the host (`tunehost doctor`), then move {journal.path} aside")
-    typer.echo("rollback complete")
+    if not outcome.still_active:
+        typer.echo("rollback complete")
+        return
+    earlier = outcome.still_active[-1]  # applies stack: the one before is what the host holds now
+    more = len(outcome.still_active) - 1
+    others = f" with {more} earlier apply(s)" if more else ""
+    _echo_folded(f"rollback complete: profile {earlier.profile} (run {earlier.id}, "
+                 f"{_when(earlier.begin.get('time'))}), applied before it{others}, is still in effect; "
+                 "`tunehost rollback` again undoes it too (`tunehost status` lists it)", "  ")
+
+
+def _width() -> int:
+    """The terminal's width as rich sees it (80 when unknown), 40 at least."""
+    return max(make_console().width, 40)
+
+
+def _echo_folded(text: str, rest: str, first: str = "") -> None:
+    """One message folded to the terminal's width (80 when unknown) after `first`, continuation lines indented by
+    `rest`; both are one printable line (profile names, reasons and units come from files tunehost read)."""
+    from tunehost.cli.layout import fold
+    from tunehost.printable import one_line
+
+    for line in fold(one_line(text), max(make_console().width, 40), one_line(first), rest):
+        typer.echo(line)
 
 
 @cli_errors
 def status(json_out: bool = typer.Option(False, "--json", help="Print the applied runs as JSON.")) -> None:
     """Show what tunehost has applied (and not rolled back), newest last."""
+    from tunehost.tuning.engine import applied_settings
     from tunehost.tuning.journal import Journal
-    from tunehost.tuning.profiles import SETTING_KEYS
 
     journal = Journal()
     damaged = journal_damage(journal)
@@ -210,6 +234,8 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
     if json_out:
         typer.echo(json.dumps([{"run": r.id, "profile": r.profile, "root": r.root, "status": r.status,
                                 "time": r.begin.get("time"), "settings": r.begin.get("settings", {}),
+                                "applied": {s.key: s.state for s in applied_settings(r)},
+                                "skipped": {s.key: list(s.reasons) for s in applied_settings(r) if s.reasons},
                                 "steps": len(r.intents)} for r in active], indent=2))
         if damaged:
             raise fail(damaged)
@@ -224,15 +250,40 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
         return
     for r in active:
         where = "" if r.root == "/" else f" on root {r.root}"
-        typer.echo(f"{r.profile}: {r.status}{where}, {len(r.intents)} change(s), run {r.id}, "
-                   f"{_when(r.begin.get('time'))}")
-        settings = r.begin.get("settings") or {}
-        for key in sorted(settings, key=lambda k: list(SETTING_KEYS).index(k) if k in SETTING_KEYS else 99):
-            typer.echo(f"    {key} = {settings[key]}")
+        _echo_folded(f"{r.profile}: {r.status}{where}, {len(r.intents)} change(s), run {r.id}, "
+                     f"{_when(r.begin.get('time'))}", "  ")
+        _print_settings(r)
     top = active[-1]
-    typer.echo(f"in effect: {top.profile}; `tunehost verify` checks it, `tunehost rollback` undoes it")
+    _echo_folded(f"in effect: {top.profile}; `tunehost verify` checks it, `tunehost rollback` undoes it", "  ")
     if damaged:
         raise fail(f"{damaged}: the runs above are built from its intact lines")
+
+
+def _print_settings(run) -> None:
+    """Each key of the run's profile with what the apply did: set (rollback restores it), already so (the apply
+    changed nothing), or not set because this host does not support it (with the reason the journal holds)."""
+    from tunehost.cli.layout import fold
+    from tunehost.printable import one_line
+    from tunehost.tuning.engine import applied_settings
+    from tunehost.tuning.profiles import SETTING_KEYS
+
+    order = list(SETTING_KEYS)
+    rank = ("changed", "already", "skipped")
+    states = sorted(applied_settings(run), key=lambda s: (rank.index(s.state) if s.state in rank else len(rank),
+                                                          order.index(s.key) if s.key in order else len(order)))
+    width = max(make_console().width, 40)
+    for s in states:
+        value = one_line(f"{s.key} = {s.target}")  # journal fields are hostile: one printable line
+        why = one_line("; ".join(s.reasons)) if s.reasons else ""
+        if s.state == "changed":
+            text = value + (f" (skipped on {one_line(', '.join(u or 'all' for u in s.skipped_units))}: {why})"
+                            if why else "")
+        elif s.state == "already":
+            text = f"{value} (was already so: rollback leaves it)"
+        else:
+            text = f"{one_line(s.key)}: NOT APPLIED, unsupported here" + (f": {why}" if why else "")
+        for line in fold(text, width, "    ", "      "):
+            typer.echo(line)
 
 
 def _on_host(runs: list) -> tuple[list, list]:
@@ -278,13 +329,13 @@ def profiles(json_out: bool = typer.Option(False, "--json", help="Print the merg
         typer.echo(json.dumps([{"name": p.name, "description": p.description, "includes": list(p.includes),
                                 "settings": dict(p.settings)} for p in loaded], indent=2))
         return
-    for p in loaded:
+    for p in loaded:  # folded to the terminal's width, each meaning under its column
         inc = f" (includes {', '.join(p.includes)})" if p.includes else ""
-        typer.echo(f"{p.name}{inc}")
+        _echo_folded(f"{p.name}{inc}", "  ")
         if p.description:
-            typer.echo(f"  {p.description}")
+            _echo_folded(p.description, "  ", "  ")
         for key, value in p.targets().items():
-            typer.echo(f"    {key:<14} {value:<24} {SETTING_KEYS[key].meaning}")
+            _echo_folded(SETTING_KEYS[key].meaning, " " * 44, f"    {key:<14} {value:<24} ")
         typer.echo("")
 
 
@@ -299,13 +350,12 @@ def recommend(
 
     rec = run_recommend(open_host(snapshot))
     typer.echo(f"recommended profile: {rec.profile}")
-    from tunehost.printable import one_line
-
-    for reason in rec.reasons:
-        typer.echo(f"  - {one_line(reason)}")
+    for reason in rec.reasons:  # read from the host or a snapshot: one printable line each, folded
+        _echo_folded(reason, "    ", "  - ")
     for src, value in rec.evidence.items():
-        typer.echo(one_line(f"    {src}: {value}"))  # read from the host or a snapshot: no raw escapes
-    typer.echo(f"apply it with: sudo tunehost apply --profile {rec.profile} --dry-run   (then without --dry-run)")
+        _echo_folded(f"{src}: {value}", "      ", "    ")
+    _echo_folded(f"see the plan with `tunehost apply --profile {rec.profile} --dry-run`, then apply it as root: "
+                 f"`sudo tunehost apply --profile {rec.profile}`", "  ")
 
 
 # --- rendering ---------------------------------------------------------------------------------------------------------
@@ -331,54 +381,74 @@ def _label(key: str, units: list[str]) -> str:
     return f"{key} ({_units_text(units)})" if units else key
 
 
+def _echo_command(command: str, first: str, rest: str) -> None:
+    """A shell command to copy, folded with line continuations (it still runs as one when pasted)."""
+    from tunehost.cli.layout import fold_command
+    from tunehost.printable import one_line
+
+    for line in fold_command(one_line(command), max(make_console().width, 40), first, rest):
+        typer.echo(line)
+
+
 def render_plan(plan: "Plan", root: str) -> None:
+    """The plan, every line folded to the terminal's width under its column (80 when unknown)."""
+    from tunehost.printable import one_line
+
     p = plan.profile
     where = "this host (live)" if root == "/" else f"root {root}"
     inc = f", includes {', '.join(p.includes)}" if p.includes else ""
-    typer.echo(f"plan for profile {p.name}{inc} on {where}")
+    _echo_folded(f"plan for profile {p.name}{inc} on {where}", "  ")
+    column = " " * 39  # under the value column of "  change   <label:28> "
     changes = _grouped(plan.to_change, lambda c: (c.knob.key, c.current, c.target))
     for (key, current, target), items in changes.items():
         where_ = items[0].knob.where if len(items) == 1 else items[0].knob.where.replace(
             f"/{items[0].knob.unit}/", "/cpu*/")
-        typer.echo(f"  change   {_label(key, [c.knob.unit for c in items]):<28} {current} -> {target}   [{where_}]")
+        label = _label(key, [c.knob.unit for c in items])
+        first = f"  change   {label:<28} "
+        if len(first) + len(f"{current} -> {target}   [{where_}]") <= _width():
+            typer.echo(one_line(f"{first}{current} -> {target}   [{where_}]"))
+        else:  # the file on a line of its own, indented as far as it fits
+            _echo_folded(f"{current} -> {target}", column, first)
+            _echo_folded(f"[{where_}]", "    ", " " * max(4, min(11, _width() - len(where_) - 2)))
     for (key, current, target), items in _grouped(plan.already, lambda c: (c.knob.key, c.current, c.target)).items():
-        typer.echo(f"  already  {_label(key, [c.knob.unit for c in items]):<28} {target}")
+        _echo_folded(str(target), column, f"  already  {_label(key, [c.knob.unit for c in items]):<28} ")
     for (key, reason), items in _grouped(plan.skipped, lambda s: (s.key, s.reason)).items():
-        typer.echo(f"  skipped  {_label(key, [s.unit for s in items]):<28} unsupported here: {reason}")
+        _echo_folded(f"unsupported here: {reason}", column, f"  skipped  {_label(key, [s.unit for s in items]):<28} ")
     for f in plan.files:
         state = "already written" if not f.needed else ("new file" if f.previous is None else "replaces the current file")
-        typer.echo(f"  persist  {f.path} ({state})")
+        _echo_folded(f"{f.path} ({state})", " " * 11, "  persist  ")
         if f.needed:
             for line in f.content.splitlines():
                 if not line.startswith("#"):
-                    typer.echo(f"             {line}")
+                    typer.echo(f"             {line}")  # the file's content, as written
     for note in plan.notes:
-        typer.echo(f"  note: {note}")
+        _echo_folded(note, " " * 8, "  note: ")
     manual = plan.manual
     if manual:
         typer.echo("MANUAL steps (doctor findings that tunehost apply does not fix):")
         for d in manual:
-            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}")
+            _echo_folded(f"{d.check}: {d.summary}", " " * 7, f"  {d.severity.upper():<4} ")
             if d.fix:
-                typer.echo(f"       fix: {d.fix}")
+                _echo_folded(d.fix, " " * 12, "       fix: ")
             for cmd in d.commands:
-                typer.echo(f"         $ {cmd}")
+                _echo_command(cmd, "         $ ", " " * 13)
     fixed = [d for d in plan.doctor if d.fixed_by]
     if fixed:
-        typer.echo("doctor findings this plan addresses (re-run `tunehost doctor` afterwards to confirm):")
+        _echo_folded("doctor findings this plan addresses (re-run `tunehost doctor` afterwards to confirm):", "  ")
         for d in fixed:
-            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}  <- {', '.join(d.fixed_by)}")
+            _echo_folded(f"{d.check}: {d.summary} <- {', '.join(d.fixed_by)}", " " * 7, f"  {d.severity.upper():<4} ")
     intended = [d for d in plan.doctor if d.intended]
     if intended:
-        typer.echo(f"doctor findings profile {p.name} accepts on purpose (see `tunehost profiles`):")
+        _echo_folded(f"doctor findings profile {p.name} accepts on purpose (see `tunehost profiles`):", "  ")
         for d in intended:
-            typer.echo(f"  {d.severity.upper():<4} {d.check}: {d.summary}  <- {', '.join(d.intended)} held on purpose")
+            _echo_folded(f"{d.check}: {d.summary} <- {', '.join(d.intended)} held on purpose", " " * 7,
+                         f"  {d.severity.upper():<4} ")
         skips = " ".join(f"--skip {c}" for c in dict.fromkeys(d.check for d in intended))
-        typer.echo(f"  doctor keeps reporting them while the profile is applied: gate benchmark runs with "
-                   f"`tunehost gate {skips} -- ...` (or `tunehost doctor {skips}`)")
+        _echo_folded(f"doctor keeps reporting them while the profile is applied: gate benchmark runs with "
+                     f"`tunehost gate {skips} -- ...` (or `tunehost doctor {skips}`)", "  ", "  ")
     n = len(plan.to_change) + len(plan.files_to_write)
-    typer.echo(f"{n} change(s), {len(plan.already)} already set, {len(plan.skipped)} skipped, "
-               f"{len(manual)} manual step(s)")
+    _echo_folded(f"{n} change(s), {len(plan.already)} already set, {len(plan.skipped)} skipped, "
+                 f"{len(manual)} manual step(s)", "  ")
 
 
 def _render_outcome(outcome: "ApplyOutcome") -> None:

@@ -1,4 +1,4 @@
-"""Measurement facts: what `doctor` measured on the live host (samples/measure.json, format 1 in SNAPSHOT.md).
+"""Measurement facts: what `doctor` measured on the live host (samples/measure.json, format 1 in docs/snapshot.md).
 
     m = facts.get(MeasureFacts)
     m.memory_read_gbps          # 31.4 or None

@@ -123,7 +123,7 @@ MAX_UID = (1 << 32) - 1
 
 
 def _check_manifest(manifest: object, manifest_path: Path) -> None:
-    """SNAPSHOT.md's manifest, strictly: an object whose "format" is the integer 1 (not true, 1.0 or "1"), and
+    """docs/snapshot.md's manifest, strictly: an object whose "format" is the integer 1 (not true, 1.0 or "1"), and
     whose known keys have their documented types, so a wrong one is one clear error rather than a wrong answer."""
     if not isinstance(manifest, dict) or "format" not in manifest:
         raise TunehostError(f"{manifest_path} has no \"format\" field")

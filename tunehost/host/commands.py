@@ -34,7 +34,7 @@ class CommandResult:
 
 
 def command_file_name(argv: list[str] | tuple[str, ...]) -> str:
-    """The snapshot file name of a command line (SNAPSHOT.md): argv joined by spaces, then [^A-Za-z0-9._-] -> "_"."""
+    """The snapshot file name of a command line (docs/snapshot.md): argv joined by spaces, [^A-Za-z0-9._-] -> "_"."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", " ".join(argv))
 
 

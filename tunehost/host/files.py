@@ -32,7 +32,7 @@ def _inside(real: str, root_real: str) -> bool:
 
 def confined_real(local: str | os.PathLike, root_real: str) -> str:
     """realpath(local) when it stays under the snapshot root `root_real` (itself a realpath); else Refused.
-    SNAPSHOT.md: a reader never follows a link out of DIR (`cmd/x -> /etc/shadow`, `fs -> /`, `../../..`)."""
+    docs/snapshot.md: a reader never follows a link out of DIR (`cmd/x -> /etc/shadow`, `fs -> /`, `../../..`)."""
     try:
         real = os.path.realpath(local)
     except (OSError, ValueError, RuntimeError):  # a link loop on old Pythons, a NUL byte

@@ -1,4 +1,4 @@
-"""Writing a format-1 snapshot (SNAPSHOT.md, docs/snapshot.md) of the live host.
+"""Writing a format-1 snapshot (docs/snapshot.md) of the live host.
 
 The writer records what a full doctor run reads — every file, every command, every sample — and stores exactly
 that, so replaying the snapshot gives the same findings as the live run. Nothing else is copied: no environment,
@@ -21,7 +21,7 @@ from tunehost.errors import TunehostError
 from tunehost.host import SNAPSHOT_FORMAT, Host
 from tunehost.host.commands import CommandLog
 
-# recorded in every snapshot whether or not a check needed them (SNAPSHOT.md's canonical command lines)
+# recorded in every snapshot whether or not a check needed them (docs/snapshot.md's canonical command lines)
 CANONICAL_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("dmidecode", "-t", "memory"),
     ("nvidia-smi", "-q"),
@@ -146,7 +146,7 @@ def _write_fs(host: Host, fs: Path) -> None:
         if out.exists() or out.is_symlink():
             continue
         out.parent.mkdir(parents=True, exist_ok=True)
-        # a relative link that stays inside fs/ (SNAPSHOT.md): resolve on the host, re-root, relativise
+        # a relative link that stays inside fs/ (docs/snapshot.md): resolve on the host, re-root, relativise
         resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
         os.symlink(os.path.relpath(_target(fs, resolved), out.parent), out)
 

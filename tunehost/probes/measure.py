@@ -1,4 +1,4 @@
-"""The `measure` sampler: what the hardware delivers under a short load (samples/measure.json, SNAPSHOT.md).
+"""The `measure` sampler: what the hardware delivers under a short load (samples/measure.json, docs/snapshot.md).
 
     take_measurement(host)   # {"format": 1, "memory_read_gbps": 31.4, "cpu_mhz_single": {...}, ...}
 

@@ -214,6 +214,7 @@ def _apply_locked(host: "Host", plan: Plan, journal: Journal, *, root: str) -> A
             "settings": plan.profile.targets(),
             "expect": [{"knob": c.knob.to_record(), "target": c.target} for c in plan.changes],
             "files": [{"path": f.path, "sha256": sha256(f.content)} for f in plan.files],
+            "skipped": [{"key": sk.key, "unit": sk.unit, "reason": sk.reason} for sk in plan.skipped],
         })
     except JournalUnwritable as exc:
         raise TunehostError(f"{exc}: nothing was changed") from None
@@ -394,6 +395,7 @@ class RollbackOutcome:
     run: Run | None
     undo: list[dict[str, Any]] = field(default_factory=list)
     unrecorded: list[str] = field(default_factory=list)  # records the journal could not take (a full disk)
+    still_active: list[Run] = field(default_factory=list)  # earlier applies still in effect (stacked), oldest first
 
     @property
     def complete(self) -> bool:
@@ -422,6 +424,7 @@ def rollback(host: "Host", journal: Journal, *, root: str) -> RollbackOutcome:
         outcome.unrecorded.extend(u["unrecorded"] for u in outcome.undo if "unrecorded" in u)
         _record(journal, {"type": "rolled-back", "run": run.id, "time": time.time(), "complete": outcome.complete},
                 outcome)
+        outcome.still_active = active[:-1]  # applied before this one: their changes are still on the host
         return outcome
 
 
@@ -493,3 +496,52 @@ def host_state(host: "Host", run: Run) -> VerifyReport:
         if item["path"] in before and current == before[item["path"]]:
             report.restored.append(item["path"])
     return report
+
+
+@dataclass(frozen=True)
+class SettingState:
+    """What an apply did with one key of its profile, from its journal records (`tunehost status`).
+
+    state: "changed" (tunehost set it on at least one unit: rollback restores it), "already" (every unit already
+    held the target: the apply changed nothing, rollback leaves it), "skipped" (unsupported on this host: nothing
+    was set; `reasons` says why, when the journal recorded it)."""
+
+    key: str
+    target: Any
+    state: str
+    reasons: tuple[str, ...] = ()  # why it (or some of its units) was skipped, one per distinct reason
+    skipped_units: tuple[str, ...] = ()  # the units skipped while others were set ("" = the whole setting)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def applied_settings(run: Run) -> tuple[SettingState, ...]:
+    """Each key of the run's profile as the apply left it: changed, already so, or skipped as unsupported here.
+
+    Journals written before tunehost recorded the skipped keys: a key with no expected knob was skipped, reason
+    unknown. Journal fields are hostile: a malformed skipped entry is ignored (it only explains a skip)."""
+    settings = run.begin.get("settings")
+    if not isinstance(settings, dict):
+        return ()
+    expected = {item["knob"].get("key") for item in run.begin.get("expect", []) if isinstance(item, dict)
+                and isinstance(item.get("knob"), dict)}
+    changed = {intent["knob"].get("key") for intent in run.intents.values()
+               if intent.get("kind") == "setting" and isinstance(intent.get("knob"), dict)}
+    skips: dict[str, list[tuple[str, str]]] = {}
+    recorded = run.begin.get("skipped")
+    for item in recorded if isinstance(recorded, list) else []:
+        if isinstance(item, dict) and _text(item.get("key")) and _text(item.get("reason")) is not None:
+            skips.setdefault(item["key"], []).append((_text(item.get("unit")) or "", item["reason"]))
+    states = []
+    for key, target in settings.items():
+        reasons = tuple(dict.fromkeys(reason for _, reason in skips.get(key, [])))
+        units = tuple(unit for unit, _ in skips.get(key, []))
+        if key in changed:
+            states.append(SettingState(key, target, "changed", reasons, units))
+        elif key in expected:
+            states.append(SettingState(key, target, "already", reasons, units))
+        else:
+            states.append(SettingState(key, target, "skipped", reasons, units))
+    return tuple(states)

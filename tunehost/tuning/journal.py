@@ -3,7 +3,8 @@
 One file, `journal.jsonl`, appended by every apply and rollback (format in docs/apply.md). Records of one apply share
 a `run` id:
 
-    {"type": "begin", "run": ..., "time": ..., "profile": ..., "root": "/", "expect": [...], "files": [...]}
+    {"type": "begin", "run": ..., "time": ..., "profile": ..., "root": "/", "settings": {...}, "expect": [...],
+     "files": [...], "skipped": [{"key": ..., "unit": ..., "reason": ...}]}
     {"type": "intent", "run": ..., "step": 1, "kind": "setting", "knob": {...}, "target": ..., "previous": ...}
     {"type": "result", "run": ..., "step": 1, "ok": true, "wrote": ..., "after": ...}
     {"type": "undo", "run": ..., "step": 1, "outcome": "restored" | "unchanged" | "left" | "failed", ...}
