@@ -6,7 +6,6 @@ See docs/bench.md for how to read the table and the statistics behind it.
 from __future__ import annotations
 
 import json
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import typer
 
 from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
+from tunehost.durations import DAY_S, parse_duration
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
@@ -52,8 +52,9 @@ def bench(
     depth: Optional[int] = typer.Option(None, "--depth", "-d", metavar="D",
                                         help="Tokens already in the context before each test (default 0)."),
     reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run (llama-bench -r)."),
-    budget: float = typer.Option(120.0, "--budget", metavar="SECONDS",
-                                 help="Time after which no extra round starts (the first 5 rounds always run)."),
+    budget: str = typer.Option("2m", "--budget", metavar="DURATION",
+                               help="Time after which no extra round starts (90, 90s, 2m, 1h; 0: only the first "
+                                    "5 rounds, which always run)."),
     save: Optional[Path] = typer.Option(None, "--save", metavar="OUT.json", help="Save the result (JSON)."),
     compare: Optional[Path] = typer.Option(None, "--compare", metavar="SAVED.json",
                                            help="Compare this run (after) with a saved one (before)."),
@@ -79,12 +80,13 @@ def bench(
     api_key_file: Optional[Path] = typer.Option(None, "--api-key-file", metavar="FILE",
                                                 help="Server bench: the API key (first line; never printed or "
                                                      "saved)."),
-    timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS",
-                                  help="Server bench: the longest wait for any answer and for one whole request."),
+    timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
+                                help="Server bench: the longest wait for any answer and for one whole request "
+                                     "(30s, 5m; at most 24h)."),
     api: str = typer.Option("native", "--api", metavar="native|openai",
                             help="Server bench: stream from /completion (native) or /v1/completions (openai)."),
-    start_timeout: float = typer.Option(300.0, "--start-timeout", metavar="SECONDS",
-                                        help="--serve: the longest wait for llama-server's /health."),
+    start_timeout: str = typer.Option("5m", "--start-timeout", metavar="DURATION",
+                                      help="--serve: the longest wait for llama-server's /health (at most 24h)."),
 ) -> None:
     """Measure a model with the real llama-bench: baseline against candidate, interleaved, with a verdict only
     beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy).
@@ -93,6 +95,7 @@ def bench(
     from tunehost.bench import results as saved_results
     from tunehost.bench import runner
 
+    budget_s = parse_duration(budget, option="--budget")
     if server is not None or serve:
         if baseline or candidate or advised or import_file or compare or llama_bench or depth is not None \
                 or n_prompt is not None:
@@ -104,7 +107,10 @@ def bench(
         bench_server(ServerOptions(
             server=server, serve=serve, extra=tuple(ctx.args), model=str(model) if model is not None else None,
             n_gen=n_gen, depths=depths, to_context=to_context, clients=clients, api_key_file=api_key_file,
-            timeout_s=timeout, start_timeout_s=start_timeout, budget_s=budget, save=save, json_out=json_out, api=api))
+            timeout_s=parse_duration(timeout, option="--timeout", maximum=DAY_S, allow_minimum=False),
+            start_timeout_s=parse_duration(start_timeout, option="--start-timeout", maximum=DAY_S,
+                                           allow_minimum=False),
+            budget_s=budget_s, save=save, json_out=json_out, api=api))
         return
     if ctx.args:
         raise TunehostError(f"unexpected arguments: {one_line(' '.join(ctx.args), 200)} (llama-server arguments go after "
@@ -117,7 +123,7 @@ def bench(
                             "--candidate/--advised")
     if import_file is None and model is None:
         raise TunehostError("--model PATH.gguf is required (or --import FILE)")
-    _check_numbers(n_prompt, n_gen, depth, reps, budget)
+    _check_numbers(n_prompt, n_gen, depth, reps)
     if save is not None and save.is_dir():  # said now, not after minutes of measuring
         raise TunehostError(f"--save {save} is a directory; give a file name (OUT.json)")
     before = saved_results.load(compare) if compare is not None else None
@@ -143,7 +149,7 @@ def bench(
                 model, baseline=base_flags, candidate=cand_flags,
                 n_prompt=_pick(n_prompt, defaults.get("n_prompt"), runner.DEFAULT_N_PROMPT),
                 n_gen=_pick(n_gen, defaults.get("n_gen"), runner.DEFAULT_N_GEN),
-                depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget,
+                depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget_s,
                 llama_bench=llama_bench, on_progress=progress.update, on_status=progress.status,
                 label=save.stem if save else None,
             )
@@ -188,7 +194,7 @@ def record_result(result: "SavedResult", err: "Console", *, command: str = "benc
         return store.record(bench_run(result, command=command, extra=extra))
 
 
-def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int, budget: float) -> None:
+def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int) -> None:
     """Bounds llama-bench can take (its -p/-n/-d/-r are 32-bit ints; the context it allocates is p + n + d)."""
     for option, value in (("-p/--n-prompt", n_prompt), ("-n/--n-gen", n_gen), ("--depth", depth)):
         if value is not None:
@@ -197,8 +203,6 @@ def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, r
         raise TunehostError(f"-p + -n + --depth must be at most {LLAMA_INT_MAX} tokens (llama-bench's context is "
                             f"their sum)")
     check_range("--reps", reps, 1)
-    if not math.isfinite(budget) or budget < 0:
-        raise TunehostError(f"--budget must be a finite number of seconds, 0 or more, not {budget}")
 
 
 def _pick(given: int | None, saved: Any, default: int) -> int:
