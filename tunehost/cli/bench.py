@@ -283,9 +283,15 @@ def render_result(result: "SavedResult", console: "Console") -> None:
                       + (f" · doctor: {doctor}" if doctor else "") + "[/]")
     for config in result.configs:
         flags = " ".join(config.flags) or ("(llama-bench defaults)" if result.source == "measured" else "")
-        console.print(f"[bold]{escape(config.name)}[/]: {escape(flags)}")
+        if flags:  # imported rows carry no flags: their settings name the configuration
+            console.print(f"[bold]{escape(config.name)}[/]: {escape(flags)}")
     console.print()
-    if result.comparison is not None:
+    if result.source == "imported":  # llama-bench's own mean ± stddev first: what the user's file says
+        render_configs(result, console)
+        if result.comparison is not None:
+            console.print()
+            render_comparison(result.comparison, console, chart=False)
+    elif result.comparison is not None:
         render_comparison(result.comparison, console, chart=True)
     else:
         render_configs(result, console)
@@ -294,20 +300,36 @@ def render_result(result: "SavedResult", console: "Console") -> None:
 
 
 def render_configs(result: "SavedResult", console: "Console") -> None:
+    """One row per config and test. Imported llama-bench output: llama-bench's own mean ± standard deviation (what
+    its table prints); measured: the median of the samples and their relative spread (MAD / median)."""
+    from rich.markup import escape
     from rich.table import Table
 
+    own = result.source == "imported" and any(t.avg_ts is not None for c in result.configs for t in c.tests)
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("config")
-    table.add_column("test")
-    table.add_column("t/s (median)", justify="right")
-    table.add_column("spread", justify="right")
-    table.add_column("samples", justify="right")
+    table.add_column("config", overflow="fold")
+    table.add_column("test", overflow="fold")
+    if own:
+        table.add_column("t/s mean", justify="right", no_wrap=True)
+        table.add_column("± stddev", justify="right", no_wrap=True)
+    else:
+        table.add_column("t/s (median)", justify="right", no_wrap=True)
+        table.add_column("spread", justify="right", no_wrap=True)
+    table.add_column("samples", justify="right", no_wrap=True)
     for config in result.configs:
         for test in config.tests:
-            spread = f"±{test.spread * 100:.1f} %" if test.spread is not None else "—"
-            table.add_row(config.name, f"{test.kind.upper()} {test.test}", _ts(test.centre), spread,
+            if own:
+                centre = _ts(test.avg_ts) if test.avg_ts is not None else _ts(test.centre)
+                spread = f"± {_ts(test.stddev_ts)}" if test.stddev_ts is not None and test.stddev_ts >= 0 else "—"
+            else:
+                centre = _ts(test.centre)
+                spread = f"±{test.spread * 100:.1f} %" if test.spread is not None else "—"
+            table.add_row(escape(config.name), escape(test.test), centre, spread,
                           str(len(test.samples_ts)) if test.samples_ts else "mean only")
     console.print(table)
+    if own:
+        console.print("[dim]mean ± stddev: llama-bench's own, over the repetitions of one run (they share its "
+                      "placement and clocks: run-to-run noise is larger)[/]")
 
 
 def render_ceiling(result: "SavedResult", console: "Console") -> None:
