@@ -277,6 +277,23 @@ def is_loopback(address: str | None) -> bool:
     return ip.is_loopback
 
 
+@dataclass(frozen=True)
+class ActivityWindow:
+    """One window of the activity sample: how long, and each process's CPU in it."""
+
+    interval_s: float | None
+    busy: tuple[BusyProcess, ...]
+
+    def percent(self, pid: int) -> float:
+        return next((b.cpu_percent for b in self.busy if b.pid == pid), 0.0)
+
+    def total(self, exclude: frozenset[int] | set[int] = frozenset()) -> float:
+        return sum(b.cpu_percent for b in self.busy if not b.is_self and b.pid not in exclude)
+
+
+MAX_WINDOWS = 16  # a sample with more is not one tunehost wrote; its windows are ignored
+
+
 # what counts as busy, shared by cpu-hogs (judging) and the measurement probes (which refuse to run on a busy host)
 HOG_PERCENT = 20.0  # of one core: a background process above this takes a core's time slices
 HOG_SHARE = 0.2     # of the whole machine: about a full core on a 4-thread box, two on an 8-thread one
@@ -297,6 +314,23 @@ class ProcessFacts:
     default_target_reason: str | None = None
     uid: int | None = None  # of the run that sampled (0 = root sees every socket's pid)
     evidence: Mapping[str, str] = field(default_factory=dict)
+    # the activity sample's back-to-back windows (each: the processes that used CPU in it); None for samples taken
+    # before tunehost recorded windows, or with fewer than two usable ones: then only `busy` (the whole span) is known
+    windows: tuple[ActivityWindow, ...] | None = None
+
+    def steady_percent(self, pid: int) -> float | None:
+        """The CPU (% of one core) a process used in EVERY window: the least of its windows (0 where it used none).
+        None without windows. A load that shows in one window only is not steady (a verdict must not flip on it)."""
+        if not self.windows:
+            return None
+        return min(w.percent(pid) for w in self.windows)
+
+    def steady_total(self, exclude: frozenset[int] | set[int] = frozenset()) -> float | None:
+        """What all other processes (not tunehost, not ``exclude``) used together in every window: the least
+        window's total, in % of one core. None without windows."""
+        if not self.windows:
+            return None
+        return min(w.total(exclude) for w in self.windows)
 
     @property
     def servers(self) -> tuple[ProcessInfo, ...]:
@@ -321,7 +355,7 @@ class ProcessFacts:
         processes, processes_reason = process_list(host)
 
         activity = host.sample("activity")
-        busy = interval = cpu_count = total = None
+        busy = interval = cpu_count = total = windows = None
         activity_reason = None
         if isinstance(activity, dict) and isinstance(activity.get("processes"), list):
             busy = tuple(b for b in (_busy(r) for r in activity["processes"]) if b is not None)
@@ -329,6 +363,7 @@ class ProcessFacts:
             count = _number(activity.get("cpu_count"))
             cpu_count = int(count) if count and count >= 1 else None
             total = _number(activity.get("cpu_percent_total"))
+            windows = _windows(activity.get("windows"))
         else:
             activity_reason = _reason(host, "activity", activity)
 
@@ -357,7 +392,7 @@ class ProcessFacts:
         uid = host.manifest.get("uid") if not host.live else os.geteuid()
         return cls(processes, processes_reason, busy, activity_reason, interval, cpu_count, total, listeners,
                    listeners_reason, default_target, default_target_reason,
-                   uid if isinstance(uid, int) else None, evidence)
+                   uid if isinstance(uid, int) else None, evidence, windows)
 
 
 def process_list(host: "Host") -> tuple[tuple[ProcessInfo, ...] | None, str | None]:
@@ -451,6 +486,20 @@ def _busy(row: Any) -> BusyProcess | None:
     if not isinstance(row, dict) or _int(row.get("pid")) is None or _number(row.get("cpu_percent")) is None:
         return None
     return BusyProcess(row["pid"], str(row.get("name") or ""), float(row["cpu_percent"]), bool(row.get("self")))
+
+
+def _windows(raw: Any) -> tuple[ActivityWindow, ...] | None:
+    """The sample's windows; None unless there are two or more well-formed ones (hostile input: rows that are not
+    processes are dropped, as in `processes`)."""
+    if not isinstance(raw, list) or not 2 <= len(raw) <= MAX_WINDOWS:
+        return None
+    windows = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("processes"), list):
+            return None
+        busy = tuple(b for b in (_busy(r) for r in item["processes"]) if b is not None)
+        windows.append(ActivityWindow(_number(item.get("interval_s")), busy))
+    return tuple(windows)
 
 
 def _listener(row: Any, pid: int | None = None) -> Listener | None:
