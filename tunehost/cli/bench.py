@@ -151,7 +151,7 @@ def bench(
                 n_gen=_pick(n_gen, defaults.get("n_gen"), runner.DEFAULT_N_GEN),
                 depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget_s,
                 llama_bench=llama_bench, on_progress=progress.update, on_status=progress.status,
-                label=save.stem if save else None,
+                label=save.stem if save else None, stored_bandwidth=stored_quiet_bandwidth,
             )
     if import_file is None:
         record_result(result, err)
@@ -192,6 +192,15 @@ def record_result(result: "SavedResult", err: "Console", *, command: str = "benc
         return None
     with store:
         return store.record(bench_run(result, command=command, extra=extra))
+
+
+def stored_quiet_bandwidth() -> Any:
+    """The quiet RAM bandwidth this host's earlier runs measured (the results store), for a ceiling on a busy host;
+    None without one (no store, or one that cannot be read: the ceiling then says which other basis it used)."""
+    from tunehost.advise.host_calibration import quiet_bandwidth
+    from tunehost.store import runs_on_host
+
+    return quiet_bandwidth(runs_on_host())
 
 
 def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int) -> None:
@@ -333,34 +342,50 @@ def render_configs(result: "SavedResult", console: "Console") -> None:
 
 
 def render_ceiling(result: "SavedResult", console: "Console") -> None:
-    """Where the measured TG sits under the ceiling of its placement (tunehost.advise.ceiling, shared with advise)."""
+    """Where the measured TG sits under the ceiling of its placement (tunehost.advise.ceiling, shared with advise),
+    and which RAM bandwidth that ceiling rests on: a busy host's is never used silently (issue 29)."""
     from rich.markup import escape
 
     from tunehost.advise.ceiling import ceiling_from_json, describe
+    from tunehost.advise.host_calibration import BUSY_SOURCE, DIMM_SOURCE, STORE_SOURCE
 
     data = result.ceiling or {}
     tg = next((t for t in result.config().tests if t.kind == "tg"), None)
     if tg is None:
         return
+    source, busy = data.get("ram_source"), data.get("ram_busy")
     ceiling = ceiling_from_json(data)
+    # no "below the band" from a bandwidth or a TG read while other processes ran
+    judge = source != BUSY_SOURCE and not result.disturbed
     if ceiling is not None:
         console.print()
-        console.print(escape(describe(ceiling, tg.centre)))
+        console.print(escape(describe(ceiling, tg.centre, judge_band=judge)))
         if ceiling.tokens_per_s and tg.centre > ceiling.tokens_per_s and ceiling.path == "cpu":
             console.print("[dim]above the RAM ceiling: the model's weights fit in the CPU caches[/]")
         backend = str(result.llama_bench.get("backend") or "")
         if ceiling.path in ("gpu", "split", "moe") and backend and not _gpu_backend(backend):
             console.print(f"[yellow]note:[/] llama-bench ran on the {escape(backend)} backend: the layers never reached "
                           "the GPU, so this GPU ceiling does not apply (build llama.cpp with CUDA/ROCm/Vulkan)")
-        return
-    top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
-    if not top:
-        return
-    share = tg.centre / top
-    basis = (f"{data['bandwidth_gbps']:.1f} GB/s read bandwidth / {data['bytes_per_token'] / 1e6:.1f} MB of "
-             "weights per token")
-    console.print()
-    console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
+    else:
+        top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
+        if not top:
+            return
+        share = tg.centre / top
+        basis = (f"{data['bandwidth_gbps']:.1f} GB/s read bandwidth / {data['bytes_per_token'] / 1e6:.1f} MB of "
+                 "weights per token")
+        console.print()
+        console.print(f"TG = [bold]{share:.0%}[/] of the ~{_ts(top)} t/s ceiling ({basis})")
+    reason = one_line(str(busy), 300).removeprefix("not measured: ") if busy else ""
+    why = f" ({escape(reason)})" if reason else ""
+    if source == BUSY_SOURCE:
+        console.print(f"[bold yellow]warning:[/] RAM bandwidth measured on a busy host{why}: the % of ceiling is "
+                      "unreliable and no band verdict is given; measure when the host is quiet (scripts: tunehost "
+                      "gate --wait-quiet 10m -- tunehost bench …)")
+    elif source in (STORE_SOURCE, DIMM_SOURCE):
+        used = "a quiet measurement from the results store" if source == STORE_SOURCE else "the DIMMs' peak"
+        console.print(f"[dim]ceiling basis: {used}; the host was busy, so its bandwidth was not measured now{why}[/]")
+    elif result.disturbed and ceiling is not None and ceiling.band is not None:
+        console.print("[dim]no band verdict: the rounds were disturbed (their TG is not what a quiet host reaches)[/]")
 
 
 def render_how(result: "SavedResult", console: "Console") -> None:
