@@ -5,7 +5,8 @@
     parse_duration("1m30s", option="--budget")   # 90.0
     parse_duration("1h", option="--timeout")     # 3600.0
 
-Units: s, m, h (any case), largest first, each at most once; a part may have decimals ("1.5m"). Anything else
+Units: s, m, h (any case), largest first, each at most once, one space allowed around a unit ("10 m", "1h 30m");
+a part may have decimals ("1.5m"). Anything else
 (empty, negative, nan, inf, exponents, "2x", "30s1m") is one TunehostError line naming the option; so is a value
 outside the option's range. Pure: no I/O.
 """
@@ -22,8 +23,8 @@ WEEK_S = 7 * DAY_S
 MAX_TEXT = 40  # longer input is not a duration (and is not echoed whole)
 UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 _NUMBER = r"[0-9]{1,12}(?:\.[0-9]{1,9})?"
-_BARE = re.compile(rf"^({_NUMBER})$")
-_PARTS = re.compile(rf"^(?:({_NUMBER})h)?(?:({_NUMBER})m)?(?:({_NUMBER})s)?$")
+_BARE = re.compile(rf"({_NUMBER})")
+_PARTS = re.compile(rf"(?:({_NUMBER}) ?h ?)?(?:({_NUMBER}) ?m ?)?(?:({_NUMBER}) ?s)?")  # "10m", "10 m", "1h 30m"
 EXAMPLES = "90, 90s, 2m, 1m30s or 1h"
 
 

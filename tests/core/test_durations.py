@@ -15,14 +15,14 @@ from tunehost.errors import TunehostError
 
 @pytest.mark.parametrize("text, seconds", [
     ("90", 90.0), ("90s", 90.0), ("2m", 120.0), ("1h", 3600.0), ("1m30s", 90.0), ("1h30m", 5400.0),
-    ("1h0m1s", 3601.0), ("1.5m", 90.0), (" 2M ", 120.0), ("0", 0.0), ("0s", 0.0), ("0.25", 0.25),
+    ("1h0m1s", 3601.0), ("1.5m", 90.0), ("10 m", 600.0), ("1h 30m", 5400.0), ("1 m 30 s", 90.0), (" 2M ", 120.0), ("0", 0.0), ("0s", 0.0), ("0.25", 0.25),
 ])
 def test_what_people_write(text, seconds):
     assert parse_duration(text, option="--budget") == seconds
 
 
 @pytest.mark.parametrize("text", ["", " ", "-5", "-1m", "nan", "inf", "-inf", "1e3", "2x", "m", "s", "30s1m",
-                                  "1m1m", "1 m 30 s", "1,5m", "0x10", "１０", "5d", None, "9" * 41])
+                                  "1m1m", "1  m", "1 0m", "1,5m", "0x10", "１０", "5d", None, "9" * 41])
 def test_nonsense_is_one_error_line(text):
     with pytest.raises(TunehostError) as caught:
         parse_duration(text, option="--budget")
