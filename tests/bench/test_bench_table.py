@@ -132,3 +132,29 @@ def test_the_cli_table_at_80_columns(cli, monkeypatch, tmp_path):
         a, b = (float(x.replace(" ", "")) for x in re.findall(r"\d{1,3}(?: \d{3})+", line)[:2])
         change = float(re.search(r"([+-]\d+\.\d) %", line).group(1))
         assert (b / a - 1) * 100 == pytest.approx(change, abs=0.1), line
+
+
+def test_a_real_server_ab_run_renders_agreeing_columns_at_80(tmp_path):
+    """Two fake llama-servers through the engine (as `bench --serve A --vs B`): every comparison row's columns
+    have the change as their ratio, the whole output fits 80 columns and each number stays whole."""
+    from tests.bench.fake_server import FakeLlamaServer
+    from tunehost.bench.server import ServerSettings, ServerTarget, measure_server
+    from tunehost.bench.server_http import parse_target
+    from tunehost.cli.bench_server import render_server_result
+
+    with FakeLlamaServer() as slow, FakeLlamaServer(speed=1.5) as fast:
+        result = measure_server([ServerTarget("A", parse_target(slow.url)), ServerTarget("B", parse_target(fast.url))],
+                                ServerSettings(depths=(32,), n_gen=4, budget_s=0))
+    out = io.StringIO()
+    render_server_result(result, Console(file=out, width=80, color_system=None, force_terminal=False))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "A, B: the two servers above" in text
+    for number in ("1 000 000", "1 500 000", "100 000", "150 000"):  # the servers' own tables: whole numbers too
+        assert number in text, text
+    for row in result.comparison.rows:
+        assert row.level == ROUNDS_LEVEL
+        assert row.candidate_ts / row.baseline_ts == pytest.approx(1 + row.change_percent / 100, rel=1e-9)
+        # a long test name may fold at a space ("PP cached32" / "client"), a number never does
+        cells = (_ts(row.baseline_ts), _ts(row.candidate_ts), f"{row.change_percent:+.1f} %")
+        assert any(all(c in line for c in cells) for line in text.splitlines()), (cells, text)

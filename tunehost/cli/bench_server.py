@@ -166,10 +166,12 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
         if info.load_s is not None:
             console.print(f"router: the first request waited [bold]{info.load_s:.2f} s[/] for the model to load "
                           "(not in the figures below)")
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        # one space between columns and no number ever wrapped: ten columns of up to "1 234 567" fit 80
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", collapse_padding=True)
         for column in ("request", "depth", "TTFT p50", "p90", "PP t/s", "client", "TG t/s", "client", "all t/s",
                        "cached"):
-            table.add_column(column, justify="left" if column == "request" else "right")
+            table.add_column(column, justify="left" if column == "request" else "right",
+                             no_wrap=column != "request")
         rows = result.summary.get(config.name, [])
         for row in rows:
             label = row["test"] if row["test"] in ("cold", "cached") else f"x{row['clients']}"
