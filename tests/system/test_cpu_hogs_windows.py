@@ -158,3 +158,27 @@ def test_doctor_quick_keeps_the_sample_short():
     enable_measuring(host, quick=True)
     assert host.activity_window_s == QUICK_ACTIVITY_WINDOW_S and QUICK_ACTIVITY_WINDOW_S * ACTIVITY_WINDOWS <= 0.5
     assert ACTIVITY_WINDOW_S * ACTIVITY_WINDOWS >= 1.0  # a full doctor run looks at least a second
+
+
+def test_jobs_that_ended_inside_the_windows_still_count_machine_wide(make_snapshot):
+    """A build's compilers often start and end inside one window: psutil never reads them, /proc/stat does. The
+    windows' machine-wide ticks (minus tunehost's own CPU) make the host busy though no process row shows it."""
+    activity = _activity(2, [_row(9, "make", 2.0)], [_row(9, "make", 3.0)])
+    for window in activity["windows"]:
+        window["cpu_ticks"] = {"user": 110, "nice": 0, "system": 20, "idle": 20, "iowait": 0, "irq": 0,
+                               "softirq": 0, "steal": 0}  # 1.3 s of CPU in 0.75 s: 173 % of a core
+        window["self_cpu_s"] = 0.05
+    activity["ticks_per_s"] = 100
+    got, items = _verdict_of(make_snapshot, activity)
+    assert got == ["fail"] and "other processes together used at least 83%" in items[0].summary
+    facts = ProcessFacts.gather(open_host(make_snapshot(samples={"activity": activity})))
+    assert facts.steady_total() == pytest.approx(166.67, abs=0.01)  # (1.30 - 0.05) s / 0.75 s
+    for garbage in ({"user": -5, "nice": 0, "system": 0}, {"user": "x"}, "ticks", None):
+        for window in activity["windows"]:
+            window["cpu_ticks"] = garbage
+        assert _verdict_of(make_snapshot, activity)[0] == ["ok"]  # left out: the process rows alone
+
+
+def _verdict_of(make_snapshot, activity):
+    items = findings(CpuHogsCheck, make_snapshot(samples={"activity": activity}))
+    return sev(items), items

@@ -283,12 +283,19 @@ class ActivityWindow:
 
     interval_s: float | None
     busy: tuple[BusyProcess, ...]
+    machine_others: float | None = None  # % of one core the whole machine used beyond tunehost (/proc/stat)
 
     def percent(self, pid: int) -> float:
         return next((b.cpu_percent for b in self.busy if b.pid == pid), 0.0)
 
     def total(self, exclude: frozenset[int] | set[int] = frozenset()) -> float:
-        return sum(b.cpu_percent for b in self.busy if not b.is_self and b.pid not in exclude)
+        """Other processes together (not tunehost, not ``exclude``): the processes seen, or the machine-wide figure
+        where it is larger (it also counts jobs that started and ended inside the window, a build's compilers)."""
+        seen = sum(b.cpu_percent for b in self.busy if not b.is_self and b.pid not in exclude)
+        if self.machine_others is None:
+            return seen
+        excluded = sum(b.cpu_percent for b in self.busy if not b.is_self and b.pid in exclude)
+        return max(seen, self.machine_others - excluded)
 
 
 MAX_WINDOWS = 16  # a sample with more is not one tunehost wrote; its windows are ignored
@@ -363,7 +370,7 @@ class ProcessFacts:
             count = _number(activity.get("cpu_count"))
             cpu_count = int(count) if count and count >= 1 else None
             total = _number(activity.get("cpu_percent_total"))
-            windows = _windows(activity.get("windows"))
+            windows = _windows(activity.get("windows"), _number(activity.get("ticks_per_s")))
         else:
             activity_reason = _reason(host, "activity", activity)
 
@@ -488,9 +495,9 @@ def _busy(row: Any) -> BusyProcess | None:
     return BusyProcess(row["pid"], str(row.get("name") or ""), float(row["cpu_percent"]), bool(row.get("self")))
 
 
-def _windows(raw: Any) -> tuple[ActivityWindow, ...] | None:
+def _windows(raw: Any, ticks_per_s: float | None) -> tuple[ActivityWindow, ...] | None:
     """The sample's windows; None unless there are two or more well-formed ones (hostile input: rows that are not
-    processes are dropped, as in `processes`)."""
+    processes are dropped, as in `processes`; impossible machine-wide figures are left out)."""
     if not isinstance(raw, list) or not 2 <= len(raw) <= MAX_WINDOWS:
         return None
     windows = []
@@ -498,8 +505,22 @@ def _windows(raw: Any) -> tuple[ActivityWindow, ...] | None:
         if not isinstance(item, dict) or not isinstance(item.get("processes"), list):
             return None
         busy = tuple(b for b in (_busy(r) for r in item["processes"]) if b is not None)
-        windows.append(ActivityWindow(_number(item.get("interval_s")), busy))
+        interval = _number(item.get("interval_s"))
+        windows.append(ActivityWindow(interval, busy, _machine_others(item, interval, ticks_per_s)))
     return tuple(windows)
+
+
+def _machine_others(item: Mapping[str, Any], interval: float | None, ticks_per_s: float | None) -> float | None:
+    """% of one core the machine spent in user+nice+system beyond tunehost's own CPU, over one window; None when the
+    window lacks /proc/stat ticks (older samples) or holds impossible ones."""
+    ticks, own = item.get("cpu_ticks"), number(item.get("self_cpu_s"), 0.0, 1e6)
+    if not isinstance(ticks, dict) or not interval or not ticks_per_s or own is None:
+        return None
+    parts = [whole(ticks.get(k)) for k in ("user", "nice", "system")]
+    if any(p is None for p in parts):
+        return None
+    busy_s = sum(p for p in parts if p is not None) / ticks_per_s
+    return _number(max(0.0, busy_s - own) / interval * 100.0)
 
 
 def _listener(row: Any, pid: int | None = None) -> Listener | None:

@@ -28,6 +28,7 @@ ACTIVITY_WINDOWS = 2
 ACTIVITY_WINDOW_S = 0.75
 QUICK_ACTIVITY_WINDOW_S = 0.25
 VMSTAT_COUNTERS = ("pswpin", "pswpout", "pgmajfault")
+CPU_TICK_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")  # /proc/stat, in order
 
 # words in a process's names (kernel name, executable, argv[0], the script an interpreter runs) that make it worth
 # recording raw facts for: every inference server and proxy tunehost knows, and their likely successors
@@ -64,6 +65,18 @@ def sampler(name: str) -> Callable[[Callable[["Host"], Any]], Callable[["Host"],
         return fn
 
     return register
+
+
+def parse_cpu_line(text: str | None) -> dict[str, int] | None:
+    """/proc/stat's aggregate "cpu" line as {field: ticks} (CPU_TICK_FIELDS); None when absent or malformed."""
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            values = [whole_text(v) for v in parts[1:1 + len(CPU_TICK_FIELDS)]]
+            if len(values) < 4 or any(v is None for v in values):
+                return None
+            return dict(zip(CPU_TICK_FIELDS, values))  # type: ignore[arg-type]
+    return None
 
 
 def parse_vmstat(text: str | None) -> dict[str, int]:
@@ -300,14 +313,21 @@ def sample_activity(host: "Host") -> dict[str, Any]:
             names[pid] = proc.info.get("name") or ""
             started_at[pid] = window
 
+    def machine() -> tuple[dict[str, int] | None, float]:  # /proc/stat's cpu line, and tunehost's own CPU seconds
+        times = os.times()
+        return parse_cpu_line(host.files.read("/proc/stat")), times.user + times.system + times.children_user \
+            + times.children_system
+
     prime(0)
     before = parse_vmstat(host.files.read("/proc/vmstat"))
     started = time.monotonic()
     marks = [started]
+    looks = [machine()]
     per_window: list[dict[int, float]] = []
     for window in range(ACTIVITY_WINDOWS):
         time.sleep(half)
         marks.append(time.monotonic())
+        looks.append(machine())
         used: dict[int, float] = {}
         for pid, proc in list(procs.items()):
             try:
@@ -342,10 +362,16 @@ def sample_activity(host: "Host") -> dict[str, Any]:
             whole[pid] = whole.get(pid, 0.0) + pct * length / interval
     busy = rows(whole)
     windows = []
-    for used, length in zip(per_window, lengths):
+    for i, (used, length) in enumerate(zip(per_window, lengths)):
         listed = rows(used)
-        windows.append({"interval_s": round(length, 3), "processes": listed,
-                        "cpu_percent_total": round(sum(r["cpu_percent"] for r in listed if not r["self"]), 1)})
+        window: dict[str, Any] = {
+            "interval_s": round(length, 3), "processes": listed,
+            "cpu_percent_total": round(sum(r["cpu_percent"] for r in listed if not r["self"]), 1)}
+        (first, own_first), (last, own_last) = looks[i], looks[i + 1]
+        if first is not None and last is not None:  # machine-wide: sees jobs that ended inside the window too
+            window["cpu_ticks"] = {k: last[k] - first[k] for k in CPU_TICK_FIELDS if k in first and k in last}
+            window["self_cpu_s"] = round(own_last - own_first, 4)
+        windows.append(window)
     return {
         "interval_s": round(interval, 3),
         "vmstat_delta": {k: after[k] - before[k] for k in VMSTAT_COUNTERS if k in after and k in before},
@@ -353,6 +379,7 @@ def sample_activity(host: "Host") -> dict[str, Any]:
         "cpu_percent_total": round(sum(r["cpu_percent"] for r in busy if not r["self"]), 1),
         "processes": busy,
         "windows": windows,
+        "ticks_per_s": os.sysconf("SC_CLK_TCK"),
     }
 
 
