@@ -152,7 +152,8 @@ def test_import_two_configs_compares_them_without_a_verdict_from_means(cli):
     path = CORPUS / "llama-bench" / "md-cuda-partial-moe-offload-ryzen5-3500-16gb-ddr4-2667-gtx1650s-4gb-qwen3-30b-a3b.txt"
     result = cli("bench", "--import", str(path))
     assert result.exit_code == 0, result.output
-    assert "flash_attn=0 t/s" in result.stdout and "n/a" in result.stdout
+    assert "A = flash_attn=0 · B = flash_attn=1" in result.stdout and "n/a" in result.stdout
+    assert "flash_attn=0  pp512     14.29    ± 0.05  mean only" in result.stdout  # llama-bench's own ± stddev
     assert "no per-repetition samples" in result.stdout
 
 

@@ -133,9 +133,13 @@ def test_an_input_larger_than_any_llama_bench_output_is_refused_before_parsing(c
     (["--depth", "-1"], "--depth must be between 0 and 2147483647 tokens, not -1"),
     (["-p", "2000000000", "-n", "2000000000"], "-p + -n + --depth must be at most 2147483647 tokens"),
     (["--reps", "0"], "--reps must be between 1 and 2147483647, not 0"),
-    (["--budget", "nan"], "--budget must be a finite number of seconds, 0 or more, not nan"),
-    (["--budget", "inf"], "--budget must be a finite number of seconds, 0 or more, not inf"),
-    (["--budget", "-5"], "--budget must be a finite number of seconds, 0 or more, not -5.0"),
+    (["--budget", "nan"], "--budget must be a duration like 90, 90s, 2m, 1m30s or 1h (a bare number is seconds), "
+                          "not 'nan'"),
+    (["--budget", "inf"], "--budget must be a duration like 90, 90s, 2m, 1m30s or 1h"),
+    (["--budget", "-5"], "--budget must be a duration like 90, 90s, 2m, 1m30s or 1h"),
+    (["--budget", "2x"], "--budget must be a duration like 90, 90s, 2m, 1m30s or 1h"),
+    (["--budget", "8d"], "--budget must be a duration like"),
+    (["--budget", "169h"], "--budget must be at least 0 s and at most 168 h, not '169h'"),
 ])
 def test_numbers_llama_bench_cannot_take_are_one_line(cli, monkeypatch, tmp_path, model, args, message):
     Boundary(monkeypatch)

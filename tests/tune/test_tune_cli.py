@@ -99,7 +99,7 @@ def test_a_budget_too_short_is_one_line(cli, model, boundary):
     result = cli("tune", "--model", str(model), "--budget", "5s")
     assert result.exit_code == 1 and "--budget 5 s is too short" in result.stderr
     assert cli("tune", "--model", str(model), "--budget", "ten").stderr.startswith(
-        "tunehost: error: --budget must be a duration like 10m")
+        "tunehost: error: --budget must be a duration like 90, 90s, 2m")
 
 
 def test_a_state_dir_that_cannot_be_written_warns_and_tunes_anyway(cli, model, boundary, tmp_path, monkeypatch):

@@ -197,13 +197,16 @@ def _value(parts: tuple[tuple[str, int, float | None], ...]) -> float | None:
     return split_tg_ceiling([(b, g) for _, b, g in parts if b])  # type: ignore[misc]
 
 
-def describe(c: Ceiling, measured_ts: float | None = None) -> str:
+def describe(c: Ceiling, measured_ts: float | None = None, *, judge_band: bool = True) -> str:
     """One line for people: the ceiling (or where a measured TG sits under it), its basis, and the DIMM peak.
 
     "TG = 75 % of the 14 t/s measured RAM ceiling (31 GB/s measured); the DIMMs as configured allow 51 GB/s -> 23 t/s"
+
+    ``judge_band=False``: the band is stated, not where the TG sits in it (a TG or bandwidth read on a busy host).
     """
     bw = c.bandwidths
-    kind = {"gpu": "VRAM", "cpu": "measured RAM", "unified": "measured unified-RAM"}.get(c.path, "split VRAM+RAM")
+    measured = "" if bw.ram_basis else "measured "  # the DIMMs' peak or a stored figure stand in for a measurement
+    kind = {"gpu": "VRAM", "cpu": f"{measured}RAM", "unified": f"{measured}unified-RAM"}.get(c.path, "split VRAM+RAM")
     basis = "; ".join(_part_text(m, b, g, bw) for m, b, g in c.parts if b)
     if c.tokens_per_s is not None and measured_ts is not None:
         head = f"TG = {measured_ts / c.tokens_per_s:.0%} of the {_ts(c.tokens_per_s)} t/s {kind} ceiling ({basis})"
@@ -211,7 +214,7 @@ def describe(c: Ceiling, measured_ts: float | None = None) -> str:
         head = f"TG ceiling {_ts(c.tokens_per_s)} t/s on {kind} ({basis})"
     else:
         head = f"TG ceiling not computed: {c.note}"
-    if c.band is not None and measured_ts is None:
+    if c.band is not None and (measured_ts is None or not judge_band):
         head += f"; {c.band.text()}"
     elif c.band is not None and measured_ts is not None:
         where = ("inside" if c.band.low <= measured_ts <= c.band.high else

@@ -34,7 +34,14 @@ from tunehost.printable import one_line
 
 DISTINCT_SHAPES = 1.25  # bytes per layer of two models must differ by this factor to tell eff from per-layer cost
 MIN_SPREAD = 0.05  # the host band is at least +-5 % around the fit: run-to-run noise of one llama-bench median
+MAX_RAM_GBPS = 20_000.0  # far above any host's RAM: a larger stored figure is damage
 CACHE_RESIDENT = 1.0  # a run above this share of its bandwidth basis did not read its weights from RAM
+# where a bench/tune ceiling's RAM bandwidth came from (the "ram_source" of tunehost.bench.runner.tg_ceiling)
+MEASURED_SOURCE = "measured"  # probed with the run, on a host busy_reason called quiet
+STORE_SOURCE = "store"  # the host was busy: a quiet measurement of an earlier run (quiet_bandwidth)
+DIMM_SOURCE = "dimm"  # the host was busy, nothing quiet stored: the configured DIMMs' peak
+BUSY_SOURCE = "busy"  # the host was busy and nothing else was known: probed anyway, unreliable
+QUIET_RUNS = 5  # the newest quiet measurements whose median stands in for one taken now
 CLASS_NAMES = {"gpu": "GPU/split dense", "gpu-moe": "GPU/split MoE", "unified": "unified memory", "cpu": "CPU"}
 
 
@@ -88,6 +95,8 @@ class HostPoint:
         ram_bytes = vram_bytes = 0
         ram_gbps = vram_gbps = None
         basis = "dimm" if _positive(dimm) else "measured"
+        if basis == "measured" and ceiling.get("ram_source") == BUSY_SOURCE:
+            return None  # its RAM bandwidth was read on a busy host: no equation for this host's constants
         for part in parts[:4]:
             if not isinstance(part, Mapping) or not _count(part.get("bytes_per_token")):
                 continue
@@ -324,3 +333,41 @@ def _count(value: Any) -> bool:
 
 def _positive(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+@dataclass(frozen=True)
+class StoredBandwidth:
+    """A quiet RAM bandwidth this host measured with earlier runs (the results store): what a busy host's ceiling
+    uses instead of a probe that would read the other load."""
+
+    gbps: float
+    runs: int
+    last: str  # when the newest of them was measured
+
+    def basis(self) -> str:
+        return (f"measured on this host when it was quiet ({'median of ' + str(self.runs) + ' runs, ' if self.runs > 1 else ''}"
+                f"newest {self.last[:10]}; the results store)")
+
+
+def quiet_bandwidth(runs: Iterable[Any]) -> StoredBandwidth | None:
+    """The median RAM bandwidth of the newest :data:`QUIET_RUNS` runs (StoredRun-like: ``summary``, ``created``;
+    newest first, of this host) that measured it on a quiet host: ``ram_source`` "measured", or, recorded before
+    tunehost said where it came from, a run not disturbed. None when there is none. Hostile store rows: anything
+    that is not a plausible positive number is left out."""
+    found: list[tuple[float, str]] = []
+    for run in runs:
+        summary = getattr(run, "summary", None)
+        ceiling = summary.get("ceiling") if isinstance(summary, Mapping) else None
+        if not isinstance(ceiling, Mapping):
+            continue
+        gbps, source = ceiling.get("ram_measured_gbps"), ceiling.get("ram_source")
+        quiet = source == MEASURED_SOURCE or (source is None and summary.get("disturbed") is False)
+        if not quiet or not _positive(gbps) or float(gbps) > MAX_RAM_GBPS:
+            continue
+        found.append((float(gbps), one_line(str(getattr(run, "created", "") or ""), 32)))
+        if len(found) == QUIET_RUNS:
+            break
+    if not found:
+        return None
+    return StoredBandwidth(round(statistics.median(g for g, _ in found), 2), len(found), found[0][1])
+

@@ -31,6 +31,9 @@ from tunehost.errors import TunehostError
 SCHEMA = "tunehost-bench/1"
 DISTURBED = "disturbed"
 NOT_COMPARABLE = "n/a"
+# what a comparison row's two t/s figures are (TestComparison.level)
+ROUNDS_LEVEL = "rounds"  # geometric mean over rounds of each round's median: their ratio is the change judged
+SAMPLES_LEVEL = "samples"  # median of all samples (llama-bench's mean without samples): no interval behind them
 # BenchResult.flags that never describe a configuration (they differ run to run or are outputs)
 _VOLATILE_PARAMS = frozenset({
     "test_time", "avg_ns", "stddev_ns", "samples_ns", "cpu_info", "gpu_info", "model_filename", "build_commit",
@@ -171,9 +174,15 @@ class TestComparison:
     rounds: int = 0  # observations behind the interval (paired rounds; unpaired: the smaller side's rounds)
     effective_samples: float | None = None  # what the pooled repetitions are worth as independent samples
     method: str | None = None  # how the interval was formed (stats.PAIRED / stats.UNPAIRED)
+    level: str | None = None  # what baseline_ts/candidate_ts are: ROUNDS_LEVEL, SAMPLES_LEVEL; None: older results
+
+    @property
+    def ratio(self) -> float | None:
+        """candidate_ts / baseline_ts (None without a baseline)."""
+        return self.candidate_ts / self.baseline_ts if self.baseline_ts > 0 else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"test": self.test, "kind": self.kind, "baseline_ts": round(self.baseline_ts, 4),
+        return {"test": self.test, "kind": self.kind, "level": self.level, "baseline_ts": round(self.baseline_ts, 4),
                 "candidate_ts": round(self.candidate_ts, 4), "change_percent": round(self.change_percent, 3),
                 "ratio_low": _round(self.low), "ratio_high": _round(self.high), "verdict": self.verdict,
                 "statistical_verdict": self.statistical_verdict, "n_baseline": self.n_baseline,
@@ -188,7 +197,8 @@ class TestComparison:
                    verdict=str(data["verdict"]), statistical_verdict=data.get("statistical_verdict"),
                    n_baseline=int(data.get("n_baseline") or 0), n_candidate=int(data.get("n_candidate") or 0),
                    note=data.get("note"), rounds=int(data.get("rounds") or 0),
-                   effective_samples=_float(data.get("effective_samples")), method=data.get("method"))
+                   effective_samples=_float(data.get("effective_samples")), method=data.get("method"),
+                   level=data.get("level") if data.get("level") in (ROUNDS_LEVEL, SAMPLES_LEVEL) else None)
 
 
 @dataclass(frozen=True)
@@ -343,9 +353,12 @@ def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interlea
                 result = stats.compare_rounds(base_runs, cand_runs, paired=paired)
             except ValueError:  # a round with no positive, finite throughput (a damaged or hand-edited file)
                 result = None
+        base_ts, cand_ts, level = base.centre, cand.centre, SAMPLES_LEVEL
         if result is not None:
             low, high, statistical = result.low, result.high, result.verdict
             change = result.change_percent
+            # the columns the change is the ratio of (exactly: both are geometric means over the same rounds)
+            base_ts, cand_ts, level = _level(base_runs), _level(cand_runs), ROUNDS_LEVEL
             if result.too_few_rounds:
                 row_note = (f"{result.rounds} round{'s' if result.rounds != 1 else ''}, fewer than "
                             f"{stats.MIN_ROUNDS}: no verdict (repetitions of one llama-bench run cannot show its "
@@ -359,11 +372,11 @@ def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interlea
                         "a run with no positive throughput: the change cannot be judged against noise")
         verdict = DISTURBED if disturbed and statistical != NOT_COMPARABLE else statistical
         rows.append(TestComparison(
-            test=base.test, kind=base.kind, baseline_ts=base.centre, candidate_ts=cand.centre, change_percent=change,
+            test=base.test, kind=base.kind, baseline_ts=base_ts, candidate_ts=cand_ts, change_percent=change,
             low=low, high=high, verdict=verdict, statistical_verdict=statistical,
             n_baseline=len(base.samples_ts), n_candidate=len(cand.samples_ts), note=row_note,
             rounds=result.rounds if result else 0, effective_samples=result.effective_samples if result else None,
-            method=result.method if result else None,
+            method=result.method if result else None, level=level,
         ))
     all_notes = list(notes)
     if not interleaved:
@@ -539,6 +552,15 @@ def rounds_of(invocations: Iterable[Invocation], name: str) -> dict[str, list[tu
             if samples:
                 by_test.setdefault(test, []).append(tuple(samples))
     return by_test
+
+
+def _level(runs: Sequence[Sequence[float]]) -> float:
+    """A side's level as the interval sees it: the geometric mean over rounds of each round's median.
+    The paired change is exp(mean of per-round log ratios) = level(candidate) / level(baseline), so the two
+    columns and the change beside them always agree."""
+    from tunehost.bench.stats import round_value
+
+    return math.exp(math.fsum(math.log(round_value(r)) for r in runs) / len(runs))
 
 
 def _rounds_or_one(rounds: Mapping[str, Sequence[Sequence[float]]] | None,

@@ -39,6 +39,7 @@ from tunehost.bench.results import (
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
+    from tunehost.advise.host_calibration import StoredBandwidth
     from tunehost.bench.watch import HostWatcher, WatchReport
     from tunehost.host import Host
 
@@ -337,15 +338,21 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "Host | None" = None, *,
-               probe_bytes: int = 512 * 1024 * 1024) -> dict[str, Any] | None:
+               probe_bytes: int = 512 * 1024 * 1024,
+               stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None) -> dict[str, Any] | None:
     """The memory-bandwidth ceiling on token generation for the placement ``flags`` give (-ngl, --n-cpu-moe):
-    GPU-resident weights at VRAM bandwidth, CPU-resident ones at the measured host-RAM bandwidth, plus the same
-    with host RAM at the peak the configured DIMMs allow (tunehost.advise.ceiling, shared with advise).
+    GPU-resident weights at VRAM bandwidth, CPU-resident ones at the host-RAM bandwidth, plus the same with host RAM
+    at the peak the configured DIMMs allow (tunehost.advise.ceiling, shared with advise).
+
+    A busy host's bandwidth is never used silently (issue 29): when tunehost.facts.processes.busy_reason calls the
+    live host busy, the RAM figure is, in order, a quiet measurement of earlier runs (``stored_bandwidth``, read
+    only then), the DIMMs' peak, or a probe anyway marked unreliable. ``ram_source`` says which
+    (tunehost.advise.host_calibration's *_SOURCE), ``ram_busy`` why the host was busy.
 
     Measured before the rounds (never while llama-bench runs); {"error": ...} when the model cannot be read."""
     from tunehost.advise.bandwidth import bytes_per_token
-    from tunehost.probes.bandwidth import measure_read_bandwidth
     from tunehost.advise.ceiling import placement_from_flags, tg_ceiling_for
+    from tunehost.advise.host_calibration import BUSY_SOURCE, DIMM_SOURCE, MEASURED_SOURCE, STORE_SOURCE
     from tunehost.model import read_model
 
     try:
@@ -356,27 +363,58 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "
     gpu, unified, bw = _host_bandwidths(host)
     placement = placement_from_flags(facts_model, flags, gpu=gpu, unified=unified)
     bandwidth = None
+    source = busy = None
     if placement.path != "gpu":
-        if host is not None and host.live:
-            from tunehost.probes.measure import probe_memory
+        busy = busy_now(host)
+        stored = stored_bandwidth() if busy and stored_bandwidth is not None else None
+        if busy and stored is not None:
+            source, bw = STORE_SOURCE, replace(bw, ram_gbps=stored.gbps, ram_basis=stored.basis())
+        elif busy and bw.dimm_gbps:
+            from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
 
-            bandwidth = probe_memory(host)  # one pinned thread per physical core, as doctor measures
+            source = DIMM_SOURCE
+            bw = replace(bw, ram_gbps=round(bw.dimm_gbps, 1), ram_basis=(
+                f"= the DIMMs' peak (the host is busy: not measured; published CPU runs reach "
+                f"{CPU_DIMM_EFFICIENCY:.0%} of it, the band allows for that)"))
         else:
-            probe = measure_read_bandwidth(probe_bytes)
-            bandwidth = {"memory_read_gbps": round(probe.gbps, 2), "memory_read_samples": list(probe.samples),
-                         "memory_read_threads": probe.threads}
-        bw = replace(bw, ram_gbps=bandwidth["memory_read_gbps"])
+            source = BUSY_SOURCE if busy else MEASURED_SOURCE
+            bandwidth = _probe_bandwidth(host, probe_bytes)
+            bw = replace(bw, ram_gbps=bandwidth["memory_read_gbps"],
+                         ram_basis="measured on a busy host: unreliable" if busy else "")
     ceiling = tg_ceiling_for(facts_model, placement, bw)
     data: dict[str, Any] = ceiling.to_json() if ceiling is not None else {}
     data.update({"bytes_per_token": per_token, "tg_ceiling_ts": round(ceiling.tokens_per_s, 2)
                  if ceiling is not None and ceiling.tokens_per_s else None,
-                 "layers": facts_model.block_count, "moe": facts_model.is_moe})
+                 "layers": facts_model.block_count, "moe": facts_model.is_moe,
+                 "ram_source": source, "ram_busy": busy})
     if bandwidth is not None:
         samples = bandwidth["memory_read_samples"]
         data.update({"bandwidth_gbps": bandwidth["memory_read_gbps"],
                      "bandwidth_spread": round((max(samples) - min(samples)) / max(samples), 3) if samples else None,
                      "probe_threads": bandwidth["memory_read_threads"]})
     return data
+
+
+def busy_now(host: "Host | None") -> str | None:
+    """Why the live host is too busy for a bandwidth probe (tunehost.facts.processes.busy_reason), else None; a
+    snapshot or no host: None (nothing live to judge)."""
+    if host is None or not host.live:
+        return None
+    from tunehost.facts.processes import ProcessFacts, busy_reason
+
+    return busy_reason(ProcessFacts.gather(host))
+
+
+def _probe_bandwidth(host: "Host | None", probe_bytes: int) -> dict[str, Any]:
+    from tunehost.probes.bandwidth import measure_read_bandwidth
+
+    if host is not None and host.live:
+        from tunehost.probes.measure import probe_memory
+
+        return probe_memory(host)  # one pinned thread per physical core, as doctor measures
+    probe = measure_read_bandwidth(probe_bytes)
+    return {"memory_read_gbps": round(probe.gbps, 2), "memory_read_samples": list(probe.samples),
+            "memory_read_threads": probe.threads}
 
 
 def _host_bandwidths(host: "Host | None") -> tuple[bool, bool, Any]:
@@ -456,6 +494,7 @@ def measure(
     host: "Host | None" = None,
     watch: bool = True,
     timeout_s: float | None = None,
+    stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None,
 ) -> SavedResult:
     """Measure ``model`` with the real llama-bench: the baseline flags alone, or baseline against candidate.
 
@@ -463,6 +502,8 @@ def measure(
     comparison (with a candidate), the host summary, what happened on the host, and the command lines.
     ``apply --bench`` calls ``measure(model)`` before and after a change, then :func:`compare_saved`.
     Each llama-bench run is killed (its process group) at ``timeout_s``, by default :func:`run_deadline_s` of the budget.
+    ``stored_bandwidth``: a quiet RAM bandwidth from the results store, asked only when the host is busy
+    (:func:`tg_ceiling`).
     """
     status = on_status or (lambda message: None)
     identity = model_identity(model)
@@ -492,7 +533,7 @@ def measure(
     ceiling_data = None
     if ceiling and n_gen > 0:
         status("measuring memory bandwidth for the token-generation ceiling")
-        ceiling_data = tg_ceiling(model, baseline, host)
+        ceiling_data = tg_ceiling(model, baseline, host, stored_bandwidth=stored_bandwidth)
     watcher = None
     if watch:
         from tunehost.bench.watch import HostWatcher

@@ -6,7 +6,6 @@ See docs/bench.md for how to read the table and the statistics behind it.
 from __future__ import annotations
 
 import json
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import typer
 from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
 from tunehost.cli.layout import print_folded
+from tunehost.durations import DAY_S, parse_duration
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
@@ -53,8 +53,9 @@ def bench(
     depth: Optional[int] = typer.Option(None, "--depth", "-d", metavar="D",
                                         help="Tokens already in the context before each test (default 0)."),
     reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run (llama-bench -r)."),
-    budget: float = typer.Option(120.0, "--budget", metavar="SECONDS",
-                                 help="Time after which no extra round starts (the first 5 rounds always run)."),
+    budget: str = typer.Option("2m", "--budget", metavar="DURATION",
+                               help="Time after which no extra round starts (90, 90s, 2m, 1h; 0: only the first "
+                                    "5 rounds, which always run)."),
     save: Optional[Path] = typer.Option(None, "--save", metavar="OUT.json", help="Save the result (JSON)."),
     compare: Optional[Path] = typer.Option(None, "--compare", metavar="SAVED.json",
                                            help="Compare this run (after) with a saved one (before)."),
@@ -80,12 +81,13 @@ def bench(
     api_key_file: Optional[Path] = typer.Option(None, "--api-key-file", metavar="FILE",
                                                 help="Server bench: the API key (first line; never printed or "
                                                      "saved)."),
-    timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS",
-                                  help="Server bench: the longest wait for any answer and for one whole request."),
+    timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
+                                help="Server bench: the longest wait for any answer and for one whole request "
+                                     "(30s, 5m; at most 24h)."),
     api: str = typer.Option("native", "--api", metavar="native|openai",
                             help="Server bench: stream from /completion (native) or /v1/completions (openai)."),
-    start_timeout: float = typer.Option(300.0, "--start-timeout", metavar="SECONDS",
-                                        help="--serve: the longest wait for llama-server's /health."),
+    start_timeout: str = typer.Option("5m", "--start-timeout", metavar="DURATION",
+                                      help="--serve: the longest wait for llama-server's /health (at most 24h)."),
 ) -> None:
     """Measure a model with the real llama-bench: baseline against candidate, interleaved, with a verdict only
     beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy).
@@ -94,6 +96,7 @@ def bench(
     from tunehost.bench import results as saved_results
     from tunehost.bench import runner
 
+    budget_s = parse_duration(budget, option="--budget")
     if server is not None or serve:
         if baseline or candidate or advised or import_file or compare or llama_bench or depth is not None \
                 or n_prompt is not None:
@@ -105,7 +108,10 @@ def bench(
         bench_server(ServerOptions(
             server=server, serve=serve, extra=tuple(ctx.args), model=str(model) if model is not None else None,
             n_gen=n_gen, depths=depths, to_context=to_context, clients=clients, api_key_file=api_key_file,
-            timeout_s=timeout, start_timeout_s=start_timeout, budget_s=budget, save=save, json_out=json_out, api=api))
+            timeout_s=parse_duration(timeout, option="--timeout", maximum=DAY_S, allow_minimum=False),
+            start_timeout_s=parse_duration(start_timeout, option="--start-timeout", maximum=DAY_S,
+                                           allow_minimum=False),
+            budget_s=budget_s, save=save, json_out=json_out, api=api))
         return
     if ctx.args:
         raise TunehostError(f"unexpected arguments: {one_line(' '.join(ctx.args), 200)} (llama-server arguments go after "
@@ -118,7 +124,7 @@ def bench(
                             "--candidate/--advised")
     if import_file is None and model is None:
         raise TunehostError("--model PATH.gguf is required (or --import FILE)")
-    _check_numbers(n_prompt, n_gen, depth, reps, budget)
+    _check_numbers(n_prompt, n_gen, depth, reps)
     if save is not None and save.is_dir():  # said now, not after minutes of measuring
         raise TunehostError(f"--save {save} is a directory; give a file name (OUT.json)")
     before = saved_results.load(compare) if compare is not None else None
@@ -144,9 +150,9 @@ def bench(
                 model, baseline=base_flags, candidate=cand_flags,
                 n_prompt=_pick(n_prompt, defaults.get("n_prompt"), runner.DEFAULT_N_PROMPT),
                 n_gen=_pick(n_gen, defaults.get("n_gen"), runner.DEFAULT_N_GEN),
-                depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget,
+                depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget_s,
                 llama_bench=llama_bench, on_progress=progress.update, on_status=progress.status,
-                label=save.stem if save else None,
+                label=save.stem if save else None, stored_bandwidth=stored_quiet_bandwidth,
             )
     if import_file is None:
         record_result(result, err)
@@ -189,7 +195,16 @@ def record_result(result: "SavedResult", err: "Console", *, command: str = "benc
         return store.record(bench_run(result, command=command, extra=extra))
 
 
-def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int, budget: float) -> None:
+def stored_quiet_bandwidth() -> Any:
+    """The quiet RAM bandwidth this host's earlier runs measured (the results store), for a ceiling on a busy host;
+    None without one (no store, or one that cannot be read: the ceiling then says which other basis it used)."""
+    from tunehost.advise.host_calibration import quiet_bandwidth
+    from tunehost.store import runs_on_host
+
+    return quiet_bandwidth(runs_on_host())
+
+
+def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int) -> None:
     """Bounds llama-bench can take (its -p/-n/-d/-r are 32-bit ints; the context it allocates is p + n + d)."""
     for option, value in (("-p/--n-prompt", n_prompt), ("-n/--n-gen", n_gen), ("--depth", depth)):
         if value is not None:
@@ -198,8 +213,6 @@ def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, r
         raise TunehostError(f"-p + -n + --depth must be at most {LLAMA_INT_MAX} tokens (llama-bench's context is "
                             f"their sum)")
     check_range("--reps", reps, 1)
-    if not math.isfinite(budget) or budget < 0:
-        raise TunehostError(f"--budget must be a finite number of seconds, 0 or more, not {budget}")
 
 
 def _pick(given: int | None, saved: Any, default: int) -> int:
@@ -278,9 +291,15 @@ def render_result(result: "SavedResult", console: "Console") -> None:
                      "  ", style="dim")
     for config in result.configs:
         flags = " ".join(config.flags) or ("(llama-bench defaults)" if result.source == "measured" else "")
-        print_folded(console, flags, one_line(f"{config.name}: "), "  ", first_style="bold")
+        if flags:  # imported rows carry no flags: their settings name the configuration
+            print_folded(console, flags, one_line(f"{config.name}: "), "  ", first_style="bold")
     console.print()
-    if result.comparison is not None:
+    if result.source == "imported":  # llama-bench's own mean ± stddev first: what the user's file says
+        render_configs(result, console)
+        if result.comparison is not None:
+            console.print()
+            render_comparison(result.comparison, console, chart=False)
+    elif result.comparison is not None:
         render_comparison(result.comparison, console, chart=True)
     else:
         render_configs(result, console)
@@ -289,35 +308,56 @@ def render_result(result: "SavedResult", console: "Console") -> None:
 
 
 def render_configs(result: "SavedResult", console: "Console") -> None:
+    """One row per config and test. Imported llama-bench output: llama-bench's own mean ± standard deviation (what
+    its table prints); measured: the median of the samples and their relative spread (MAD / median)."""
+    from rich.markup import escape
     from rich.table import Table
 
+    own = result.source == "imported" and any(t.avg_ts is not None for c in result.configs for t in c.tests)
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("config")
-    table.add_column("test")
-    table.add_column("t/s (median)", justify="right")
-    table.add_column("spread", justify="right")
-    table.add_column("samples", justify="right")
+    table.add_column("config", overflow="fold")
+    table.add_column("test", overflow="fold")
+    if own:
+        table.add_column("t/s mean", justify="right", no_wrap=True)
+        table.add_column("± stddev", justify="right", no_wrap=True)
+    else:
+        table.add_column("t/s (median)", justify="right", no_wrap=True)
+        table.add_column("spread", justify="right", no_wrap=True)
+    table.add_column("samples", justify="right", no_wrap=True)
     for config in result.configs:
         for test in config.tests:
-            spread = f"±{test.spread * 100:.1f} %" if test.spread is not None else "—"
-            table.add_row(config.name, f"{test.kind.upper()} {test.test}", _ts(test.centre), spread,
+            if own:
+                centre = _ts(test.avg_ts) if test.avg_ts is not None else _ts(test.centre)
+                spread = f"± {_ts(test.stddev_ts)}" if test.stddev_ts is not None and test.stddev_ts >= 0 else "—"
+            else:
+                centre = _ts(test.centre)
+                spread = f"±{test.spread * 100:.1f} %" if test.spread is not None else "—"
+            table.add_row(escape(config.name), escape(test.test), centre, spread,
                           str(len(test.samples_ts)) if test.samples_ts else "mean only")
     console.print(table)
+    if own:
+        console.print("[dim]mean ± stddev: llama-bench's own, over the repetitions of one run (they share its "
+                      "placement and clocks: run-to-run noise is larger)[/]")
 
 
 def render_ceiling(result: "SavedResult", console: "Console") -> None:
-    """Where the measured TG sits under the ceiling of its placement (tunehost.advise.ceiling, shared with advise)."""
+    """Where the measured TG sits under the ceiling of its placement (tunehost.advise.ceiling, shared with advise),
+    and which RAM bandwidth that ceiling rests on: a busy host's is never used silently (issue 29)."""
 
     from tunehost.advise.ceiling import ceiling_from_json, describe
+    from tunehost.advise.host_calibration import BUSY_SOURCE, DIMM_SOURCE, STORE_SOURCE
 
     data = result.ceiling or {}
     tg = next((t for t in result.config().tests if t.kind == "tg"), None)
     if tg is None:
         return
+    source, busy = data.get("ram_source"), data.get("ram_busy")
     ceiling = ceiling_from_json(data)
+    # no "below the band" from a bandwidth or a TG read while other processes ran
+    judge = source != BUSY_SOURCE and not result.disturbed
     if ceiling is not None:
         console.print()
-        print_folded(console, describe(ceiling, tg.centre), "", "  ")
+        print_folded(console, describe(ceiling, tg.centre, judge_band=judge), "", "  ")
         if ceiling.tokens_per_s and tg.centre > ceiling.tokens_per_s and ceiling.path == "cpu":
             print_folded(console, "above the RAM ceiling: the model's weights fit in the CPU caches", style="dim")
         backend = str(result.llama_bench.get("backend") or "")
@@ -325,15 +365,28 @@ def render_ceiling(result: "SavedResult", console: "Console") -> None:
             print_folded(console, f"llama-bench ran on the {backend} backend: the layers never reached the GPU, so "
                                   "this GPU ceiling does not apply (build llama.cpp with CUDA/ROCm/Vulkan)",
                          "note: ", "  ", first_style="yellow")
-        return
-    top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
-    if not top:
-        return
-    share = tg.centre / top
-    basis = (f"{data['bandwidth_gbps']:.1f} GB/s read bandwidth / {data['bytes_per_token'] / 1e6:.1f} MB of "
-             "weights per token")
-    console.print()
-    print_folded(console, f"TG = {share:.0%} of the ~{_ts(top)} t/s ceiling ({basis})", "", "  ")
+    else:
+        top = data.get("tg_ceiling_ts")  # results saved before the per-placement ceiling
+        if not top:
+            return
+        share = tg.centre / top
+        basis = (f"{data['bandwidth_gbps']:.1f} GB/s read bandwidth / {data['bytes_per_token'] / 1e6:.1f} MB of "
+                 "weights per token")
+        console.print()
+        print_folded(console, f"TG = {share:.0%} of the ~{_ts(top)} t/s ceiling ({basis})", "", "  ")
+    reason = one_line(str(busy), 300).removeprefix("not measured: ") if busy else ""
+    why = f" ({reason})" if reason else ""
+    if source == BUSY_SOURCE:
+        print_folded(console, f"RAM bandwidth measured on a busy host{why}: the % of ceiling is unreliable and no "
+                              "band verdict is given; measure when the host is quiet (scripts: tunehost gate "
+                              "--wait-quiet 10m -- tunehost bench …)", "warning: ", "  ", first_style="bold yellow")
+    elif source in (STORE_SOURCE, DIMM_SOURCE):
+        used = "a quiet measurement from the results store" if source == STORE_SOURCE else "the DIMMs' peak"
+        print_folded(console, f"ceiling basis: {used}; the host was busy, so its bandwidth was not measured now{why}",
+                     "", "  ", style="dim")
+    elif result.disturbed and ceiling is not None and ceiling.band is not None:
+        print_folded(console, "no band verdict: the rounds were disturbed (their TG is not what a quiet host "
+                              "reaches)", "", "  ", style="dim")
 
 
 def render_how(result: "SavedResult", console: "Console") -> None:

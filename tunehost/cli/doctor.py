@@ -39,7 +39,10 @@ def enable_measuring(host, *, quick: bool) -> None:
     if host.measure:
         import tunehost.probes.measure  # noqa: F401 (registers the `measure` sampler with the host layer)
     if quick:
+        from tunehost.host.samples import QUICK_ACTIVITY_WINDOW_S
+
         host.measure_off_reason = "not measured (--quick)"
+        host.activity_window_s = QUICK_ACTIVITY_WINDOW_S  # the CPU sample stays about half a second
 
 
 @contextlib.contextmanager
@@ -128,6 +131,8 @@ def doctor(
 
     On the live host doctor also measures (about 3 s): memory read bandwidth and CPU clocks under load, compared
     with what this hardware should do. It never measures a busy host or a snapshot; --quick skips measuring.
+    Background CPU use counts only when it shows in both of two back-to-back samples (one and a half seconds;
+    half a second with --quick). Scripts that must wait for a quiet host before benchmarking: tunehost gate --wait-quiet 10m -- CMD.
 
     Exit status: 0 ready, 2 not ready (a fail; with --strict a warning too), 1 tunehost could not run.
     """

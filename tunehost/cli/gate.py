@@ -7,7 +7,6 @@ tunehost.tuning.gate (GATE_EXIT_STATUSES); any other status is the command's own
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -43,19 +42,23 @@ def say(message: str) -> None:
     typer.echo(f"gate: {one_line(message)}", err=True)  # summaries and paths come from the host
 
 
-def _seconds(value: float) -> float:
-    if not math.isfinite(value) or not 0 <= value <= MAX_WAIT_S:
-        raise typer.BadParameter(f"must be a number of seconds from 0 to {MAX_WAIT_S}")
-    return value
+def _seconds(value: str) -> float:
+    """--wait-quiet through the one duration parser (tunehost.durations); bad input is a usage error (64)."""
+    from tunehost.durations import parse_duration
+
+    try:
+        return parse_duration(value, option="--wait-quiet", maximum=MAX_WAIT_S)
+    except TunehostError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @cli_errors
 def gate(
     command: Optional[List[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS]...",
                                                   help="The benchmark command, run without a shell."),
-    wait_quiet: float = typer.Option(0.0, "--wait-quiet", metavar="S", callback=_seconds,
-                                     help="First wait up to S seconds for no CPU hogs and settled temperatures "
-                                          "(0: do not wait)."),
+    wait_quiet: str = typer.Option("0", "--wait-quiet", metavar="DURATION", callback=_seconds,
+                                   help="First wait up to DURATION (90, 90s, 5m, 1h) for no CPU hogs and settled "
+                                        "temperatures (0: do not wait)."),
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
                                        help="Write the doctor report, a host summary and a snapshot of the host "
                                             "(with the measurements) to DIR/host/."),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from tunehost.cli import cli_errors, make_console
+from tunehost.durations import parse_duration
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ def history(
     json_out: bool = typer.Option(False, "--json", help="The runs as JSON."),
     drift: bool = typer.Option(False, "--drift", help="Re-measure the last known best configuration of --model "
                                                       "and say whether this box got slower since."),
-    budget: float = typer.Option(120.0, "--budget", metavar="SECONDS", help="--drift: measurement budget."),
+    budget: str = typer.Option("2m", "--budget", metavar="DURATION",
+                               help="--drift: measurement budget (90, 90s, 2m, 1h)."),
     llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
                                                help="--drift: the llama-bench binary (or its directory)."),
 ) -> None:
@@ -49,13 +51,12 @@ def history(
         raise TunehostError(f"--command must be one of {', '.join(COMMANDS)}, not {command!r}")
     if not 1 <= limit <= 100_000:
         raise TunehostError(f"--limit must be between 1 and 100000, not {limit}")
-    if not math.isfinite(budget) or budget <= 0:
-        raise TunehostError(f"--budget must be a positive number of seconds, not {budget}")
+    budget_s = parse_duration(budget, option="--budget", allow_minimum=False)
     digest = model_hash(model) if model is not None else None
     if drift:
         if model is None:
             raise TunehostError("--drift needs --model PATH.gguf (whose last best configuration to re-measure)")
-        raise typer.Exit(run_drift(model, digest or "", budget=budget, llama_bench=llama_bench, json_out=json_out))
+        raise typer.Exit(run_drift(model, digest or "", budget=budget_s, llama_bench=llama_bench, json_out=json_out))
     store = open_store()
     with store:
         runs = store.runs(model_hash=digest, command=command, limit=limit)

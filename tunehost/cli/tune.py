@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 
 FORMATS = ("human", "shell", "systemd", "json")
 CLOCK = time.monotonic  # the budget clock's source (tests drive it with a simulated llama-bench's clock)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
 
 
 def register(app: typer.Typer) -> None:
@@ -34,14 +32,10 @@ def register(app: typer.Typer) -> None:
 
 
 def parse_budget(text: str) -> float:
-    """"10m" / "90s" / "1h" / "600" (seconds) -> seconds; one clear error otherwise."""
-    match = _DURATION.match(text or "")
-    if not match:
-        raise TunehostError(f"--budget must be a duration like 10m, 90s or 1h, not {text!r}")
-    value = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
-    if not math.isfinite(value) or value <= 0 or value > 7 * 24 * 3600:
-        raise TunehostError(f"--budget must be more than 0 and at most a week, not {text!r}")
-    return value
+    """"10m" / "90s" / "1h" / "600" (seconds) -> seconds (tunehost.durations); one clear error otherwise."""
+    from tunehost.durations import WEEK_S, parse_duration
+
+    return parse_duration(text, option="--budget", maximum=WEEK_S, allow_minimum=False)
 
 
 @cli_errors

@@ -277,6 +277,30 @@ def is_loopback(address: str | None) -> bool:
     return ip.is_loopback
 
 
+@dataclass(frozen=True)
+class ActivityWindow:
+    """One window of the activity sample: how long, and each process's CPU in it."""
+
+    interval_s: float | None
+    busy: tuple[BusyProcess, ...]
+    machine_others: float | None = None  # % of one core the whole machine used beyond tunehost (/proc/stat)
+
+    def percent(self, pid: int) -> float:
+        return next((b.cpu_percent for b in self.busy if b.pid == pid), 0.0)
+
+    def total(self, exclude: frozenset[int] | set[int] = frozenset()) -> float:
+        """Other processes together (not tunehost, not ``exclude``): the processes seen, or the machine-wide figure
+        where it is larger (it also counts jobs that started and ended inside the window, a build's compilers)."""
+        seen = sum(b.cpu_percent for b in self.busy if not b.is_self and b.pid not in exclude)
+        if self.machine_others is None:
+            return seen
+        excluded = sum(b.cpu_percent for b in self.busy if not b.is_self and b.pid in exclude)
+        return max(seen, self.machine_others - excluded)
+
+
+MAX_WINDOWS = 16  # a sample with more is not one tunehost wrote; its windows are ignored
+
+
 # what counts as busy, shared by cpu-hogs (judging) and the measurement probes (which refuse to run on a busy host)
 HOG_PERCENT = 20.0  # of one core: a background process above this takes a core's time slices
 HOG_SHARE = 0.2     # of the whole machine: about a full core on a 4-thread box, two on an 8-thread one
@@ -297,6 +321,23 @@ class ProcessFacts:
     default_target_reason: str | None = None
     uid: int | None = None  # of the run that sampled (0 = root sees every socket's pid)
     evidence: Mapping[str, str] = field(default_factory=dict)
+    # the activity sample's back-to-back windows (each: the processes that used CPU in it); None for samples taken
+    # before tunehost recorded windows, or with fewer than two usable ones: then only `busy` (the whole span) is known
+    windows: tuple[ActivityWindow, ...] | None = None
+
+    def steady_percent(self, pid: int) -> float | None:
+        """The CPU (% of one core) a process used in EVERY window: the least of its windows (0 where it used none).
+        None without windows. A load that shows in one window only is not steady (a verdict must not flip on it)."""
+        if not self.windows:
+            return None
+        return min(w.percent(pid) for w in self.windows)
+
+    def steady_total(self, exclude: frozenset[int] | set[int] = frozenset()) -> float | None:
+        """What all other processes (not tunehost, not ``exclude``) used together in every window: the least
+        window's total, in % of one core. None without windows."""
+        if not self.windows:
+            return None
+        return min(w.total(exclude) for w in self.windows)
 
     @property
     def servers(self) -> tuple[ProcessInfo, ...]:
@@ -321,7 +362,7 @@ class ProcessFacts:
         processes, processes_reason = process_list(host)
 
         activity = host.sample("activity")
-        busy = interval = cpu_count = total = None
+        busy = interval = cpu_count = total = windows = None
         activity_reason = None
         if isinstance(activity, dict) and isinstance(activity.get("processes"), list):
             busy = tuple(b for b in (_busy(r) for r in activity["processes"]) if b is not None)
@@ -329,6 +370,7 @@ class ProcessFacts:
             count = _number(activity.get("cpu_count"))
             cpu_count = int(count) if count and count >= 1 else None
             total = _number(activity.get("cpu_percent_total"))
+            windows = _windows(activity.get("windows"), _number(activity.get("ticks_per_s")))
         else:
             activity_reason = _reason(host, "activity", activity)
 
@@ -357,7 +399,7 @@ class ProcessFacts:
         uid = host.manifest.get("uid") if not host.live else os.geteuid()
         return cls(processes, processes_reason, busy, activity_reason, interval, cpu_count, total, listeners,
                    listeners_reason, default_target, default_target_reason,
-                   uid if isinstance(uid, int) else None, evidence)
+                   uid if isinstance(uid, int) else None, evidence, windows)
 
 
 def process_list(host: "Host") -> tuple[tuple[ProcessInfo, ...] | None, str | None]:
@@ -451,6 +493,34 @@ def _busy(row: Any) -> BusyProcess | None:
     if not isinstance(row, dict) or _int(row.get("pid")) is None or _number(row.get("cpu_percent")) is None:
         return None
     return BusyProcess(row["pid"], str(row.get("name") or ""), float(row["cpu_percent"]), bool(row.get("self")))
+
+
+def _windows(raw: Any, ticks_per_s: float | None) -> tuple[ActivityWindow, ...] | None:
+    """The sample's windows; None unless there are two or more well-formed ones (hostile input: rows that are not
+    processes are dropped, as in `processes`; impossible machine-wide figures are left out)."""
+    if not isinstance(raw, list) or not 2 <= len(raw) <= MAX_WINDOWS:
+        return None
+    windows = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("processes"), list):
+            return None
+        busy = tuple(b for b in (_busy(r) for r in item["processes"]) if b is not None)
+        interval = _number(item.get("interval_s"))
+        windows.append(ActivityWindow(interval, busy, _machine_others(item, interval, ticks_per_s)))
+    return tuple(windows)
+
+
+def _machine_others(item: Mapping[str, Any], interval: float | None, ticks_per_s: float | None) -> float | None:
+    """% of one core the machine spent in user+nice+system beyond tunehost's own CPU, over one window; None when the
+    window lacks /proc/stat ticks (older samples) or holds impossible ones."""
+    ticks, own = item.get("cpu_ticks"), number(item.get("self_cpu_s"), 0.0, 1e6)
+    if not isinstance(ticks, dict) or not interval or not ticks_per_s or own is None:
+        return None
+    parts = [whole(ticks.get(k)) for k in ("user", "nice", "system")]
+    if any(p is None for p in parts):
+        return None
+    busy_s = sum(p for p in parts if p is not None) / ticks_per_s
+    return _number(max(0.0, busy_s - own) / interval * 100.0)
 
 
 def _listener(row: Any, pid: int | None = None) -> Listener | None:

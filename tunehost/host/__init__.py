@@ -37,6 +37,8 @@ class Host:
         # live only: whether this run may take the `measure` sample (load probes); doctor --quick turns it off
         self.measure = False
         self.measure_off_reason: str | None = None
+        # live only: the length of each activity window (None: ACTIVITY_WINDOW_S; doctor --quick shortens it)
+        self.activity_window_s: float | None = None
         # long samplers say what they are doing through this (the CLI shows it in a spinner)
         self.on_status: Callable[[str], None] | None = None
 

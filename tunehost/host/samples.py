@@ -22,8 +22,13 @@ if TYPE_CHECKING:
 
 SAMPLERS: dict[str, Callable[["Host"], Any]] = {}
 
-ACTIVITY_WINDOW_S = 0.5
+# the activity sample: two back-to-back windows (cpu-hogs counts only load seen in both: a verdict from one
+# half-second flipped run to run on a busy desktop); doctor --quick takes QUICK_ACTIVITY_WINDOW_S windows
+ACTIVITY_WINDOWS = 2
+ACTIVITY_WINDOW_S = 0.75
+QUICK_ACTIVITY_WINDOW_S = 0.25
 VMSTAT_COUNTERS = ("pswpin", "pswpout", "pgmajfault")
+CPU_TICK_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")  # /proc/stat, in order
 
 # words in a process's names (kernel name, executable, argv[0], the script an interpreter runs) that make it worth
 # recording raw facts for: every inference server and proxy tunehost knows, and their likely successors
@@ -60,6 +65,18 @@ def sampler(name: str) -> Callable[[Callable[["Host"], Any]], Callable[["Host"],
         return fn
 
     return register
+
+
+def parse_cpu_line(text: str | None) -> dict[str, int] | None:
+    """/proc/stat's aggregate "cpu" line as {field: ticks} (CPU_TICK_FIELDS); None when absent or malformed."""
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            values = [whole_text(v) for v in parts[1:1 + len(CPU_TICK_FIELDS)]]
+            if len(values) < 4 or any(v is None for v in values):
+                return None
+            return dict(zip(CPU_TICK_FIELDS, values))  # type: ignore[arg-type]
+    return None
 
 
 def parse_vmstat(text: str | None) -> dict[str, int]:
@@ -270,44 +287,99 @@ def sample_processes(host: "Host") -> list[dict[str, Any]]:
 
 @sampler("activity")
 def sample_activity(host: "Host") -> dict[str, Any]:
-    """CPU use per process and swap/major-fault counts over a short window."""
+    """CPU use per process and swap/major-fault counts over ACTIVITY_WINDOWS back-to-back windows.
+
+    Raw facts only: each window's per-process CPU (``windows``), and over the whole span the same as one window
+    (``processes``, ``cpu_percent_total``, ``interval_s``: the format older tunehost reads). Whether a process is a
+    hog, and whether a load that shows in one window only counts, is judged in facts/checks (cpu-hogs)."""
     import psutil
 
     own = os.getpid()
-    procs = []
-    for proc in psutil.process_iter(["pid", "name"]):
-        try:
-            proc.cpu_percent(None)
-            procs.append(proc)
-        except Exception:
-            continue
+    half = getattr(host, "activity_window_s", None) or ACTIVITY_WINDOW_S
+    procs: dict[int, Any] = {}
+    names: dict[int, str] = {}
+    started_at: dict[int, int] = {}  # pid -> the window its CPU counting started in
+
+    def prime(window: int) -> None:  # processes started since the last look: their counting starts now
+        for proc in psutil.process_iter(["pid", "name"]):
+            pid = proc.info["pid"]
+            if pid in procs:
+                continue
+            try:
+                proc.cpu_percent(None)
+            except Exception:
+                continue
+            procs[pid] = proc
+            names[pid] = proc.info.get("name") or ""
+            started_at[pid] = window
+
+    def machine() -> tuple[dict[str, int] | None, float]:  # /proc/stat's cpu line, and tunehost's own CPU seconds
+        times = os.times()
+        return parse_cpu_line(host.files.read("/proc/stat")), times.user + times.system + times.children_user \
+            + times.children_system
+
+    prime(0)
     before = parse_vmstat(host.files.read("/proc/vmstat"))
     started = time.monotonic()
-    time.sleep(ACTIVITY_WINDOW_S)
+    marks = [started]
+    looks = [machine()]
+    per_window: list[dict[int, float]] = []
+    for window in range(ACTIVITY_WINDOWS):
+        time.sleep(half)
+        marks.append(time.monotonic())
+        looks.append(machine())
+        used: dict[int, float] = {}
+        for pid, proc in list(procs.items()):
+            try:
+                used[pid] = proc.cpu_percent(None) if started_at[pid] <= window else 0.0
+            except Exception:
+                procs.pop(pid, None)
+        per_window.append(used)
+        if window + 1 < ACTIVITY_WINDOWS:
+            prime(window + 1)
     after = parse_vmstat(host.files.read("/proc/vmstat"))
-    interval = time.monotonic() - started
-    busy = []
-    for proc in procs:
-        try:
-            pct = proc.cpu_percent(None)
-        except Exception:
-            continue
-        if pct <= 0:
-            continue
-        pid = proc.info["pid"]
-        try:
-            ppid = proc.ppid()
-        except Exception:
-            ppid = None
-        busy.append({"pid": pid, "name": proc.info.get("name") or "", "cpu_percent": round(pct, 1),
-                     "self": pid == own or ppid == own})
-    busy.sort(key=lambda r: -r["cpu_percent"])
+    lengths = [b - a for a, b in zip(marks, marks[1:])]
+    interval = marks[-1] - started
+    selves: dict[int, bool] = {}
+
+    def is_self(pid: int) -> bool:
+        if pid not in selves:
+            try:
+                ppid = procs[pid].ppid() if pid in procs else None
+            except Exception:
+                ppid = None
+            selves[pid] = pid == own or ppid == own
+        return selves[pid]
+
+    def rows(used: Mapping[int, float]) -> list[dict[str, Any]]:
+        out = [{"pid": pid, "name": names.get(pid, ""),
+                "cpu_percent": round(pct, 1), "self": is_self(pid)} for pid, pct in used.items() if pct > 0]
+        return sorted(out, key=lambda r: (-r["cpu_percent"], r["pid"]))
+
+    whole: dict[int, float] = {}  # CPU over the whole span: each window's share weighted by its length
+    for used, length in zip(per_window, lengths):
+        for pid, pct in used.items():
+            whole[pid] = whole.get(pid, 0.0) + pct * length / interval
+    busy = rows(whole)
+    windows = []
+    for i, (used, length) in enumerate(zip(per_window, lengths)):
+        listed = rows(used)
+        window: dict[str, Any] = {
+            "interval_s": round(length, 3), "processes": listed,
+            "cpu_percent_total": round(sum(r["cpu_percent"] for r in listed if not r["self"]), 1)}
+        (first, own_first), (last, own_last) = looks[i], looks[i + 1]
+        if first is not None and last is not None:  # machine-wide: sees jobs that ended inside the window too
+            window["cpu_ticks"] = {k: last[k] - first[k] for k in CPU_TICK_FIELDS if k in first and k in last}
+            window["self_cpu_s"] = round(own_last - own_first, 4)
+        windows.append(window)
     return {
         "interval_s": round(interval, 3),
         "vmstat_delta": {k: after[k] - before[k] for k in VMSTAT_COUNTERS if k in after and k in before},
         "cpu_count": psutil.cpu_count() or 1,
         "cpu_percent_total": round(sum(r["cpu_percent"] for r in busy if not r["self"]), 1),
         "processes": busy,
+        "windows": windows,
+        "ticks_per_s": os.sysconf("SC_CLK_TCK"),
     }
 
 
