@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -27,7 +28,8 @@ class Boundary:
         monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU 9000", "cpu_count": 2,
                                                                   "doctor": {"verdict": "ready", "findings": []}})
         after = reading(10, 20, 12, procs={7: ("stress", 9.0)}) if disturbed else reading(10, 20, 19.9)
-        readings = iter([reading(0, 0, 0, procs={7: ("stress", 1.0)}), after])
+        # the start, then the same reading for every round's lap and the end
+        readings = itertools.chain([reading(0, 0, 0, procs={7: ("stress", 1.0)}), after], itertools.repeat(after))
         monkeypatch.setattr(watch, "read_reading", lambda host, **kw: next(readings))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.advise.conftest import dense_tensors, write_gguf
+from tests.tune.busy import quiet_watch
 from tests.tune.test_race import FakeBench
 from tunehost.advise.host_view import HostView
 from tunehost.bench import runner
@@ -49,6 +50,7 @@ def boundary(monkeypatch, tmp_path):
 
     monkeypatch.setattr(tune_cli, "_plan", plan_here)
     monkeypatch.setattr(tune_cli, "CLOCK", lambda: state["fake"].now)
+    monkeypatch.setattr(tune_cli, "_race_watch", lambda: quiet_watch(state["fake"]))
     return state
 
 
