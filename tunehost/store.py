@@ -723,7 +723,9 @@ def _sampled_run(run: StoredRun) -> dict[str, Any]:
         "host": {k: run.host.get(k) for k in FIELDS} if isinstance(run.host, Mapping) else {}, "build": run.build,
         "model": {"name": one_line(name, 120), "hash": run.model_hash}, "tg": tg, "best": summary.get("best"),
         # what drift needs of a reference (tunehost.cli.history.last_best): per-round values of its best config
-        "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")),
+        # ... and measured on a quiet host (a disturbed run is no reference for "this box got slower")
+        "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")) and not summary.get("disturbed"),
+        "disturbed": bool(summary.get("disturbed")),
         "objective": settings.get("objective"),
     }
     if run.command == "drift":

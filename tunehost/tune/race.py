@@ -649,7 +649,7 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
             return None
         return lambda event: on_progress(replace(event, stage_index=index, stages=len(knobs)))
 
-    if measurer.watch is not None and not settings.allow_busy:
+    if not settings.allow_busy:  # (journaled even when nothing watches: a replay takes the same steps)
         # a load that holds a CPU changes which thread count or CPU set wins: start only on a quiet host
         if on_progress is not None:
             on_progress(TuneProgress("quiet", 0, len(knobs), 0, plan.label, None, 0, measurer.spent_s,
@@ -712,8 +712,9 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                 continue
             if incumbent != plan and stage.incumbent == plan:
                 continue  # the best already won against the plan; re-racing that stage cannot add to it
-            # a win here on top of an earlier one needs a confirmation: keep its reserve then
-            end = settings.budget_s if stage.incumbent == plan else search_end
+            # a win here on top of an earlier one needs a confirmation: keep what a short one takes then
+            reserve = min(settings.budget_s * settings.confirm_share, 3 * settings.min_rounds * round_s)
+            end = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
             if measurer.spent_s + round_s * stage.arms / 2 > end:
                 break
             again = race_stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings, end_s=end,
