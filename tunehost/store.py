@@ -562,10 +562,12 @@ def server_run(result: Any, *, host: Any = None) -> NewRun:
     comparison = result.comparison
     summary = {"rounds": rounds, "stop_reason": result.settings.get("stop_reason"),
                "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {},
-               "servers": [s.to_json() for s in result.servers], "client_overhead": dict(result.overhead)}
+               "servers": [s.to_json() for s in result.servers], "client_overhead": dict(result.overhead),
+               "disturbed": bool(getattr(result, "disturbed", False))}
     return NewRun(command="server-bench", host=identity, host_fp=fingerprint,
                   build=first.build if first else None, model_path=path, model_hash=digest,
-                  model_name=first.model_alias if first else None, results=rows, summary=summary, label=result.label)
+                  model_name=first.model_alias if first else None, results=rows, summary=summary, label=result.label,
+                  rounds=rounds_of_watch(getattr(result, "round_watch", ())))
 
 
 def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:

@@ -353,18 +353,27 @@ def _busiest(before: Mapping[int, tuple[str, float]], after: Mapping[int, tuple[
 
 def read_reading(host: "Host", *, exclude_pids: Callable[[], set[int]] | None = None,
                  processes: bool = True) -> HostReading:
-    """One reading of the host (I/O). ``exclude_pids``: processes that are ours (llama-bench while it runs)."""
+    """One reading of the host (I/O). ``exclude_pids``: processes whose work is the measurement's own (llama-bench
+    while it runs, the llama-server a server bench measures): their CPU time counts as ours, not as other work."""
     ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
     cpu = parse_proc_stat(host.files.read("/proc/stat"), ticks)
     own = os.times()
     vm = _vmstat(host.files.read("/proc/vmstat"))
+    excluded = exclude_pids() if exclude_pids else set()
+    serving = _cpu_seconds_of(excluded) if excluded else 0.0
     return HostReading(
         at_s=time.monotonic(), cpu=cpu,
-        own_cpu_s=own.user + own.system + own.children_user + own.children_system,
+        own_cpu_s=own.user + own.system + own.children_user + own.children_system + serving,
         swap_in=vm.get("pswpin"), swap_out=vm.get("pswpout"),
         throttle_count=read_throttle_count(host), temperature=read_cpu_temperature(host),
-        processes=_process_cpu(exclude_pids() if exclude_pids else set()) if processes else {},
+        processes=_process_cpu(excluded) if processes else {},
     )
+
+
+def _cpu_seconds_of(pids: set[int]) -> float:
+    from tunehost.host.samples import cpu_seconds_of
+
+    return cpu_seconds_of(pids)
 
 
 def _vmstat(text: str | None) -> dict[str, int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -193,7 +194,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     from tunehost.bench import runner
     from tunehost.bench.results import rounds_of
     from tunehost.bench.stats import compare_rounds
-    from tunehost.cli.bench import record_result
+    from tunehost.cli.bench import _progress, record_result
     from tunehost.facts.identity import HostIdentity, changes
     from tunehost.store import host_identity, open_store
 
@@ -211,9 +212,11 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         raise TunehostError("the last best configuration was tuned for --objective balanced; re-measure it with "
                             "`tunehost bench --baseline FLAGS` and compare")
     err = make_console(stderr=True)
-    result = runner.measure(model, baseline=flags, n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
-                            depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3),
-                            budget_s=budget, llama_bench=llama_bench, label="drift", ceiling=False)
+    with _progress(err, enabled=sys.stderr.isatty() and sys.stdout.isatty(), what="drift") as progress:
+        result = runner.measure(model, baseline=flags, n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
+                                depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3),
+                                budget_s=budget, llama_bench=llama_bench, label="drift", ceiling=False,
+                                on_progress=progress.update, on_status=progress.status)
     new_rounds = {t: list(v) for t, v in rounds_of(result.invocations, "baseline").items()}
     # the rounds other processes disturbed are no evidence about this box (tunehost.bench.watch.reasons_for)
     marks = [w.disturbed for w in result.round_watch]
