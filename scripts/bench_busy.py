@@ -143,7 +143,7 @@ def paired(model: Path, binary: Path, baseline: tuple[str, ...], candidate: tupl
     from tunehost.bench.runner import measure
 
     result = measure(model, baseline=baseline, candidate=candidate, n_prompt=0, n_gen=n_gen, budget_s=budget_s,
-                     llama_bench=binary, describe=False, ceiling=False)
+                     llama_bench=binary, describe=False, ceiling=False, timeout_s=max(300.0, 3 * budget_s))
     assert result.comparison is not None
     (row,) = result.comparison.rows
     return {"baseline": list(baseline), "candidate": list(candidate), "verdict": row.verdict,

@@ -120,10 +120,7 @@ def test_a_failing_llama_bench_is_one_clear_error(cli, monkeypatch, model):
     monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: broken)
     result = cli("bench", "--model", str(model))
     assert result.exit_code == 1
-    # stderr is not a terminal here: plain progress lines ("bench: warm-up"), then the one error line
-    lines = result.stderr.strip().splitlines()
-    assert lines[-1] == "tunehost: error: llama-bench failed (exit 1): main: error: failed to load model 'x.gguf'"
-    assert all(line.startswith("bench: ") for line in lines[:-1])
+    assert result.stderr.strip() == "tunehost: error: llama-bench failed (exit 1): main: error: failed to load model 'x.gguf'"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -212,3 +209,12 @@ def test_a_bench_run_records_its_placement_as_a_calibration_point_for_advise(cli
     assert fit.points[0].ram_bytes == 800_000_000 and fit.points[0].ram_gbps == 40.0
     shown = cli("advise", "--calibrate")
     assert "CPU: per-layer cost not determined" in shown.stdout and "GPU/split MoE" in shown.stdout
+
+
+def test_piped_bench_prints_plain_progress_lines(cli, monkeypatch, model):
+    Boundary(monkeypatch)
+    result = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--candidate", "-t 1")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("bench: ")]
+    assert lines[0].startswith("bench: round 1 (") and lines[-1].startswith("bench: done: ")
+    assert all(len(line) <= 80 for line in lines)

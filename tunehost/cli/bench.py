@@ -212,8 +212,9 @@ def _pick(given: int | None, saved: Any, default: int) -> int:
 
 class _ProgressView:
     """A rich progress bar on stderr: what runs now and our own ETA. Disabled (stdout or stderr not a terminal:
-    `bench | tee`, a CI log), plain lines instead when ``lines``: each status, the warm-up, every
-    LINE_EVERY_ROUNDS-th round and the end."""
+    `bench | tee`, a CI log), plain lines instead when ``lines``: the first counted round, every
+    LINE_EVERY_ROUNDS-th and the end (nothing before the warm-up succeeded: a flag llama-bench rejects stays one
+    error line)."""
 
     def __init__(self, console: "Console", enabled: bool, lines: bool = False, what: str = "bench"):
         self.console = console
@@ -243,8 +244,6 @@ class _ProgressView:
     def status(self, message: str) -> None:
         if self._progress is not None:
             self._progress.update(self._task, description=message)
-        elif self.lines:
-            self._line(message)
 
     def _line(self, text: str) -> None:
         from tunehost.printable import one_line
@@ -259,9 +258,7 @@ class _ProgressView:
             if key == self._last:
                 return
             eta = f", ETA {event.eta_s:.0f} s" if event.eta_s is not None else ""
-            if event.phase == "warm-up" and event.done == 0:
-                self._line("warm-up")
-            elif event.phase == "round" and (event.round == 1 or event.round % LINE_EVERY_ROUNDS == 0):
+            if event.phase == "round" and (event.round == 1 or event.round % LINE_EVERY_ROUNDS == 0):
                 self._line(f"round {event.round} ({event.done}/{event.planned} llama-bench runs{eta})")
             elif event.phase == "done":
                 self._line(f"done: {event.round} rounds in {event.elapsed_s:.0f} s")
