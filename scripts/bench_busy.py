@@ -6,8 +6,9 @@ another process holds a core; on the quiet box `-t 1` is ~36 % slower). tune mus
 configuration the quiet box confirms — never `-t 1` from disturbed rounds. This script measures that with the real
 llama-bench on the medium test model:
 
-1. the quiet reference: a paired `tunehost bench` of `-t 2` against `-t 1` on the quiet box (its verdict and 95 %
-   interval say which thread count the quiet box crowns, and with what noise band);
+1. the quiet reference: after waiting for quiet (as tune does), a paired `tunehost bench` of `-t 2` against `-t 1`
+   (its verdict and 95 % interval say which thread count the quiet box crowns, and with what noise band); retried
+   when it was disturbed, and marked when it stayed so (then a `-t 1` crown on a 2-core box counts as false);
 2. for each load, ``--runs`` short `tunehost tune --budget B --format json` runs, each with a background load the
    script starts just before and stops right after: ``core`` (a busy loop that holds one core) or ``bursty`` (the
    same loop, on 2 s / off 3 s). Each run is classified: refused (exit 75, no winner), waited (it waited for quiet
@@ -22,8 +23,8 @@ crowns; 20 runs bound it at 13.9 %). The quiet A/A of bench is scripts/bench_aa.
 scripts/bench_tune.py.
 
     python scripts/bench_busy.py --runs 20 --budget 60s --load both --json busy.json     # ~50 min on 2 cores
-    python scripts/bench_busy.py --runs 1 --budget 20s --load core --reference-budget 20 --confirm-budget 20
-                                                                                       # smoke test, ~2 min
+    python scripts/bench_busy.py --runs 1 --budget 20s --load core -n 8 --reference-budget 10 \
+        --confirm-budget 10 --quiet-wait 10                                            # smoke test, ~3 min
 
 Runtime: about ``runs x (budget + 10 s)`` per load, plus the reference and one confirmation per distinct crown.
 Each tune runs with its own empty results store (a temporary TUNEHOST_STATE_DIR), so runs never resume each other.
@@ -188,6 +189,33 @@ def one_tune(model: Path, binary: Path, load: str, args: argparse.Namespace) -> 
             "spent_s": doc.get("spent_s"), "error": error}
 
 
+def wait_quiet(timeout_s: float) -> str | None:
+    """Wait for a quiet host as tune does (tunehost.bench.watch.wait_for_quiet); None when quiet, else why not."""
+    from tunehost.bench.watch import HostWatcher
+    from tunehost.host import open_host
+
+    waited = HostWatcher(open_host(), gpu=False).wait_quiet(timeout_s, None)
+    return None if waited.quiet else waited.reason
+
+
+def quiet_reference(model: Path, binary: Path, args: argparse.Namespace) -> dict:
+    """The quiet box's -t 1 against -t 2, measured on a quiet host: up to three tries, each after waiting for quiet;
+    a reference that stayed disturbed is kept but marked (the crowns are then judged by the 2-core rule alone)."""
+    reference: dict = {}
+    for attempt in range(1, 4):
+        why = wait_quiet(args.quiet_wait)
+        if why is not None:
+            print(f"  not quiet within {args.quiet_wait:g} s ({why}); measuring anyway", file=sys.stderr)
+        print(f"quiet reference: -t 1 against -t 2, {args.reference_budget:g} s (try {attempt})", file=sys.stderr)
+        reference = paired(model, binary, ("-t", "2"), ("-t", "1"), args.n_gen, args.reference_budget)
+        if not reference["disturbed"]:
+            return reference
+        print(f"  the reference was disturbed: {'; '.join(reference['reasons'])}", file=sys.stderr)
+    print("  warning: no undisturbed reference; crowns are judged by the 2-core rule (never -t 1 on 2 CPUs) and "
+          "their quiet re-measure", file=sys.stderr)
+    return reference
+
+
 def threads_of(flags: list[str] | tuple[str, ...] | None) -> int | None:
     flags = list(flags or ())
     for i, token in enumerate(flags[:-1]):
@@ -203,10 +231,15 @@ def quiet_winner(reference: dict) -> dict:
     """What the quiet reference (-t 1 as the candidate against -t 2) crowns, and its noise band."""
     verdict = reference["statistical_verdict"]
     crowned = {"slower": 2, "faster": 1}.get(verdict)
+    trusted = not reference.get("disturbed")
+    if not trusted and (os.cpu_count() or 0) <= 2:
+        crowned = 2  # the issue's rule on a 2-core box: a load artifact is what makes -t 1 win there
+    text = (f"-t {crowned} (-t 1 vs -t 2: {reference['change_percent']:+.1f} %, {verdict})" if crowned
+            else f"no thread count beyond the noise (-t 1 vs -t 2: {reference['change_percent']:+.1f} %)")
+    if not trusted:
+        text += ", the reference DISTURBED: judged by the 2-core rule" if crowned == 2 else ", the reference DISTURBED"
     return {"threads": crowned, "verdict": verdict, "change_percent": reference["change_percent"],
-            "interval": [reference["low"], reference["high"]],
-            "text": (f"-t {crowned} (-t 1 vs -t 2: {reference['change_percent']:+.1f} %, {verdict})" if crowned
-                     else f"no thread count beyond the noise (-t 1 vs -t 2: {reference['change_percent']:+.1f} %)")}
+            "interval": [reference["low"], reference["high"]], "trusted": trusted, "text": text}
 
 
 def judge_crown(run: dict, quiet: dict, confirmations: dict) -> tuple[bool, str]:
@@ -254,6 +287,8 @@ def main() -> int:
                         help="seconds of the quiet -t 1 vs -t 2 reference bench (120)")
     parser.add_argument("--confirm-budget", type=float, default=60.0,
                         help="seconds of each quiet re-measure of a crowned configuration (60)")
+    parser.add_argument("--quiet-wait", type=float, default=300.0,
+                        help="seconds to wait for a quiet host before the reference (300)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write every run and the summary here")
     args = parser.parse_args()
     from tunehost.cli.tune import parse_budget
@@ -267,11 +302,8 @@ def main() -> int:
     print(f"busy-box check: {model.name}, {args.runs} tune runs per load ({', '.join(loads)}), --budget {args.budget}; "
           f"about {len(loads) * args.runs * (args.budget_s + 10) / 60:.0f} min of tune runs", file=sys.stderr)
 
-    print(f"quiet reference: -t 1 against -t 2, {args.reference_budget:g} s", file=sys.stderr)
-    reference = paired(model, binary, ("-t", "2"), ("-t", "1"), args.n_gen, args.reference_budget)
+    reference = quiet_reference(model, binary, args)
     quiet = quiet_winner(reference)
-    if reference["disturbed"]:
-        print(f"  warning: the reference itself was disturbed: {'; '.join(reference['reasons'])}", file=sys.stderr)
     print(f"  the quiet box crowns {quiet['text']}", file=sys.stderr)
 
     report: dict = {"schema": "tunehost-bench-busy/1", "model": model.name, "budget": args.budget,
