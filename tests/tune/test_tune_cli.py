@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,7 +158,7 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     assert "changed in between: kernel 6.8 -> 6.9" in finding["summary"]
 
 
-def simulated_reading(*, other_cores: float) -> "watch.HostReading":
+def simulated_reading(*, other_cores: float) -> Any:
     """A reading of a host whose other processes keep ``other_cores`` CPUs busy (on the real clock)."""
     import time
 

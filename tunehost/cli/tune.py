@@ -371,8 +371,6 @@ class _TuneLines:
         self._note: str | None = None
 
     def update(self, event: Any) -> None:
-        from tunehost.printable import one_line
-
         stage = (event.stage, event.stage_index)
         head = f"tune: {event.stage} ({event.stage_index + 1}/{event.stages})"
         budget = f"{event.spent_s:.0f}/{event.budget_s:.0f} s"
