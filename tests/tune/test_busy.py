@@ -188,6 +188,7 @@ def test_a_load_mid_tune_is_discarded_round_by_round_and_marked_in_the_store(cli
     assert all(r.counted for r in rounds if not r.disturbed)
     assert any("other processes used" in reason for r in rounds for reason in r.reasons)
     assert {r.stage for r in rounds} >= {"threads"}
+    assert [x["disturbed"] for x in run["rounds"]] == [r.disturbed for r in rounds]  # history --json shows them
 
 
 def test_allow_busy_crowns_and_says_the_winner_holds_only_under_that_load(cli, model, loaded):

@@ -61,9 +61,11 @@ def history(
     store = open_store()
     with store:
         runs = store.runs(model_hash=digest, command=command, limit=limit)
-    if json_out:
+        rounds = {r.id: store.rounds(r.id) for r in runs} if json_out else {}
+    if json_out:  # each run with its rounds as the host watch saw them (counted or discarded, disturbed or not)
         typer.echo(json.dumps({"schema": "tunehost-history/1", "store": str(store.path),
-                               "runs": [r.to_json() for r in runs]}, indent=2))
+                               "runs": [dict(r.to_json(), rounds=[x.to_json() for x in rounds.get(r.id, ())])
+                                        for r in runs]}, indent=2))
         return
     console = make_console()
     if not runs:
