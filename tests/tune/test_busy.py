@@ -210,3 +210,15 @@ def test_piped_progress_prints_a_plain_line_per_stage_and_round_batch(cli, model
     assert any("threads" in line and "racing" in line for line in lines)
     assert any(": round 5, " in line for line in lines)
     assert all(len(line) <= 160 and "\x1b" not in line for line in lines)
+
+
+def test_on_a_16_cpu_desktop_a_small_load_drops_only_the_challenger_that_needs_every_cpu():
+    # a browser's 0.4 cores: -t 8 (advise's plan) leaves room for it, -t 16 does not
+    bench = LoadedBench(lambda t: 0.4, cpus=16, seed=1, threads_speed={8: 1.0, 16: 1.1})
+    plan = cand("plan", t="8", ub="512")
+    measurer = Measurer(bench, clock=bench.clock, watch=bench.watch())
+    outcome = tune(plan, [threads_knob(("16",))], measurer, SETTINGS)
+    assert outcome.stopped is None and outcome.winner == plan and not outcome.disturbed
+    (stage,) = outcome.stages
+    assert stage.dropped[0][0] == "-t 16" and "not raced under that load" in stage.dropped[0][1]
+    assert outcome.waited_s < SETTINGS.budget_s * 0.5

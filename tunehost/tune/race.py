@@ -31,8 +31,11 @@ configuration wins (fewer threads win while another process holds a core). So ev
 throttle reasons) and a round is judged by the same :func:`~tunehost.bench.watch.reasons_for` bench uses, for
 the CPUs the round's configurations keep busy. A disturbed round is discarded (its values never enter an
 interval) and run again; after :attr:`TuneSettings.busy_streak` disturbed rounds in a row the race waits for
-quiet (:func:`~tunehost.bench.watch.wait_for_quiet`) until the budget's end, and stops (``stopped``) when it does
-not come: no winner is ever declared from disturbed rounds. Before the first call it waits for quiet too.
+quiet (:func:`~tunehost.bench.watch.wait_for_quiet`). Challengers that keep more CPUs busy than the incumbent
+(``-t 16`` against ``-t 8``) are the first a load disturbs: when quiet does not come within a quarter of the stage's
+time left, they leave the race ("not raced under that load") and the rest goes on, judged for the CPUs they use;
+otherwise it waits until the budget's end, and stops (``stopped``) when quiet does not come: no winner is ever
+declared from disturbed rounds. Before the first call it waits for quiet too.
 ``allow_busy`` counts disturbed rounds instead, and the outcome says how many (the winner holds under that
 load only). The waits are journaled steps and count on the budget clock.
 
@@ -64,6 +67,7 @@ from tunehost.launch import LaunchConfig
 Invoke = Callable[[Sequence[str]], list[BenchResult]]
 OBJECTIVES = ("tg", "pp", "balanced")
 ALPHA = 0.05
+GREEDY_WAIT_SHARE = 0.25  # of a stage's time left, waited for quiet before challengers using more CPUs are dropped
 WAIT_STEP = "(wait for quiet)"  # the journal's argv[0] of a wait: no llama-bench option starts with "("
 
 
@@ -166,6 +170,7 @@ class Measurer:
                        (journal.steps() if journal is not None else [])}
         self.seq = 0
         self.calls = 0  # llama-bench calls (the journal's steps but the waits)
+        self.waited_s = 0.0  # the waits for quiet (part of spent_s)
         self.spent_s = 0.0
         self.reused_steps = 0
         self.reused_s = 0.0
@@ -235,6 +240,7 @@ class Measurer:
         if stored is not None and list(stored[0]) == args:
             duration = float(stored[1])
             self.spent_s += duration
+            self.waited_s += duration
             self.reused_s += duration
             return QuietWait.from_json(stored[2])
         self.replaying = False
@@ -246,6 +252,7 @@ class Measurer:
             waited = self.watch.wait_quiet(timeout_s, cpus_used)
             duration = self.clock() - began
         self.spent_s += duration
+        self.waited_s += duration
         if self.journal is not None:
             self.journal.add(seq, args, duration, waited.to_json())
         return waited
@@ -487,7 +494,19 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
             if streak >= settings.busy_streak:
                 limit = end_s if hard_end_s is None else hard_end_s
                 progress(rounds, leader, None, f"waiting for quiet: {busy}")
-                waited = measurer.wait_quiet(limit - measurer.spent_s, None)
+                # challengers that keep more CPUs busy than the incumbent are the first a load disturbs: when
+                # quiet does not come for them, they leave the race (never raced under the load), the rest go on
+                base = cpus_of([incumbent])
+                greedy = [a for a in alive if a != incumbent and base is not None
+                          and (cpus_of([a]) or 1 << 16) > base]
+                share = GREEDY_WAIT_SHARE if greedy else 1.0
+                waited = measurer.wait_quiet((limit - measurer.spent_s) * share, cpus_of(alive))
+                if not waited.quiet and greedy:
+                    why = report.reasons[0] if report and report.reasons else busy
+                    for arm in greedy:
+                        drop(arm, f"needs CPUs that other processes kept busy ({why}); not raced under that load")
+                    streak = 0
+                    continue
                 if not waited.quiet:
                     busy = f"{report.reasons[0] if report else busy}; waited {waited.waited_s:.0f} s for quiet"
                     stop = "host busy"
@@ -546,6 +565,13 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
                         stop, len(arms), {a.label: tuple(v for _, v in sorted(s.items())) for a, s in scores.items()},
                         best.label if best is not None else None, discarded=discarded,
                         disturbed_rounds=disturbed_rounds, busy=busy, marks=tuple(marks), candidates=tuple(arms))
+
+
+def cpus_of(arms: Sequence[Candidate]) -> int | None:
+    """The CPUs the busiest of ``arms`` keeps busy (what "quiet" is judged for); None (every CPU) when one of them
+    leaves the thread count to llama-bench."""
+    used = [cpus_used_by(a.args, 1 << 16) for a in arms]  # capped at the host's CPUs by the judgement itself
+    return None if not used or any(u is None for u in used) else max(u for u in used if u is not None)
 
 
 def _compare(base: Mapping[int, float], cand: Mapping[int, float], confidence: float,
@@ -635,14 +661,13 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
     skipped: list[tuple[str, str]] = []
     first_round_s: float | None = None
     round_s = 0.0
-    waited_s = 0.0
 
     def finish(best: Candidate, winner: Candidate, confirmation: RoundsComparison | None,
                stopped: str | None) -> TuneOutcome:
         return TuneOutcome(plan=plan, best=best, winner=winner, confirmation=confirmation, stages=tuple(stages),
                            skipped=tuple(skipped), spent_s=measurer.spent_s, budget_s=settings.budget_s,
                            steps=measurer.calls, reused_steps=measurer.reused_steps, reused_s=measurer.reused_s,
-                           stopped=stopped, allow_busy=settings.allow_busy, waited_s=waited_s)
+                           stopped=stopped, allow_busy=settings.allow_busy, waited_s=measurer.waited_s)
 
     def relay(index: int) -> Callable[[TuneProgress], None] | None:
         if on_progress is None:
@@ -655,8 +680,7 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
             on_progress(TuneProgress("quiet", 0, len(knobs), 0, plan.label, None, 0, measurer.spent_s,
                                      settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
         waited = measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
-                                         QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), None)
-        waited_s += waited.waited_s
+                                         QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), cpus_of([plan]))
         if not waited.quiet:
             return finish(plan, plan, None, f"the host stayed busy ({waited.reason}); waited {waited.waited_s:.0f} s "
                                             "for quiet")
