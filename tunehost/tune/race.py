@@ -731,16 +731,22 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
 
     if stopped is None and (incumbent == plan or direct_stage(incumbent) is not None):
         # no confirmation is needed: its reserve and what the stages left go to the stages still undecided
-        for i, stage in enumerate(list(stages)):
+        def eligible(stage: StageOutcome) -> bool:
             if not stage.undecided or stage.incumbent != incumbent and stage.incumbent != plan:
+                return False
+            # the best already won against the plan: re-racing a stage around the plan cannot add to it
+            return not (incumbent != plan and stage.incumbent == plan)
+
+        for i, stage in enumerate(list(stages)):
+            if not eligible(stage):
                 continue
-            if incumbent != plan and stage.incumbent == plan:
-                continue  # the best already won against the plan; re-racing that stage cannot add to it
             # a win here on top of an earlier one needs a confirmation: keep what a short one takes then
             reserve = min(settings.budget_s * settings.confirm_share, 3 * settings.min_rounds * round_s)
-            end = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
+            last = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
+            waiting = sum(1 for s in stages[i:] if eligible(s))  # what is left is shared among them
+            end = measurer.spent_s + max(0.0, last - measurer.spent_s) / max(1, waiting)
             if measurer.spent_s + round_s * stage.arms / 2 > end:
-                break
+                continue
             again = race_stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings, end_s=end,
                                hard_end_s=end, resume=stage,
                                on_progress=relay(next((k for k, knob in enumerate(knobs) if knob.name == stage.knob),
