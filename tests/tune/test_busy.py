@@ -222,3 +222,12 @@ def test_on_a_16_cpu_desktop_a_small_load_drops_only_the_challenger_that_needs_e
     (stage,) = outcome.stages
     assert stage.dropped[0][0] == "-t 16" and "not raced under that load" in stage.dropped[0][1]
     assert outcome.waited_s < SETTINGS.budget_s * 0.5
+
+
+def test_a_malformed_watch_in_the_journal_is_an_unwatched_call():
+    from tunehost.tune.race import Measurer as M
+
+    assert M._judged(["-t", "2"], {"wall_s": "x", "busiest_others": ["not a dict"]}) is None
+    assert M._judged(["-t", "2"], ["not", "a", "mapping"]) is None
+    judged = M._judged(["-t", "1"], {"wall_s": 4.0, "cpu_count": 2, "other_cpu_cores": 0.4})
+    assert judged is not None and judged.cpus_used == 1 and not judged.disturbed  # 0.4 < 0.10 + half a spare CPU

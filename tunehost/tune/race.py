@@ -227,8 +227,11 @@ class Measurer:
     def _judged(args: Sequence[str], data: Any) -> WatchReport | None:
         if not isinstance(data, Mapping):
             return None
-        report = WatchReport.from_json(data)
-        return rejudge(report, cpus_used_by(args, report.cpu_count))
+        try:  # the journal is read as hostile: a malformed watch is an unwatched call, never a traceback
+            report = WatchReport.from_json(data)
+            return rejudge(report, cpus_used_by(args, report.cpu_count))
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            return None
 
     def wait_quiet(self, timeout_s: float, cpus_used: int | None) -> QuietWait:
         """Wait for quiet (at most ``timeout_s``), journaled like a call: the wait counts on the budget clock and a
