@@ -181,6 +181,7 @@ def test_drift_on_a_busy_host_leaves_the_disturbed_rounds_out_and_judges_nothing
     assert result.exit_code == 75, result.output
     said = " ".join(result.stdout.split())
     assert re.search(r"not judged: the host was busy in (\d+) of \1 rounds \(other processes used 1\.50 of", said), said
+    assert "drift: round 1 (" in result.stderr  # plain progress lines: stderr is not a terminal here
     runs = json.loads(cli("history", "--json").stdout)["runs"]
     assert runs[0]["command"] == "drift" and runs[0]["summary"]["disturbed"] is True
     assert runs[0]["summary"]["discarded_rounds"] >= 5 and not runs[0]["summary"]["rows"]
