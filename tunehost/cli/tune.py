@@ -315,9 +315,12 @@ def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") 
     style = ("bold red" if outcome.stopped and not outcome.improved else "bold yellow" if outcome.disturbed
              else "bold green" if outcome.improved else "yellow")
     console.print(f"[{style}]{escape(headline(outcome, settings.objective))}[/]", highlight=False)
-    waited = f", {outcome.waited_s:.0f} s of it waiting for quiet" if outcome.waited_s >= 1 else ""
-    console.print(f"[dim]{outcome.spent_s:.0f} s of measurement of the {outcome.budget_s:.0f} s budget{waited}, "
-                  f"{outcome.steps} llama-bench runs[/]", highlight=False)
+    if outcome.waited_s >= 1:
+        spent = (f"{outcome.spent_s:.0f} s of the {outcome.budget_s:.0f} s budget: "
+                 f"{outcome.spent_s - outcome.waited_s:.0f} s of measurement, {outcome.waited_s:.0f} s waiting for quiet")
+    else:
+        spent = f"{outcome.spent_s:.0f} s of measurement of the {outcome.budget_s:.0f} s budget"
+    console.print(f"[dim]{spent}, {outcome.steps} llama-bench runs[/]", highlight=False)
     if outcome.stopped is not None and not outcome.improved:
         return
     console.print()
