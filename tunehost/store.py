@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from tunehost.advise.host_calibration import HostCalibration, HostPoint
     from tunehost.bench.results import SavedResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the rounds table (per-round host watch); a version-1 store is migrated when opened
 DB_NAME = "results.sqlite3"
 STATE_ENV = "TUNEHOST_STATE_DIR"
 BUSY_TIMEOUT_S = 30.0
@@ -73,6 +73,16 @@ CREATE TABLE IF NOT EXISTS results (
     rounds INTEGER NOT NULL,
     PRIMARY KEY (run_id, config, test)
 );
+CREATE TABLE IF NOT EXISTS rounds (
+    run_id INTEGER NOT NULL REFERENCES runs (id),
+    seq INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    counted INTEGER NOT NULL,
+    disturbed INTEGER NOT NULL,
+    watch_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
 CREATE TABLE IF NOT EXISTS tune_steps (
     tune_key TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -82,6 +92,20 @@ CREATE TABLE IF NOT EXISTS tune_steps (
     PRIMARY KEY (tune_key, seq)
 );
 """
+
+# what turns a store of version N into N + 1 (additive only: a store this tunehost migrated still holds every row)
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("""CREATE TABLE IF NOT EXISTS rounds (
+    run_id INTEGER NOT NULL REFERENCES runs (id),
+    seq INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    counted INTEGER NOT NULL,
+    disturbed INTEGER NOT NULL,
+    watch_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+)""",),
+}
 
 
 class StoreUnavailable(TunehostError):
@@ -143,6 +167,28 @@ class StoredResult:
 
 
 @dataclass(frozen=True)
+class StoredRound:
+    """One round of a run as the host watch saw it (tunehost.bench.watch: the raw facts and the reasons judged
+    when it ran). ``stage``: "" for a bench, the knob for a tune; ``counted``: its values entered the verdict (a
+    tune discards a disturbed round unless --allow-busy)."""
+
+    stage: str
+    round: int
+    counted: bool
+    disturbed: bool
+    watch: Mapping[str, Any]
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        found = self.watch.get("reasons") if isinstance(self.watch, Mapping) else None
+        return tuple(str(r) for r in found) if isinstance(found, list) else ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "round": self.round, "counted": self.counted, "disturbed": self.disturbed,
+                "watch": dict(self.watch) if isinstance(self.watch, Mapping) else {}}
+
+
+@dataclass(frozen=True)
 class StoredRun:
     id: int
     created: str
@@ -187,6 +233,7 @@ class NewRun:
     results: tuple[StoredResult, ...]
     summary: Mapping[str, Any]
     label: str | None = None
+    rounds: tuple[StoredRound, ...] = ()  # one per round the host watch saw
 
 
 class Store:
@@ -246,7 +293,19 @@ class Store:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(run_id, r.config, r.config_key, _dump(list(r.flags)), r.test, r.kind, float(r.median_ts),
                   int(r.rounds)) for r in run.results])
+            db.executemany(
+                "INSERT INTO rounds (run_id, seq, stage, round, counted, disturbed, watch_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, seq, r.stage, int(r.round), int(bool(r.counted)), int(bool(r.disturbed)), _dump(r.watch))
+                 for seq, r in enumerate(run.rounds)])
         return run_id
+
+    def rounds(self, run_id: int) -> list[StoredRound]:
+        """The rounds recorded for one run, in order ([] for a run recorded before rounds were kept)."""
+        return [StoredRound(str(stage), int(rnd), bool(counted), bool(disturbed), _load(watch, {}))
+                for stage, rnd, counted, disturbed, watch in self._read(
+                    "SELECT stage, round, counted, disturbed, watch_json FROM rounds WHERE run_id = ? ORDER BY seq",
+                    [int(run_id)])]
 
     def runs(self, *, model_hash: str | None = None, model_path: str | None = None, command: str | None = None,
              limit: int = 200) -> list[StoredRun]:
@@ -335,6 +394,8 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
             db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             db.commit()
             version = _version(db)
+        if version is not None and version < SCHEMA_VERSION:
+            version = _migrate(db, version)
         if version != SCHEMA_VERSION:
             db.close()
             raise TunehostError(f"results store {target} has schema {version}; this tunehost reads {SCHEMA_VERSION} "
@@ -356,6 +417,23 @@ def open_for_recording(warn: Any) -> Store | None:
     except StoreUnavailable as exc:
         warn(f"not recorded in the results store: {exc} (set {STATE_ENV} to a writable directory)")
         return None
+
+
+def _migrate(db: sqlite3.Connection, version: int) -> int:
+    """Bring an older store up to SCHEMA_VERSION in one transaction (another process may have done it already)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        current = _version(db) or version
+        while current in _MIGRATIONS and current < SCHEMA_VERSION:
+            for statement in _MIGRATIONS[current]:
+                db.execute(statement)
+            current += 1
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(current),))
+    except BaseException:
+        db.rollback()
+        raise
+    db.commit()
+    return current
 
 
 def _version(db: sqlite3.Connection) -> int | None:
@@ -455,7 +533,13 @@ def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
     path = str(saved.model.get("path") or "")
     return NewRun(command=command, host=identity, host_fp=fingerprint, build=build, model_path=path,
                   model_hash=model_hash(path), model_name=saved.model.get("name"), results=results_of(saved),
-                  summary={**default_summary, **(extra or {})}, label=saved.label)
+                  summary={**default_summary, **(extra or {})}, label=saved.label,
+                  rounds=rounds_of_watch(saved.round_watch))
+
+
+def rounds_of_watch(reports: Sequence[Any], stage: str = "") -> tuple[StoredRound, ...]:
+    """The per-round host watch of a bench (tunehost.bench.watch.WatchReport, one per counted round) as stored rows."""
+    return tuple(StoredRound(stage, i + 1, True, bool(r.disturbed), r.to_json()) for i, r in enumerate(reports))
 
 
 def server_run(result: Any, *, host: Any = None) -> NewRun:
@@ -478,10 +562,12 @@ def server_run(result: Any, *, host: Any = None) -> NewRun:
     comparison = result.comparison
     summary = {"rounds": rounds, "stop_reason": result.settings.get("stop_reason"),
                "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {},
-               "servers": [s.to_json() for s in result.servers], "client_overhead": dict(result.overhead)}
+               "servers": [s.to_json() for s in result.servers], "client_overhead": dict(result.overhead),
+               "disturbed": bool(getattr(result, "disturbed", False))}
     return NewRun(command="server-bench", host=identity, host_fp=fingerprint,
                   build=first.build if first else None, model_path=path, model_hash=digest,
-                  model_name=first.model_alias if first else None, results=rows, summary=summary, label=result.label)
+                  model_name=first.model_alias if first else None, results=rows, summary=summary, label=result.label,
+                  rounds=rounds_of_watch(getattr(result, "round_watch", ())))
 
 
 def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:
@@ -639,7 +725,9 @@ def _sampled_run(run: StoredRun) -> dict[str, Any]:
         "host": {k: run.host.get(k) for k in FIELDS} if isinstance(run.host, Mapping) else {}, "build": run.build,
         "model": {"name": one_line(name, 120), "hash": run.model_hash}, "tg": tg, "best": summary.get("best"),
         # what drift needs of a reference (tunehost.cli.history.last_best): per-round values of its best config
-        "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")),
+        # ... and measured on a quiet host (a disturbed run is no reference for "this box got slower")
+        "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")) and not summary.get("disturbed"),
+        "disturbed": bool(summary.get("disturbed")),
         "objective": settings.get("objective"),
     }
     if run.command == "drift":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -27,7 +28,8 @@ class Boundary:
         monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU 9000", "cpu_count": 2,
                                                                   "doctor": {"verdict": "ready", "findings": []}})
         after = reading(10, 20, 12, procs={7: ("stress", 9.0)}) if disturbed else reading(10, 20, 19.9)
-        readings = iter([reading(0, 0, 0, procs={7: ("stress", 1.0)}), after])
+        # the start, then the same reading for every round's lap and the end
+        readings = itertools.chain([reading(0, 0, 0, procs={7: ("stress", 1.0)}), after], itertools.repeat(after))
         monkeypatch.setattr(watch, "read_reading", lambda host, **kw: next(readings))
 
 
@@ -208,3 +210,12 @@ def test_a_bench_run_records_its_placement_as_a_calibration_point_for_advise(cli
     assert fit.points[0].ram_bytes == 800_000_000 and fit.points[0].ram_gbps == 40.0
     shown = cli("advise", "--calibrate")
     assert "CPU: per-layer cost not determined" in shown.stdout and "GPU/split MoE" in shown.stdout
+
+
+def test_piped_bench_prints_plain_progress_lines(cli, monkeypatch, model):
+    Boundary(monkeypatch)
+    result = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--candidate", "-t 1")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("bench: ")]
+    assert lines[0].startswith("bench: round 1 (") and lines[-1].startswith("bench: done: ")
+    assert all(len(line) <= 80 for line in lines)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.advise.conftest import dense_tensors, write_gguf
+from tests.tune.busy import quiet_watch
 from tests.tune.test_race import FakeBench
 from tunehost.advise.host_view import HostView
 from tunehost.bench import runner
@@ -49,6 +52,7 @@ def boundary(monkeypatch, tmp_path):
 
     monkeypatch.setattr(tune_cli, "_plan", plan_here)
     monkeypatch.setattr(tune_cli, "CLOCK", lambda: state["fake"].now)
+    monkeypatch.setattr(tune_cli, "_race_watch", lambda: quiet_watch(state["fake"]))
     return state
 
 
@@ -133,6 +137,7 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     slow = FakeBench({("-t", "4"): 1.3}, seed=9, level=35.0)  # everything 30 % slower now
     monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: lambda args, on_line: slow(args))
     monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU"})
+    monkeypatch.setattr(watch, "read_reading", lambda host, **kw: simulated_reading(other_cores=0.0))
     monkeypatch.setattr(store, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.9"}, "fp2"))
     result = cli("history", "--drift", "--model", str(model), "--budget", "30")
     assert result.exit_code == 2, result.output
@@ -151,3 +156,32 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     [finding] = json.loads(doctor.stdout)["findings"]
     assert finding["severity"] == "warn" and finding["summary"].startswith("tiny.gguf got slower beyond the noise")
     assert "changed in between: kernel 6.8 -> 6.9" in finding["summary"]
+
+
+def simulated_reading(*, other_cores: float) -> Any:
+    """A reading of a host whose other processes keep ``other_cores`` CPUs busy (on the real clock)."""
+    import time
+
+    from tunehost.bench import watch
+
+    now = time.monotonic()
+    return watch.HostReading(at_s=now, cpu=watch.CpuTimes(now * other_cores, 0.0, now * 4), own_cpu_s=0.0,
+                             swap_in=0, swap_out=0, throttle_count=0, temperature=None)
+
+
+def test_drift_on_a_busy_host_leaves_the_disturbed_rounds_out_and_judges_nothing(cli, model, boundary, monkeypatch):
+    from tunehost.bench import watch
+
+    assert cli("tune", "--model", str(model), "--budget", "2h", "-n", "16").exit_code == 0
+    slow = FakeBench({("-t", "4"): 1.3}, seed=9, level=35.0)  # slower, but measured while the host is busy
+    monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: lambda args, on_line: slow(args))
+    monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU"})
+    monkeypatch.setattr(watch, "read_reading", lambda host, **kw: simulated_reading(other_cores=1.5))
+    result = cli("history", "--drift", "--model", str(model), "--budget", "30")
+    assert result.exit_code == 75, result.output
+    said = " ".join(result.stdout.split())
+    assert re.search(r"not judged: the host was busy in (\d+) of \1 rounds \(other processes used 1\.50 of", said), said
+    assert "drift: round 1 (" in result.stderr  # plain progress lines: stderr is not a terminal here
+    runs = json.loads(cli("history", "--json").stdout)["runs"]
+    assert runs[0]["command"] == "drift" and runs[0]["summary"]["disturbed"] is True
+    assert runs[0]["summary"]["discarded_rounds"] >= 5 and not runs[0]["summary"]["rows"]

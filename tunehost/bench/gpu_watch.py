@@ -325,6 +325,10 @@ class GpuSampler:
             del self._samples[:-MAX_SAMPLES]
             self._stop.wait(self.interval_s)
 
+    def window(self, since_s: float) -> GpuWatch:
+        """The samples taken since ``since_s`` (time.monotonic), judged: one round's GPU report."""
+        return judge_gpu([s for s in list(self._samples) if s.at_s >= since_s])
+
     def stop(self) -> GpuWatch:
         self._stop.set()
         if self._thread is not None:

@@ -253,6 +253,7 @@ class SavedResult:
     ceiling: Mapping[str, Any] | None = field(default=None, hash=False)
     label: str | None = None
     created: str = ""
+    round_watch: tuple[WatchReport, ...] = ()  # one report per counted round (the store keeps them per round)
     tunehost: str = __version__
     notes: tuple[str, ...] = ()
 
@@ -277,6 +278,7 @@ class SavedResult:
             "configs": [c.to_json() for c in self.configs],
             "comparison": self.comparison.to_json() if self.comparison else None,
             "watch": self.watch.to_json() if self.watch else None,
+            "round_watch": [w.to_json() for w in self.round_watch],
             "ceiling": dict(self.ceiling) if self.ceiling else None,
             "invocations": [i.to_json() for i in self.invocations],
             "notes": list(self.notes),
@@ -299,6 +301,8 @@ class SavedResult:
                 comparison=Comparison.from_json(data["comparison"]) if data.get("comparison") else None,
                 invocations=tuple(Invocation.from_json(i) for i in data.get("invocations") or ()),
                 watch=WatchReport.from_json(data["watch"]) if data.get("watch") else None,
+                round_watch=tuple(WatchReport.from_json(w) for w in data.get("round_watch") or ()
+                                  if isinstance(w, Mapping)),
                 ceiling=dict(data["ceiling"]) if data.get("ceiling") else None,
                 label=data.get("label"), created=str(data.get("created") or ""),
                 tunehost=str(data.get("tunehost") or ""), notes=tuple(data.get("notes") or ()),

@@ -38,9 +38,11 @@ from tunehost.bench.results import (
 )
 from tunehost.errors import TunehostError
 
+from tunehost.bench.watch import WatchReport
+
 if TYPE_CHECKING:
     from tunehost.advise.host_calibration import StoredBandwidth
-    from tunehost.bench.watch import HostWatcher, WatchReport
+    from tunehost.bench.watch import HostWatcher
     from tunehost.host import Host
 
 DEFAULT_N_PROMPT = 512
@@ -132,6 +134,7 @@ class RoundsOutcome:
     stop_reason: str
     wall_s: float
     watch: "WatchReport | None" = None
+    round_watch: tuple["WatchReport", ...] = ()  # one report per counted round (tunehost.bench.watch.reasons_for)
 
 
 # ---------------------------------------------------------------- flags
@@ -259,6 +262,9 @@ def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: 
             run_one(config, 0)
     if watcher is not None:
         watcher.start()
+    lap = getattr(watcher, "lap", None)
+    cpus = _cpus_used(configs, getattr(watcher, "cpu_count", None) or os.cpu_count() or 1)
+    round_watch: list[WatchReport] = []
     rounds = 0
     stop_reason = "max rounds"
     while True:
@@ -266,6 +272,8 @@ def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: 
         for config in order:
             run_one(config, rounds + 1)
         rounds += 1
+        if lap is not None:
+            round_watch.append(lap(cpus))
         if rounds < settings.min_rounds:
             continue
         if rounds >= settings.max_rounds:
@@ -281,8 +289,22 @@ def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: 
         rounds_planned = rounds + 1
     rounds_planned = rounds
     report = watcher.stop() if watcher is not None else None
+    if report is not None and cpus is not None:
+        from tunehost.bench.watch import rejudge
+
+        report = rejudge(report, cpus)  # judged for the CPUs the configurations use
     emit("done", configs[-1].name, rounds)
-    return RoundsOutcome(tuple(configs), tuple(invocations), results, rounds, stop_reason, clock() - start, report)
+    return RoundsOutcome(tuple(configs), tuple(invocations), results, rounds, stop_reason, clock() - start, report,
+                         tuple(round_watch))
+
+
+def _cpus_used(configs: Sequence[BenchConfig], cpu_count: int) -> int | None:
+    """The CPUs the busiest configuration keeps busy (what a round's "disturbed" is judged against); None when
+    one of them leaves the thread count to llama-bench."""
+    from tunehost.bench.watch import cpus_used_by
+
+    used = [cpus_used_by(c.flags, cpu_count) for c in configs]
+    return None if any(u is None for u in used) else max(u for u in used if u is not None)
 
 
 def _one_per_test(got: Sequence[BenchResult], config: BenchConfig) -> dict[str, BenchResult]:
@@ -583,7 +605,8 @@ def build_result(outcome: RoundsOutcome, settings: BenchSettings, *, binary: str
         llama_bench={"path": str(binary), "build_commit": first.build_commit, "build_number": first.build_number,
                      "backend": first.backend},
         settings=settings_json, host=dict(host_summary or {}), comparison=comparison,
-        invocations=outcome.invocations, watch=outcome.watch, ceiling=dict(ceiling) if ceiling else None,
+        invocations=outcome.invocations, watch=outcome.watch, round_watch=outcome.round_watch,
+        ceiling=dict(ceiling) if ceiling else None,
         label=label, created=now_utc(), notes=tuple(notes),
     )
 

@@ -566,6 +566,12 @@ class ServerBenchResult:
     created: str
     label: str | None = None
     notes: tuple[str, ...] = ()
+    watch: Any = None  # tunehost.bench.watch.WatchReport of the counted rounds (None: not watched)
+    round_watch: tuple[Any, ...] = ()  # one WatchReport per counted round
+
+    @property
+    def disturbed(self) -> bool:
+        return self.watch is not None and self.watch.disturbed
 
     def to_json(self) -> dict[str, Any]:
         from tunehost import __version__
@@ -576,7 +582,9 @@ class ServerBenchResult:
                 "comparison": self.comparison.to_json() if self.comparison is not None else None,
                 "summary": {k: list(v) for k, v in self.summary.items()}, "client_overhead": dict(self.overhead),
                 "notes": list(self.notes), "requests": [r.to_json() for r in self.records],
-                "invocations": [i.to_json() for i in self.invocations]}
+                "invocations": [i.to_json() for i in self.invocations],
+                "watch": self.watch.to_json() if self.watch is not None else None,
+                "round_watch": [w.to_json() for w in self.round_watch]}
 
 
 def cache_ram_statement(command: Sequence[str] | None) -> str:
@@ -593,8 +601,11 @@ def cache_ram_statement(command: Sequence[str] | None) -> str:
 
 
 def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *, api_key: str | None = None,
-                   on_progress: Callable[[Any], None] | None = None, label: str | None = None) -> ServerBenchResult:
-    """Probe every server, then the engine's interleaved rounds; the result with /props as provenance."""
+                   on_progress: Callable[[Any], None] | None = None, label: str | None = None,
+                   watcher: Any = None) -> ServerBenchResult:
+    """Probe every server, then the engine's interleaved rounds; the result with /props as provenance.
+    ``watcher``: a tunehost.bench.watch.HostWatcher that counts the servers' CPU time as the measurement's own
+    (every round is then judged as bench judges its rounds)."""
     from dataclasses import replace
 
     from tunehost.bench.results import compare_configs, config_from_invocations, now_utc, rounds_of
@@ -625,14 +636,18 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
                            max_rounds=max(settings.min_rounds, settings.max_rounds), warmup=True,
                            progress_lines=False)
     outcome = run_rounds(configs, engine, runners[targets[0].name].invoke, on_progress=on_progress,
-                         invoke_for=lambda config: runners[config.name].invoke)
+                         invoke_for=lambda config: runners[config.name].invoke, watcher=watcher)
     config_results = tuple(
         config_from_invocations(c.name, c.flags, outcome.invocations, outcome.results[c.name],
                                 " ".join(targets[i].command) if targets[i].command else targets[i].target.url)
         for i, c in enumerate(configs))
     comparison = None
+    disturbed = outcome.watch is not None and outcome.watch.disturbed
     if len(config_results) == 2:
         comparison = compare_configs(config_results[0], config_results[1], interleaved=True,
+                                     disturbed=disturbed,
+                                     notes=[f"host disturbed: {'; '.join(outcome.watch.reasons)}"]
+                                     if disturbed and outcome.watch is not None else [],
                                      baseline_rounds=rounds_of(outcome.invocations, configs[0].name),
                                      candidate_rounds=rounds_of(outcome.invocations, configs[1].name))
     records = tuple(r for runner in runners.values() for r in runner.records)
@@ -654,4 +669,4 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
         settings=settings_json, servers=tuple(infos), configs=config_results, comparison=comparison,
         summary={c.name: summarize_records(records, c.name) for c in configs}, records=records,
         invocations=outcome.invocations, overhead=client_overhead([r for r in records if r.round > 0]),
-        created=now_utc(), label=label, notes=tuple(notes))
+        created=now_utc(), label=label, notes=tuple(notes), watch=outcome.watch, round_watch=outcome.round_watch)

@@ -22,6 +22,7 @@ Everything here reads through the host layer (``host.files``; process CPU times 
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,8 +32,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tunehost.host import Host
 
-# A run is disturbed when, averaged over its wall time, other processes used more than this many cores ...
+# A run (or one round of it) is disturbed when, averaged over its wall time, other processes used more than this
+# many cores beyond the spare CPUs its configuration leaves (other_cpu_limit: a configuration that uses every CPU
+# tolerates 0.10 cores of other work; one that leaves CPUs idle tolerates half of each idle CPU more, since other work
+# on an idle CPU still takes memory bandwidth and cache) ...
 OTHER_CPU_LIMIT_CORES = 0.10
+SPARE_CPU_SHARE = 0.5
 # ... or the hypervisor stole more than this share of the machine's CPU time ...
 STEAL_LIMIT_SHARE = 0.05
 # ... or more than this many pages (4 KiB) were swapped in or out ...
@@ -90,10 +95,18 @@ class WatchReport:
     reasons: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()  # what could not be watched on this host
     gpu: Mapping[str, Any] | None = field(default=None, hash=False)  # GpuWatch.to_json(): the GPUs under load
+    cpus_used: int | None = None  # CPUs the measured configuration uses (None: unknown, judged as all of them)
+    temp_limit_c: float | None = None  # the hottest sensor's own high/crit mark
+    temp_source: str | None = None
 
     @property
     def disturbed(self) -> bool:
         return bool(self.reasons)
+
+    @property
+    def other_cpu_s(self) -> float | None:
+        """CPU seconds other processes took during the watched time."""
+        return None if self.other_cpu_cores is None else self.other_cpu_cores * self.wall_s
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,7 +117,8 @@ class WatchReport:
             "temp_max_c": self.temp_max_c, "temp_after_c": self.temp_after_c,
             "busiest_others": [{"name": n, "pid": p, "cpu_s": round(s, 2)} for n, p, s in self.busiest_others],
             "disturbed": self.disturbed, "reasons": list(self.reasons), "unknown": list(self.unknown),
-            "gpu": dict(self.gpu) if self.gpu else None,
+            "gpu": dict(self.gpu) if self.gpu else None, "cpus_used": self.cpus_used,
+            "temp_limit_c": self.temp_limit_c, "temp_source": self.temp_source,
         }
 
     @classmethod
@@ -120,7 +134,24 @@ class WatchReport:
             reasons=tuple(str(r) for r in data.get("reasons") or ()),
             unknown=tuple(str(u) for u in data.get("unknown") or ()),
             gpu=dict(data["gpu"]) if isinstance(data.get("gpu"), Mapping) else None,
+            cpus_used=_int_or_none(data.get("cpus_used")), temp_limit_c=_float_or_none(data.get("temp_limit_c")),
+            temp_source=str(data["temp_source"]) if data.get("temp_source") is not None else None,
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return None if value is None or isinstance(value, bool) else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float_or_none(value: Any) -> float | None:
+    try:
+        number = None if value is None or isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -148,11 +179,120 @@ def parse_proc_stat(text: str | None, ticks_per_s: float) -> CpuTimes | None:
     return None
 
 
-def judge(before: HostReading, after: HostReading, *, cpu_count: int,
-          temperatures: Sequence[Temperature] = ()) -> WatchReport:
-    """Compare two readings taken around a run (``temperatures``: the readings taken in between)."""
-    wall = max(after.at_s - before.at_s, 1e-9)
+def other_cpu_limit(cpu_count: int, cpus_used: int | None) -> float:
+    """How many cores of other work a round tolerates: :data:`OTHER_CPU_LIMIT_CORES` when the configuration uses
+    every CPU (or it is unknown), plus :data:`SPARE_CPU_SHARE` of each CPU it leaves idle."""
+    spare = 0 if cpus_used is None else max(0, cpu_count - cpus_used)
+    return OTHER_CPU_LIMIT_CORES + SPARE_CPU_SHARE * spare
+
+
+def reasons_for(report: WatchReport) -> tuple[str, ...]:
+    """Why a watched time (a whole run or one round) was disturbed, judged from its raw facts alone: the ONE
+    judgement bench, tune, history --drift and the server bench share (empty: undisturbed). A stored report is
+    re-judged by this, so an old round is judged by newer code."""
     reasons: list[str] = []
+    wall = max(report.wall_s, 1e-9)
+    other = report.other_cpu_cores
+    if other is not None and other > other_cpu_limit(report.cpu_count, report.cpus_used):
+        busiest = report.busiest_others
+        named = ", ".join(f"{name} (pid {pid}, {cpu:.1f} s)" for name, pid, cpu in busiest)
+        unnamed = other * wall - sum(cpu for _, _, cpu in busiest)
+        if unnamed > max(1.0, 0.5 * other * wall):  # most of it came from processes gone by the end
+            named = (named + ", " if named else "") + f"short-lived processes ({unnamed:.1f} s)"
+        uses = (f" (the configuration uses {report.cpus_used})"
+                if report.cpus_used is not None and report.cpus_used < report.cpu_count else "")
+        reasons.append(f"other processes used {other:.2f} of {report.cpu_count} CPUs{uses} during the run"
+                       + (f": {named}" if named else ""))
+    if report.steal_share is not None and report.steal_share > STEAL_LIMIT_SHARE:
+        reasons.append(f"the hypervisor stole {report.steal_share:.0%} of the CPU time (other guests on this host)")
+    if report.swap_in_pages is not None and report.swap_out_pages is not None \
+            and report.swap_in_pages + report.swap_out_pages > SWAP_LIMIT_PAGES:
+        reasons.append(f"the host was swapping: {report.swap_in_pages} pages in, {report.swap_out_pages} out")
+    if report.throttle_delta is not None and report.throttle_delta > 0:
+        reasons.append(f"the CPU throttled for heat {report.throttle_delta} times (thermal_throttle counters)")
+    if report.temp_max_c is not None and report.temp_limit_c is not None and report.temp_max_c >= report.temp_limit_c:
+        reasons.append(f"the CPU reached {report.temp_max_c:.0f} °C, its {report.temp_limit_c:.0f} °C limit "
+                       f"({report.temp_source or 'CPU sensor'})")
+    gpu = report.gpu.get("reasons") if isinstance(report.gpu, Mapping) else None
+    if isinstance(gpu, (list, tuple)):
+        reasons.extend(str(r) for r in gpu)
+    return tuple(reasons)
+
+
+def rejudge(report: WatchReport, cpus_used: int | None = None) -> WatchReport:
+    """``report`` judged again (for the CPUs a configuration uses, when given)."""
+    if cpus_used is not None:
+        report = replace(report, cpus_used=cpus_used)
+    return replace(report, reasons=reasons_for(report))
+
+
+def combine(reports: Sequence[WatchReport]) -> WatchReport | None:
+    """Several watched stretches (the llama-bench calls of one round) as one report: wall time, other CPU time,
+    swapping and throttle counts added up, the hottest temperature, the busiest others merged; judged again."""
+    if not reports:
+        return None
+    if len(reports) == 1:
+        return rejudge(reports[0])
+    wall = sum(r.wall_s for r in reports)
+
+    def total(values: list[Any]) -> Any:
+        return None if any(v is None for v in values) else sum(values)
+
+    other_s = total([r.other_cpu_s for r in reports])
+    shares = [r.steal_share for r in reports]
+    steal = None if any(v is None for v in shares) else sum(
+        (v or 0.0) * r.wall_s for v, r in zip(shares, reports)) / max(wall, 1e-9)
+    busiest: dict[tuple[str, int], float] = {}
+    for r in reports:
+        for name, pid, cpu in r.busiest_others:
+            busiest[(name, pid)] = busiest.get((name, pid), 0.0) + cpu
+    top = sorted(((n, p, c) for (n, p), c in busiest.items()), key=lambda b: -b[2])[:BUSIEST_SHOWN]
+    temps = [r for r in reports if r.temp_max_c is not None]
+    hottest = max(temps, key=lambda r: r.temp_max_c or 0.0) if temps else None
+    gpu_reasons = [g for r in reports if isinstance(r.gpu, Mapping) for g in r.gpu.get("reasons") or ()]
+    used = [r.cpus_used for r in reports]
+    first, last = reports[0], reports[-1]
+    return rejudge(WatchReport(
+        wall_s=wall, cpu_count=max(r.cpu_count for r in reports),
+        other_cpu_cores=None if other_s is None else other_s / max(wall, 1e-9), steal_share=steal,
+        swap_in_pages=total([r.swap_in_pages for r in reports]), swap_out_pages=total([r.swap_out_pages for r in reports]),
+        throttle_delta=total([r.throttle_delta for r in reports]), temp_before_c=first.temp_before_c,
+        temp_max_c=hottest.temp_max_c if hottest else None, temp_after_c=last.temp_after_c,
+        busiest_others=tuple(top), unknown=tuple(dict.fromkeys(u for r in reports for u in r.unknown)),
+        gpu={"reasons": list(dict.fromkeys(gpu_reasons))} if gpu_reasons else None,
+        cpus_used=None if any(u is None for u in used) else max(u for u in used if u is not None),
+        temp_limit_c=hottest.temp_limit_c if hottest else None, temp_source=hottest.temp_source if hottest else None))
+
+
+def cpus_used_by(args: Sequence[str], cpu_count: int) -> int | None:
+    """How many CPUs a llama-bench call's configuration keeps busy: the largest -t value (several values: the
+    largest), capped by a -C/--cpu-mask's CPUs and by ``cpu_count``; None when it sets no thread count (llama-bench
+    then picks its own, judged as every CPU)."""
+    threads: int | None = None
+    mask_cpus: int | None = None
+    for i, token in enumerate(args[:-1]):
+        value = str(args[i + 1])
+        if token in ("-t", "--threads"):
+            try:
+                threads = max(int(v) for v in value.split(","))
+            except ValueError:
+                return None
+        elif token in ("-C", "--cpu-mask"):
+            try:
+                mask_cpus = max(bin(int(v, 16)).count("1") for v in value.split(","))
+            except ValueError:
+                mask_cpus = None
+    if threads is None:
+        return None
+    used = min(threads, mask_cpus) if mask_cpus else threads
+    return max(1, min(used, cpu_count))
+
+
+def judge(before: HostReading, after: HostReading, *, cpu_count: int,
+          temperatures: Sequence[Temperature] = (), cpus_used: int | None = None) -> WatchReport:
+    """Compare two readings taken around a run or a round (``temperatures``: the readings taken in between); the
+    raw facts, judged by :func:`reasons_for`."""
+    wall = max(after.at_s - before.at_s, 1e-9)
     unknown: list[str] = []
 
     other_cores = steal_share = None
@@ -165,31 +305,16 @@ def judge(before: HostReading, after: HostReading, *, cpu_count: int,
     else:
         unknown.append("CPU use of other processes (/proc/stat unreadable)")
 
-    busiest = _busiest(before.processes, after.processes)
-    if other_cores is not None and other_cores > OTHER_CPU_LIMIT_CORES:
-        named = ", ".join(f"{name} (pid {pid}, {cpu:.1f} s)" for name, pid, cpu in busiest)
-        unnamed = other_cores * wall - sum(cpu for _, _, cpu in busiest)
-        if unnamed > max(1.0, 0.5 * other_cores * wall):  # most of it came from processes gone by the end
-            named = (named + ", " if named else "") + f"short-lived processes ({unnamed:.1f} s)"
-        reasons.append(f"other processes used {other_cores:.2f} of {cpu_count} CPUs during the run"
-                       + (f": {named}" if named else ""))
-    if steal_share is not None and steal_share > STEAL_LIMIT_SHARE:
-        reasons.append(f"the hypervisor stole {steal_share:.0%} of the CPU time (other guests on this host)")
-
     swap_in = swap_out = None
     if None not in (before.swap_in, after.swap_in, before.swap_out, after.swap_out):
         swap_in = after.swap_in - before.swap_in  # type: ignore[operator]
         swap_out = after.swap_out - before.swap_out  # type: ignore[operator]
-        if swap_in + swap_out > SWAP_LIMIT_PAGES:
-            reasons.append(f"the host was swapping: {swap_in} pages in, {swap_out} out")
     else:
         unknown.append("swap activity (/proc/vmstat unreadable)")
 
     throttle = None
     if before.throttle_count is not None and after.throttle_count is not None:
         throttle = after.throttle_count - before.throttle_count
-        if throttle > 0:
-            reasons.append(f"the CPU throttled for heat {throttle} times (thermal_throttle counters)")
     else:
         unknown.append("thermal throttling (no thermal_throttle counters)")
 
@@ -197,17 +322,18 @@ def judge(before: HostReading, after: HostReading, *, cpu_count: int,
     hottest = max(temps, key=lambda t: t.value_c) if temps else None
     if hottest is None:
         unknown.append("CPU temperature (no hwmon CPU sensor)")
-    elif hottest.limit_c is not None and hottest.value_c >= hottest.limit_c:
-        reasons.append(f"the CPU reached {hottest.value_c:.0f} °C, its {hottest.limit_c:.0f} °C limit ({hottest.source})")
 
-    return WatchReport(
+    report = WatchReport(
         wall_s=wall, cpu_count=cpu_count, other_cpu_cores=other_cores, steal_share=steal_share,
         swap_in_pages=swap_in, swap_out_pages=swap_out, throttle_delta=throttle,
         temp_before_c=before.temperature.value_c if before.temperature else None,
         temp_max_c=hottest.value_c if hottest else None,
         temp_after_c=after.temperature.value_c if after.temperature else None,
-        busiest_others=busiest, reasons=tuple(reasons), unknown=tuple(unknown),
+        busiest_others=_busiest(before.processes, after.processes), unknown=tuple(unknown),
+        cpus_used=cpus_used, temp_limit_c=hottest.limit_c if hottest else None,
+        temp_source=hottest.source if hottest else None,
     )
+    return replace(report, reasons=reasons_for(report))
 
 
 def _busiest(before: Mapping[int, tuple[str, float]], after: Mapping[int, tuple[str, float]]
@@ -227,18 +353,27 @@ def _busiest(before: Mapping[int, tuple[str, float]], after: Mapping[int, tuple[
 
 def read_reading(host: "Host", *, exclude_pids: Callable[[], set[int]] | None = None,
                  processes: bool = True) -> HostReading:
-    """One reading of the host (I/O). ``exclude_pids``: processes that are ours (llama-bench while it runs)."""
+    """One reading of the host (I/O). ``exclude_pids``: processes whose work is the measurement's own (llama-bench
+    while it runs, the llama-server a server bench measures): their CPU time counts as ours, not as other work."""
     ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
     cpu = parse_proc_stat(host.files.read("/proc/stat"), ticks)
     own = os.times()
     vm = _vmstat(host.files.read("/proc/vmstat"))
+    excluded = exclude_pids() if exclude_pids else set()
+    serving = _cpu_seconds_of(excluded) if excluded else 0.0
     return HostReading(
         at_s=time.monotonic(), cpu=cpu,
-        own_cpu_s=own.user + own.system + own.children_user + own.children_system,
+        own_cpu_s=own.user + own.system + own.children_user + own.children_system + serving,
         swap_in=vm.get("pswpin"), swap_out=vm.get("pswpout"),
         throttle_count=read_throttle_count(host), temperature=read_cpu_temperature(host),
-        processes=_process_cpu(exclude_pids() if exclude_pids else set()) if processes else {},
+        processes=_process_cpu(excluded) if processes else {},
     )
+
+
+def _cpu_seconds_of(pids: set[int]) -> float:
+    from tunehost.host.samples import cpu_seconds_of
+
+    return cpu_seconds_of(pids)
 
 
 def _vmstat(text: str | None) -> dict[str, int]:
@@ -274,23 +409,30 @@ def _process_cpu(exclude: set[int]) -> dict[int, tuple[str, float]]:
 
 
 class HostWatcher:
-    """Reads the live host around a run: ``start()``, ``tick()`` after each invocation, ``stop() -> WatchReport``."""
+    """Reads the live host around a run: ``start()``, ``tick()`` after each invocation, ``lap()`` after each round
+    (that round's own report), ``stop() -> WatchReport`` (the whole run)."""
 
     def __init__(self, host: "Host", *, cpu_count: int | None = None,
-                 read: Callable[["Host"], HostReading] | None = None, gpu: Any = True):
+                 read: Callable[["Host"], HostReading] | None = None, gpu: Any = True,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         """``gpu``: True samples the GPUs (NVML or amdgpu sysfs, ~1 Hz in a thread), False does not, or a
-        tunehost.bench.gpu_watch.GpuSampler to use."""
+        tunehost.bench.gpu_watch.GpuSampler to use. ``clock``/``sleep``: what :meth:`wait_quiet` waits with."""
         self.host = host
+        self._clock, self._sleep = clock, sleep
         self.cpu_count = cpu_count or os.cpu_count() or 1
         self._read = read or read_reading
         self._before: HostReading | None = None
+        self._lap: HostReading | None = None
         self._temps: list[Temperature] = []
+        self._lap_temps: list[Temperature] = []
         self._gpu_option = gpu
         self._gpu: Any = None
 
     def start(self) -> None:
-        self._before = self._read(self.host)
-        self._temps = []
+        self._before = self._lap = self._read(self.host)
+        self._temps, self._lap_temps = [], []
+        if self._gpu is not None:
+            return  # started before (a second start() only restarts the CPU side)
         if self._gpu_option is True:
             from tunehost.bench.gpu_watch import GpuSampler
 
@@ -305,6 +447,28 @@ class HostWatcher:
         temp = read_cpu_temperature(self.host)
         if temp is not None:
             self._temps.append(temp)
+            self._lap_temps.append(temp)
+
+    def lap(self, cpus_used: int | None = None) -> WatchReport:
+        """What happened on the host since the previous lap (or ``start()``): one round's report, judged for a
+        configuration that uses ``cpus_used`` CPUs."""
+        if self._lap is None:
+            raise RuntimeError("HostWatcher.lap() before start()")
+        now = self._read(self.host)
+        report = judge(self._lap, now, cpu_count=self.cpu_count, temperatures=self._lap_temps, cpus_used=cpus_used)
+        window = getattr(self._gpu, "window", None)
+        if window is not None:
+            gpu = window(self._lap.at_s)
+            report = rejudge(replace(report, gpu=gpu.to_json(), unknown=report.unknown + gpu.unknown))
+        self._lap, self._lap_temps = now, []
+        return report
+
+    def wait_quiet(self, timeout_s: float, cpus_used: int | None = None, **kwargs: Any) -> "QuietWait":
+        """:func:`wait_for_quiet` on this host."""
+        kwargs.setdefault("clock", self._clock)
+        kwargs.setdefault("sleep", self._sleep)
+        return wait_for_quiet(lambda: self._read(self.host), cpu_count=self.cpu_count, cpus_used=cpus_used,
+                              timeout_s=timeout_s, **kwargs)
 
     def stop(self) -> WatchReport:
         if self._before is None:
@@ -314,8 +478,87 @@ class HostWatcher:
         if self._gpu is None:
             return report
         gpu = self._gpu.stop()
-        return replace(report, reasons=report.reasons + gpu.reasons, unknown=report.unknown + gpu.unknown,
-                       gpu=gpu.to_json())
+        self._gpu = None
+        return rejudge(replace(report, unknown=report.unknown + gpu.unknown, gpu=gpu.to_json()))
+
+
+class CallWatcher:
+    """A :class:`HostWatcher` around each llama-bench call of a tune (the race's ``RaceWatch``): ``begin()`` before
+    a call, ``end()`` after it (that call's report), ``wait_quiet()`` between calls, ``close()`` at the end."""
+
+    def __init__(self, watcher: HostWatcher):
+        self.watcher = watcher
+        self._started = False
+
+    def begin(self) -> None:
+        if not self._started:
+            self.watcher.start()
+            self._started = True
+        else:
+            self.watcher.lap()  # what happened between calls is no call's
+
+    def end(self) -> WatchReport:
+        return self.watcher.lap()
+
+    def wait_quiet(self, timeout_s: float, cpus_used: int | None) -> "QuietWait":
+        return self.watcher.wait_quiet(timeout_s, cpus_used)
+
+    def close(self) -> None:
+        if self._started:
+            self.watcher.stop()
+            self._started = False
+
+
+# ---------------------------------------------------------------- waiting for quiet
+
+QUIET_WINDOW_S = 2.0  # one look at the host lasts this long ...
+QUIET_WINDOWS = 2  # ... and this many in a row must be undisturbed: a load on 2 s / off 3 s never passes
+
+
+@dataclass(frozen=True)
+class QuietWait:
+    """The outcome of waiting for quiet: quiet or not by the deadline, how long it took, why not."""
+
+    quiet: bool
+    waited_s: float
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"quiet": self.quiet, "waited_s": round(self.waited_s, 3), "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "QuietWait":
+        if not isinstance(data, Mapping):
+            return cls(False, 0.0, "not recorded")
+        waited = _float_or_none(data.get("waited_s")) or 0.0
+        return cls(bool(data.get("quiet")), waited, str(data["reason"]) if data.get("reason") else None)
+
+
+def wait_for_quiet(read: Callable[[], HostReading], *, cpu_count: int, cpus_used: int | None, timeout_s: float,
+                   window_s: float = QUIET_WINDOW_S, windows: int = QUIET_WINDOWS,
+                   clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> QuietWait:
+    """Look at the host in windows of ``window_s`` until ``windows`` in a row are undisturbed by
+    :func:`reasons_for` (the same judgement as a measured round's, for a configuration using ``cpus_used`` CPUs), or
+    until the next window would pass ``timeout_s``. Bounded: at most ``timeout_s`` plus one reading."""
+    start = clock()
+    before = read()
+    streak = 0
+    reason: str | None = None
+    while True:
+        if clock() - start + window_s > timeout_s:
+            return QuietWait(False, clock() - start, reason or f"not quiet for {windows * window_s:g} s in a row "
+                                                                f"within {timeout_s:g} s")
+        sleep(window_s)
+        after = read()
+        report = judge(before, after, cpu_count=cpu_count, cpus_used=cpus_used)
+        before = after
+        if report.disturbed:
+            streak, reason = 0, report.reasons[0]
+        else:
+            streak += 1
+            if streak >= windows:
+                return QuietWait(True, clock() - start, None)
 
 
 # ---------------------------------------------------------------- what the host was

@@ -145,7 +145,7 @@ def bench(
             if not json_out:
                 err.print("advised llama-bench flags: " + (shlex.join(cand_flags) or "(llama-bench defaults)"),
                           markup=False, highlight=False)
-        with _progress(err, enabled=sys.stderr.isatty()) as progress:
+        with _progress(err, enabled=sys.stderr.isatty() and sys.stdout.isatty()) as progress:
             result = runner.measure(
                 model, baseline=base_flags, candidate=cand_flags,
                 n_prompt=_pick(n_prompt, defaults.get("n_prompt"), runner.DEFAULT_N_PROMPT),
@@ -225,13 +225,19 @@ def _pick(given: int | None, saved: Any, default: int) -> int:
 
 
 class _ProgressView:
-    """A rich progress bar on stderr: what runs now and our own ETA; silent when disabled."""
+    """A rich progress bar on stderr: what runs now and our own ETA. Disabled (stdout or stderr not a terminal:
+    `bench | tee`, a CI log), plain lines instead when ``lines``: the first counted round, every
+    LINE_EVERY_ROUNDS-th and the end (nothing before the warm-up succeeded: a flag llama-bench rejects stays one
+    error line)."""
 
-    def __init__(self, console: "Console", enabled: bool):
+    def __init__(self, console: "Console", enabled: bool, lines: bool = False, what: str = "bench"):
         self.console = console
         self.enabled = enabled
+        self.lines = lines and not enabled
+        self.what = what
         self._progress: Any = None
         self._task: Any = None
+        self._last: tuple[str, int] | None = None
 
     def __enter__(self) -> "_ProgressView":
         if self.enabled:
@@ -253,8 +259,26 @@ class _ProgressView:
         if self._progress is not None:
             self._progress.update(self._task, description=message)
 
+    def _line(self, text: str) -> None:
+        from tunehost.printable import one_line
+
+        self.console.print(one_line(f"{self.what}: {text}", 200), markup=False, highlight=False, soft_wrap=True)
+
     def update(self, event: Any) -> None:
         if self._progress is None:
+            if not self.lines or event.line:
+                return
+            key = (event.phase, event.round)
+            if key == self._last:
+                return
+            eta = f", ETA {event.eta_s:.0f} s" if event.eta_s is not None else ""
+            if event.phase == "round" and (event.round == 1 or event.round % LINE_EVERY_ROUNDS == 0):
+                self._line(f"round {event.round} ({event.done}/{event.planned} llama-bench runs{eta})")
+            elif event.phase == "done":
+                self._line(f"done: {event.round} rounds in {event.elapsed_s:.0f} s")
+            else:
+                return
+            self._last = key
             return
         if event.phase == "warm-up":
             what = f"warm-up · {event.config}"
@@ -268,8 +292,12 @@ class _ProgressView:
         self._progress.update(self._task, description=what, total=event.planned, completed=event.done, eta=eta)
 
 
-def _progress(console: "Console", *, enabled: bool) -> _ProgressView:
-    return _ProgressView(console, enabled)
+LINE_EVERY_ROUNDS = 5
+
+
+def _progress(console: "Console", *, enabled: bool, lines: bool = True, what: str = "bench") -> _ProgressView:
+    """The progress of a measurement: a bar when ``enabled`` (a terminal), else plain lines (``lines``)."""
+    return _ProgressView(console, enabled, lines, what)
 
 
 # ---------------------------------------------------------------- rendering

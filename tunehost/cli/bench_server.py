@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,11 +111,14 @@ def bench_server(opts: ServerOptions) -> None:
         progress = _Progress(err, enabled=sys.stderr.isatty() and not opts.json_out)
         try:
             result = measure_server(targets, settings, api_key=api_key, on_progress=progress.update,
-                                    label=opts.save.stem if opts.save else None)
+                                    label=opts.save.stem if opts.save else None, watcher=_server_watcher(targets))
         finally:
             progress.close()
     if opts.save is not None:
         write_json(result.to_json(), opts.save)
+    if result.disturbed and not opts.json_out and result.watch is not None:
+        for reason in result.watch.reasons:
+            err.print(f"disturbed: {one_line(reason, 300)}", markup=False, highlight=False)
     _record(result, err)  # the results store (docs/history.md): every measured run
     if opts.json_out:
         typer.echo(json.dumps(result.to_json(), indent=2))
@@ -214,3 +218,30 @@ def _record(result, err) -> None:
         return
     with store:
         store.record(server_run(result))
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+
+
+def _server_watcher(targets: Any) -> Any:
+    """A HostWatcher for the server bench: the CPU time of the servers measured on this host (found by their
+    listening port) counts as the measurement's own; everything else is other work, judged per round as bench's.
+    None when no target is on this host (a remote server's host cannot be watched from here)."""
+    from tunehost.bench.watch import HostWatcher, read_reading
+    from tunehost.host import open_host
+    from tunehost.host.samples import listening_pids
+
+    ports = {t.target.port for t in targets if t.target.host in LOCAL_HOSTS}
+    if not ports:
+        return None
+    found: set[int] = set()
+
+    def servers() -> set[int]:
+        if not found:
+            try:
+                found.update(listening_pids(ports) - {os.getpid()})  # our own time is counted already
+            except Exception:  # not visible to this user: their work then counts as other work (said so)
+                pass
+        return set(found)
+
+    return HostWatcher(open_host(), read=lambda host: read_reading(host, exclude_pids=servers))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 COMMANDS = ("bench", "tune", "drift", "server-bench")
 EXIT_SLOWER = 2  # --drift: this box got slower beyond the noise
+EXIT_BUSY = 75  # --drift: every round was disturbed by other processes, nothing judged (EX_TEMPFAIL, as gate)
 SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -60,9 +62,11 @@ def history(
     store = open_store()
     with store:
         runs = store.runs(model_hash=digest, command=command, limit=limit)
-    if json_out:
+        rounds = {r.id: store.rounds(r.id) for r in runs} if json_out else {}
+    if json_out:  # each run with its rounds as the host watch saw them (counted or discarded, disturbed or not)
         typer.echo(json.dumps({"schema": "tunehost-history/1", "store": str(store.path),
-                               "runs": [r.to_json() for r in runs]}, indent=2))
+                               "runs": [dict(r.to_json(), rounds=[x.to_json() for x in rounds.get(r.id, ())])
+                                        for r in runs]}, indent=2))
         return
     console = make_console()
     if not runs:
@@ -112,13 +116,20 @@ def _result(run: "StoredRun") -> str:
     if run.command == "tune":
         c = s.get("confirmation") or {}
         if s.get("improved") and c:
-            return f"{s.get('winner')}: {(c.get('ratio', 1) - 1) * 100:+.1f} % ({c.get('rounds')} rounds)"
-        return "advise's plan kept" + (f" (reused {s['reused_steps']} runs)" if s.get("reused_steps") else "")
+            text = f"{s.get('winner')}: {(c.get('ratio', 1) - 1) * 100:+.1f} % ({c.get('rounds')} rounds)"
+        else:
+            text = "advise's plan kept" + (f" (reused {s['reused_steps']} runs)" if s.get("reused_steps") else "")
+        if s.get("stopped"):
+            return f"{text}; stopped: {s['stopped']}"
+        if s.get("disturbed"):
+            return f"{text}; DISTURBED: measured under background load (--allow-busy), holds only under it"
+        return text + (f" ({s['discarded_rounds']} disturbed rounds discarded)" if s.get("discarded_rounds") else "")
     if run.command == "drift":
         return str(s.get("verdict") or "")
     verdicts = s.get("verdicts") or {}
     rounds = s.get("rounds")
-    return ", ".join(f"{t} {v}" for t, v in verdicts.items()) or (f"{rounds} rounds" if rounds else "")
+    text = ", ".join(f"{t} {v}" for t, v in verdicts.items()) or (f"{rounds} rounds" if rounds else "")
+    return text + ("; host disturbed" if s.get("disturbed") and "disturbed" not in text else "")
 
 
 def render_chart(runs: list["StoredRun"], console: "Console") -> None:
@@ -168,6 +179,8 @@ def last_best(runs: list["StoredRun"]) -> tuple["StoredRun", tuple[str, ...], di
         s = run.summary
         if run.command not in REFERENCE_COMMANDS:  # a re-measure is no reference; a server bench has no llama-bench flags
             continue
+        if s.get("disturbed"):  # measured under background load: no reference for "this box got slower"
+            continue
         if run.command == "tune" and s.get("winner_rounds"):
             objective = (s.get("settings") or {}).get("objective", "tg")
             return run, tuple(s.get("winner_flags") or ()), {objective: list(s["winner_rounds"])}
@@ -184,7 +197,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     from tunehost.bench import runner
     from tunehost.bench.results import rounds_of
     from tunehost.bench.stats import compare_rounds
-    from tunehost.cli.bench import record_result
+    from tunehost.cli.bench import _progress, record_result
     from tunehost.facts.identity import HostIdentity, changes
     from tunehost.store import host_identity, open_store
 
@@ -202,10 +215,17 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         raise TunehostError("the last best configuration was tuned for --objective balanced; re-measure it with "
                             "`tunehost bench --baseline FLAGS` and compare")
     err = make_console(stderr=True)
-    result = runner.measure(model, baseline=flags, n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
-                            depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3),
-                            budget_s=budget, llama_bench=llama_bench, label="drift", ceiling=False)
+    with _progress(err, enabled=sys.stderr.isatty() and sys.stdout.isatty(), what="drift") as progress:
+        result = runner.measure(model, baseline=flags, n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
+                                depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3),
+                                budget_s=budget, llama_bench=llama_bench, label="drift", ceiling=False,
+                                on_progress=progress.update, on_status=progress.status)
     new_rounds = {t: list(v) for t, v in rounds_of(result.invocations, "baseline").items()}
+    # the rounds other processes disturbed are no evidence about this box (tunehost.bench.watch.reasons_for)
+    marks = [w.disturbed for w in result.round_watch]
+    busy = [w.reasons[0] for w in result.round_watch if w.disturbed]
+    if len(marks) == max((len(v) for v in new_rounds.values()), default=0):
+        new_rounds = {t: [r for r, disturbed in zip(v, marks) if not disturbed] for t, v in new_rounds.items()}
     rows = []
     for test, values in old_rounds.items():
         now = new_rounds.get(test) or next((v for t, v in new_rounds.items() if t[:2] == kinds[test]), None)
@@ -223,15 +243,19 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     slower = any(r["verdict"] == "slower" for r in rows)
     verdict = ("slower beyond the noise" if slower else
                "faster beyond the noise" if any(r["verdict"] == "faster" for r in rows) else "no clear change")
+    not_judged = not rows and bool(busy)
+    if not_judged:
+        verdict = f"not judged: the host was busy in {len(busy)} of {len(marks)} rounds ({busy[0]})"
     recorded_rows = [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in r.items()}
                      for r in rows]  # the store refuses infinity (an open-ended interval): null there
     record_result(result, err, command="drift", extra={"verdict": verdict, "since_run": old.id,
-                                                       "changed": what_changed, "rows": recorded_rows})
+                                                       "changed": what_changed, "rows": recorded_rows,
+                                                       "discarded_rounds": len(busy)})
     if json_out:
         typer.echo(json.dumps({"schema": "tunehost-drift/1", "since_run": old.id, "since": old.created,
                                "flags": list(flags), "verdict": verdict, "rows": rows, "changed": what_changed},
                               indent=2, default=lambda v: None))
-        return EXIT_SLOWER if slower else 0
+        return EXIT_BUSY if not_judged else EXIT_SLOWER if slower else 0
     from rich.markup import escape
 
     console = make_console()
@@ -243,6 +267,13 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         console.print(f"  {r['test']}: {_ts(r['then'])} → {_ts(r['now'])} t/s, {r['change_percent']:+.1f} %, "
                       f"95 % interval {low}..{high} % ({r['rounds_then']} rounds then, {r['rounds_now']} now): "
                       f"{r['verdict']}", highlight=False)
+    if busy and not not_judged:
+        console.print(f"[dim]{len(busy)} of {len(marks)} rounds disturbed by other processes were left out "
+                      f"({escape(busy[0])})[/]", highlight=False)
+    if not_judged:
+        console.print(f"[bold yellow]{escape(verdict)}[/]: run it again on a quiet host "
+                      "(`tunehost gate --wait-quiet`)", highlight=False)
+        return EXIT_BUSY
     style = "bold red" if slower else "green"
     said = f"this box got {verdict} since then" if verdict != "no clear change" else "no clear change since then"
     console.print(f"[{style}]{said}[/]" if rows else "nothing comparable was measured")

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from tunehost.tune.race import TuneOutcome
 
 FORMATS = ("human", "shell", "systemd", "json")
+EXIT_BUSY = 75  # EX_TEMPFAIL (as `gate --wait-quiet`): the host stayed busy, no winner was declared; try again later
+LINE_EVERY_ROUNDS = 5  # piped progress: one line per stage and per this many rounds
 CLOCK = time.monotonic  # the budget clock's source (tests drive it with a simulated llama-bench's clock)
 
 
@@ -55,9 +57,13 @@ def tune_command(
     llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
                                                help="The llama-bench binary (or its directory)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming an interrupted tune."),
+    allow_busy: bool = typer.Option(False, "--allow-busy",
+                                    help="Measure under background load instead of waiting for quiet; the winner "
+                                         "then holds only under that load (said so, and stored)."),
 ) -> None:
     """Find the fastest llama.cpp configuration for MODEL on this box: a race of paired llama-bench rounds
-    around advise's plan; a winner only when it beats the plan beyond the noise."""
+    around advise's plan; a winner only when it beats the plan beyond the noise. Rounds disturbed by other
+    processes are discarded; on a busy host it waits for quiet, or stops (exit 75) without a winner."""
     from tunehost.bench import runner
     from tunehost.bench.llama_bench import run_llama_bench
     from tunehost.store import NewRun, StoredResult, config_key, host_identity, model_hash, open_for_recording
@@ -90,7 +96,7 @@ def tune_command(
     plan_candidate = race.Candidate("advise's plan", launch, runner.plan_to_bench_flags(launch, supported))
     knobs = space.knobs(facts_model, view, made.path, supported, objective, n_prompt)
     settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
-                                 objective=objective)
+                                 objective=objective, allow_busy=allow_busy)
 
     identity, fingerprint = host_identity()
     digest = model_hash(resolved)
@@ -100,7 +106,8 @@ def tune_command(
     if store is not None:
         stat = binary.stat()
         prefix = hashlib.sha256(json.dumps([fingerprint, digest, str(binary), stat.st_size, int(stat.st_mtime),
-                                            objective, n_prompt, n_gen, reps, budget_s, list(plan_candidate.args)])
+                                            objective, n_prompt, n_gen, reps, budget_s, list(plan_candidate.args)]
+                                           + (["allow-busy"] if allow_busy else []))
                                 .encode()).hexdigest()[:16]
         attempts = store.tune_keys(prefix)
         last = attempts[-1] if attempts else None
@@ -113,12 +120,21 @@ def tune_command(
     def invoke(args: Any) -> Any:
         return run_llama_bench(binary, args, timeout=max(60.0, budget_s))
 
-    measurer = race.Measurer(invoke, journal, clock=CLOCK)
+    watch = _race_watch()
+    measurer = race.Measurer(invoke, journal, clock=CLOCK, watch=watch)
     if measurer.stored_steps and fmt == "human":
         err.print(f"resuming an interrupted tune: {measurer.stored_steps} llama-bench runs are in the store",
                   markup=False, highlight=False)
-    with _TuneView(err, enabled=sys.stderr.isatty()) as view_progress:
-        outcome = race.tune(plan_candidate, knobs, measurer, settings, on_progress=view_progress.update)
+    interactive = sys.stderr.isatty() and sys.stdout.isatty()
+    try:
+        with _TuneView(err, enabled=interactive) as view_progress:
+            lines = _TuneLines(err) if not interactive else None
+            outcome = race.tune(plan_candidate, knobs, measurer, settings,
+                                on_progress=lines.update if lines is not None else view_progress.update)
+    finally:
+        close = getattr(watch, "close", None)
+        if close is not None:
+            close()
 
     build = measurer.build
     if store is not None:
@@ -133,14 +149,32 @@ def tune_command(
             summary = dict(tune_summary(outcome, tune_key), settings={
                 "n_prompt": n_prompt if objective != "tg" else 0, "n_gen": n_gen if objective != "pp" else 0,
                 "reps": reps, "objective": objective})
-            if objective == "tg":  # the recommended placement's bytes and bandwidths: advise's calibration point
+            if objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
+                # calibration point (a busy host's bandwidth is no calibration point)
                 ceiling = runner.tg_ceiling(resolved, outcome.winner.args, _live_host())
                 if ceiling and "error" not in ceiling:
                     summary.update(ceiling=ceiling, ceiling_config=summary["best"])
             store.record(NewRun(command="tune", host=identity, host_fp=fingerprint, build=build,
                                 model_path=resolved, model_hash=digest, model_name=Path(resolved).name,
-                                results=tuple(results), summary=summary))
+                                results=tuple(results), summary=summary, rounds=stored_rounds(outcome)))
     render(outcome, settings, fmt, make_console())
+    if outcome.stopped is not None:
+        raise typer.Exit(EXIT_BUSY)
+
+
+def _race_watch() -> Any:
+    """What watches the host around each llama-bench call (tests replace it with a simulated load)."""
+    from tunehost.bench.watch import CallWatcher, HostWatcher
+
+    return CallWatcher(HostWatcher(_live_host()))
+
+
+def stored_rounds(outcome: "TuneOutcome") -> tuple[Any, ...]:
+    """Every round the tune's host watch saw, counted or discarded, as the store keeps them."""
+    from tunehost.store import StoredRound
+
+    return tuple(StoredRound(m.stage, m.round, m.counted, m.disturbed, m.watch.to_json() if m.watch else {})
+                 for m in outcome.marks)
 
 
 class _StoreJournal:
@@ -204,6 +238,10 @@ def tune_summary(outcome: "TuneOutcome", tune_key: str | None) -> dict[str, Any]
         "budget_s": outcome.budget_s, "steps": outcome.steps, "reused_steps": outcome.reused_steps,
         "reused_s": round(outcome.reused_s, 1),
         "winner_rounds": [round(v, 4) for v in _scores_of(outcome, outcome.winner)],
+        # the host watch: disturbed = the result is a busy host's (stopped for load, or counted disturbed rounds)
+        "disturbed": outcome.disturbed, "allow_busy": outcome.allow_busy, "stopped": outcome.stopped,
+        "busy_reason": outcome.busy_reason, "discarded_rounds": outcome.discarded_rounds,
+        "disturbed_rounds": outcome.disturbed_rounds, "waited_s": round(outcome.waited_s, 1),
     }
 
 
@@ -211,15 +249,29 @@ def headline(outcome: "TuneOutcome", objective: str) -> str:
     """"+12.0 % TG, 95 % interval +9.1..+15.2 %, 14 rounds" or "advise's plan is already the fastest ..."."""
     what = {"tg": "TG", "pp": "PP", "balanced": "PP·TG (geometric mean)"}[objective]
     c = outcome.confirmation
+    if outcome.stopped is not None and not outcome.improved:
+        return (f"no winner: {outcome.stopped}; advise's plan stands. A load that holds a CPU changes which thread "
+                "count wins: run again on a quiet host (`tunehost gate --wait-quiet`), or --allow-busy to "
+                "measure under this load")
     if outcome.improved and c is not None:
-        return (f"{outcome.winner.label}: {c.change_percent:+.1f} % {what} over advise's plan, 95 % interval "
+        text = (f"{outcome.winner.label}: {c.change_percent:+.1f} % {what} over advise's plan, 95 % interval "
                 f"{(c.low - 1) * 100:+.1f}..{(c.high - 1) * 100:+.1f} %, {c.rounds} rounds")
+        if outcome.disturbed_rounds:
+            counted = sum(1 for m in outcome.marks if m.counted)
+            text += (f" — UNDER BACKGROUND LOAD ({outcome.disturbed_rounds} of {counted} rounds disturbed: "
+                     f"{outcome.busy_reason}): this winner holds only under that load")
+        if outcome.stopped is not None:
+            text += f" (from quiet rounds; the tune then stopped: {outcome.stopped})"
+        return text
     text = "advise's plan is already the fastest within the noise"
     if c is not None:
         high = f"{(c.high - 1) * 100:+.1f}" if math.isfinite(c.high) else "+inf"
         low = f"{(c.low - 1) * 100:+.1f}" if c.low > 0 else "-100"
         text += (f" (the search's best, {outcome.best.label}, re-measured against it: {c.change_percent:+.1f} % "
                  f"{what}, 95 % interval {low}..{high} %, {c.rounds} rounds)")
+    if outcome.disturbed_rounds:
+        text += (f" — under background load ({outcome.disturbed_rounds} rounds disturbed: {outcome.busy_reason}); "
+                 "this holds only under that load")
     return text
 
 
@@ -250,11 +302,21 @@ def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") 
             console.print(f"[dim]  dropped {escape(label)}: {escape(why)}[/]", highlight=False)
     for knob, why in outcome.skipped:
         console.print(f"[dim]{escape(knob)}: skipped, {escape(why)}[/]", highlight=False)
+    if outcome.discarded_rounds and not outcome.stopped:
+        console.print(f"[dim]{outcome.discarded_rounds} rounds disturbed by other processes were discarded and run "
+                      f"again ({escape(outcome.busy_reason or '')})[/]", highlight=False)
     console.print()
-    style = "bold green" if outcome.improved else "yellow"
+    style = ("bold red" if outcome.stopped and not outcome.improved else "bold yellow" if outcome.disturbed
+             else "bold green" if outcome.improved else "yellow")
     console.print(f"[{style}]{escape(headline(outcome, settings.objective))}[/]", highlight=False)
-    console.print(f"[dim]{outcome.spent_s:.0f} s of measurement of the {outcome.budget_s:.0f} s budget, "
-                  f"{outcome.steps} llama-bench runs[/]", highlight=False)
+    if outcome.waited_s >= 1:
+        spent = (f"{outcome.spent_s:.0f} s of the {outcome.budget_s:.0f} s budget: "
+                 f"{outcome.spent_s - outcome.waited_s:.0f} s of measurement, {outcome.waited_s:.0f} s waiting for quiet")
+    else:
+        spent = f"{outcome.spent_s:.0f} s of measurement of the {outcome.budget_s:.0f} s budget"
+    console.print(f"[dim]{spent}, {outcome.steps} llama-bench runs[/]", highlight=False)
+    if outcome.stopped is not None and not outcome.improved:
+        return
     console.print()
     console.print(escape(render_shell(launch)), highlight=False, soft_wrap=True)
     console.print("[dim]as a systemd unit: tunehost tune ... --format systemd; as JSON: --format json[/]")
@@ -289,5 +351,43 @@ class _TuneView:
                 else "leader: the incumbent")
         what = (f"{event.stage} ({event.stage_index + 1}/{event.stages}) · round {event.round} · {lead} · "
                 f"{event.alive} left")
+        if event.note:
+            what = f"{event.stage} · {event.note}"
         self._progress.update(self._task, description=what, completed=min(1.0, event.spent_s / event.budget_s),
                               budget=f"{event.spent_s:.0f}/{event.budget_s:.0f} s")
+
+
+class _TuneLines:
+    """Progress when stdout or stderr is not a terminal (`tune | tee`, a CI log): one plain line on stderr when a
+    stage starts, every LINE_EVERY_ROUNDS rounds, and for each wait for quiet."""
+
+    def __init__(self, console: "Console"):
+        self.console = console
+        self._stage: tuple[str, int] | None = None
+        self._round = 0
+        self._note: str | None = None
+
+    def update(self, event: Any) -> None:
+        stage = (event.stage, event.stage_index)
+        head = f"tune: {event.stage} ({event.stage_index + 1}/{event.stages})"
+        budget = f"{event.spent_s:.0f}/{event.budget_s:.0f} s"
+        if event.note:
+            if event.note != self._note:
+                self._print(f"{head}: {event.note} · {budget}")
+            self._note = event.note
+            return
+        self._note = None
+        if stage != self._stage:
+            self._stage, self._round = stage, 0
+            self._print(f"{head}: racing {event.alive} configurations · {budget}")
+        if event.round and event.round != self._round and event.round % LINE_EVERY_ROUNDS == 0:
+            self._round = event.round
+            lead = (f"leader {event.leader} {event.leader_change * 100:+.1f} %" if event.leader_change is not None
+                    else "leader: the incumbent")
+            dropped = f", {event.discarded} disturbed discarded" if event.discarded else ""
+            self._print(f"{head}: round {event.round}, {lead}, {event.alive} left{dropped} · {budget}")
+
+    def _print(self, line: str) -> None:
+        from tunehost.printable import one_line
+
+        self.console.print(one_line(line, 300), markup=False, highlight=False, soft_wrap=True)

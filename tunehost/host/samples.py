@@ -405,6 +405,32 @@ def process_cpu_seconds(exclude: set[int] | frozenset[int] = frozenset()) -> dic
     return found
 
 
+def cpu_seconds_of(pids: set[int] | frozenset[int]) -> float:
+    """user+system CPU seconds of the given live processes and their children (gone ones count 0): what a
+    server tunehost measures used, so the bench watch counts it as the measurement's own work."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            family = [proc, *proc.children(recursive=True)]
+        except Exception:
+            continue
+        for member in family:
+            try:
+                times = member.cpu_times()
+            except Exception:
+                continue
+            total += times.user + times.system
+    return total
+
+
+def listening_pids(ports: set[int]) -> set[int]:
+    """The processes listening on these TCP ports on this host (those visible to this user)."""
+    return {int(row["pid"]) for row in sample_listeners(None) if row.get("port") in ports and row.get("pid")}  # type: ignore[arg-type]
+
+
 @sampler("listeners")
 def sample_listeners(host: "Host") -> list[dict[str, Any]]:
     """Listening TCP sockets: address, port, owning pid (None when not visible without root)."""

@@ -25,6 +25,25 @@ stages (never compared with the plan as a whole), a fresh paired race of it agai
 alpha = 0.05, the engine's stopping rule) measures the reported interval, and that confirmation, not the search,
 decides "faster than advise's plan".
 
+**A busy host.** Interleaving cancels a steady load's effect on a *comparison*, not a load that changes *which*
+configuration wins (fewer threads win while another process holds a core). So every llama-bench call is watched
+(:mod:`tunehost.bench.watch`: the CPU time other processes took, steal, swapping, throttle counters, the GPUs'
+throttle reasons) and a round is judged by the same :func:`~tunehost.bench.watch.reasons_for` bench uses, for
+the CPUs the round's configurations keep busy. A disturbed round is discarded (its values never enter an
+interval) and run again; after :attr:`TuneSettings.busy_streak` disturbed rounds in a row the race waits for
+quiet (:func:`~tunehost.bench.watch.wait_for_quiet`). Challengers that keep more CPUs busy than the incumbent
+(``-t 16`` against ``-t 8``) are the first a load disturbs: when quiet does not come within a quarter of the stage's
+time left, they leave the race ("not raced under that load") and the rest goes on, judged for the CPUs they use;
+otherwise it waits until the budget's end, and stops (``stopped``) when quiet does not come: no winner is ever
+declared from disturbed rounds. Before the first call it waits for quiet too.
+``allow_busy`` counts disturbed rounds instead, and the outcome says how many (the winner holds under that
+load only). The waits are journaled steps and count on the budget clock.
+
+**The budget.** Each stage gets an equal share of what is left of the search's part (the rest is the
+confirmation's reserve). When the search is over and no confirmation is needed (nothing won, or the winner was
+raced against the plan itself), the reserve and whatever the stages left are handed back: the undecided stages
+("kept (budget)") are resumed where they stopped, their intervals being anytime-valid.
+
 Every llama-bench call goes through :class:`Measurer`, which keeps a journal (the results store's
 ``tune_steps``): a tune killed halfway replays the stored calls in order (the race is deterministic given its
 measurements) and measures only what is missing. The budget clock is the sum of the calls' durations, so a
@@ -40,6 +59,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tunehost.bench.llama_bench import BenchResult
+from tunehost.bench.watch import QUIET_WINDOW_S, QUIET_WINDOWS, QuietWait, WatchReport, combine, cpus_used_by, rejudge
 from tunehost.bench.stats import MIN_ROUNDS, PRACTICAL_THRESHOLD, RoundsComparison, compare_rounds, round_value
 from tunehost.errors import TunehostError
 from tunehost.launch import LaunchConfig
@@ -47,6 +67,8 @@ from tunehost.launch import LaunchConfig
 Invoke = Callable[[Sequence[str]], list[BenchResult]]
 OBJECTIVES = ("tg", "pp", "balanced")
 ALPHA = 0.05
+GREEDY_WAIT_SHARE = 0.25  # of a stage's time left, waited for quiet before challengers using more CPUs are dropped
+WAIT_STEP = "(wait for quiet)"  # the journal's argv[0] of a wait: no llama-bench option starts with "("
 
 
 @dataclass(frozen=True)
@@ -72,6 +94,9 @@ class TuneSettings:
     max_rounds: int = 60  # per stage
     confirm_share: float = 0.3  # of the budget kept for the final confirmation against advise's plan
     warmup: bool = True
+    allow_busy: bool = False  # count disturbed rounds instead of discarding them (the outcome says so)
+    busy_streak: int = 2  # disturbed rounds in a row before the race waits for quiet
+    quiet_wait_share: float = 0.5  # of the budget the wait before the first call may take at most
 
     def tests(self) -> tuple[str, ...]:
         """The kinds measured: the objective's (pp, tg or both)."""
@@ -95,6 +120,32 @@ class TuneProgress:
     spent_s: float
     budget_s: float
     reused_steps: int
+    discarded: int = 0  # disturbed rounds discarded so far in this stage
+    note: str | None = None  # "waiting for quiet: ..." while the race waits
+
+
+@dataclass(frozen=True)
+class RoundMark:
+    """One round as the host watch saw it: counted (its values entered the intervals) or discarded."""
+
+    stage: str
+    round: int  # the attempt's number in its stage, 1-based (discarded attempts included)
+    counted: bool
+    watch: WatchReport | None
+
+    @property
+    def disturbed(self) -> bool:
+        return self.watch is not None and self.watch.disturbed
+
+
+class RaceWatch(Protocol):
+    """What watches the host around each llama-bench call (tunehost.bench.watch.HostWatcher, adapted by the CLI)."""
+
+    def begin(self) -> None: ...
+
+    def end(self) -> WatchReport: ...
+
+    def wait_quiet(self, timeout_s: float, cpus_used: int | None) -> QuietWait: ...
 
 
 class Journal(Protocol):
@@ -108,13 +159,18 @@ class Measurer:
 
     ``spent_s`` (the budget clock) is the sum of the calls' durations, replayed ones included."""
 
-    def __init__(self, invoke: Invoke, journal: Journal | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, invoke: Invoke, journal: Journal | None = None, clock: Callable[[], float] = time.monotonic,
+                 watch: RaceWatch | None = None):
         self.invoke = invoke
         self.journal = journal
         self.clock = clock
+        self.watch = watch
+        self.last_watch: WatchReport | None = None  # the latest call's report, judged for its configuration
         self.stored = {seq: (argv, duration, outcome) for seq, argv, duration, outcome in
                        (journal.steps() if journal is not None else [])}
         self.seq = 0
+        self.calls = 0  # llama-bench calls (the journal's steps but the waits)
+        self.waited_s = 0.0  # the waits for quiet (part of spent_s)
         self.spent_s = 0.0
         self.reused_steps = 0
         self.reused_s = 0.0
@@ -131,20 +187,25 @@ class Measurer:
 
     @property
     def stored_steps(self) -> int:
-        return len(self.stored)
+        """llama-bench calls in the journal (waits for quiet are not counted)."""
+        return sum(1 for argv, _, _ in self.stored.values() if not (argv and argv[0] == WAIT_STEP))
 
     def run(self, args: Sequence[str]) -> list[BenchResult]:
         """llama-bench's results, or TunehostError with its message (a failure is journaled too)."""
         seq = self.seq
         self.seq += 1
+        self.calls += 1
         stored = self.stored.get(seq) if self.replaying else None
         if stored is not None and list(stored[0]) == list(args):
             duration, outcome = float(stored[1]), stored[2]
             self.spent_s += duration
             self.reused_steps += 1
             self.reused_s += duration
+            self.last_watch = self._judged(args, outcome.get("watch") if isinstance(outcome, Mapping) else None)
             return self._seen(_outcome_results(outcome))
         self.replaying = False
+        if self.watch is not None:
+            self.watch.begin()
         began = self.clock()
         try:
             results = self.invoke(args)
@@ -152,12 +213,52 @@ class Measurer:
         except TunehostError as exc:
             results, outcome = None, {"error": str(exc)}
         duration = self.clock() - began
+        if self.watch is not None:
+            outcome["watch"] = self.watch.end().to_json()  # the raw facts: a replay judges them again
+        self.last_watch = self._judged(args, outcome.get("watch"))
         self.spent_s += duration
         if self.journal is not None:
             self.journal.add(seq, args, duration, outcome)
         if results is None:
             raise TunehostError(outcome["error"])
         return self._seen(results)
+
+    @staticmethod
+    def _judged(args: Sequence[str], data: Any) -> WatchReport | None:
+        if not isinstance(data, Mapping):
+            return None
+        try:  # the journal is read as hostile: a malformed watch is an unwatched call, never a traceback
+            report = WatchReport.from_json(data)
+            return rejudge(report, cpus_used_by(args, report.cpu_count))
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            return None
+
+    def wait_quiet(self, timeout_s: float, cpus_used: int | None) -> QuietWait:
+        """Wait for quiet (at most ``timeout_s``), journaled like a call: the wait counts on the budget clock and a
+        replay takes the same path. Quiet at once when nothing watches the host."""
+        args = [WAIT_STEP, "all" if cpus_used is None else str(cpus_used), f"{max(0.0, timeout_s):.1f}"]
+        seq = self.seq
+        self.seq += 1
+        stored = self.stored.get(seq) if self.replaying else None
+        if stored is not None and list(stored[0]) == args:
+            duration = float(stored[1])
+            self.spent_s += duration
+            self.waited_s += duration
+            self.reused_s += duration
+            return QuietWait.from_json(stored[2])
+        self.replaying = False
+        if self.watch is None or timeout_s <= 0:
+            waited = QuietWait(self.watch is None, 0.0, None if self.watch is None else "no budget left to wait")
+            duration = 0.0
+        else:
+            began = self.clock()
+            waited = self.watch.wait_quiet(timeout_s, cpus_used)
+            duration = self.clock() - began
+        self.spent_s += duration
+        self.waited_s += duration
+        if self.journal is not None:
+            self.journal.add(seq, args, duration, waited.to_json())
+        return waited
 
 
 def result_to_json(r: BenchResult) -> dict[str, Any]:
@@ -266,6 +367,17 @@ class StageOutcome:
     arms: int
     scores: Mapping[str, tuple[float, ...]] = field(default_factory=dict, hash=False)  # label -> per-round score
     challenger: str | None = None  # whose interval ``comparison`` is (the winner, or the best challenger seen)
+    discarded: int = 0  # disturbed rounds discarded (run again)
+    disturbed_rounds: int = 0  # disturbed rounds counted (allow_busy)
+    busy: str | None = None  # why the stage stopped on a busy host ("host busy"), or the first disturbance seen
+    marks: tuple[RoundMark, ...] = field(default=(), hash=False)
+    candidates: tuple[Candidate, ...] = field(default=(), hash=False)  # every arm raced, the incumbent first
+
+    @property
+    def undecided(self) -> bool:
+        """Stopped by the budget with a challenger still in the race and no winner: more rounds could decide."""
+        alive = {c.label for c in self.candidates} - {label for label, _ in self.dropped}
+        return self.stop_reason == "budget" and self.winner == self.incumbent and len(alive) > 1
 
     def describe(self) -> str:
         """"threads: 3 configurations, 9 rounds, → -t 4 (decided); -t 4 +12.0 %, interval +4.1..+20.3 %"."""
@@ -273,28 +385,41 @@ class StageOutcome:
         line = f"{self.knob}: {self.arms} configurations, {self.rounds} rounds, {result} ({self.stop_reason})"
         if self.comparison is not None and self.challenger and self.comparison.rounds:
             line += f"; {self.challenger} {_interval(self.comparison)}"
+        if self.discarded:
+            line += f"; {self.discarded} disturbed round{'s' if self.discarded != 1 else ''} discarded"
+        if self.disturbed_rounds:
+            line += f"; {self.disturbed_rounds} of {self.rounds} rounds disturbed (--allow-busy)"
         return line
 
 
 def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate], measurer: Measurer,
                settings: TuneSettings, *, end_s: float, hard_end_s: float | None = None, alpha: float | None = None,
-               on_progress: Callable[[str, int, Candidate, float | None, int], None] | None = None) -> StageOutcome:
+               on_progress: Callable[[TuneProgress], None] | None = None,
+               resume: StageOutcome | None = None) -> StageOutcome:
     """Race ``challengers`` against ``incumbent`` until one remains, the result is clear, or ``end_s`` (on the
     measurer's budget clock) would be passed by another round once ``min_rounds`` ran (``hard_end_s``: even
-    before). See the module docstring for the rules."""
+    before). ``resume``: an earlier outcome of this very stage, continued where it stopped (its intervals are
+    confidence sequences: valid at any number of rounds). ``on_progress`` gets a TuneProgress whose stage index
+    and count the caller fills in. See the module docstring for the rules."""
     arms: list[Candidate] = [incumbent]
     for c in challengers:
         if c.args not in {a.args for a in arms}:
             arms.append(c)
     if len(arms) == 1:
-        return StageOutcome(knob, incumbent, incumbent, None, 0, (), "no alternative fits", 1)
+        return StageOutcome(knob, incumbent, incumbent, None, 0, (), "no alternative fits", 1, candidates=(incumbent,))
     alpha = settings.alpha if alpha is None else alpha
     pairs = len(arms) * (len(arms) - 1) // 2
     confidence = 1.0 - alpha / pairs
     kinds = settings.tests()
-    dropped: list[tuple[str, str]] = []
-    alive = list(arms)
-    scores: dict[Candidate, dict[int, float]] = {a: {} for a in arms}
+    dropped: list[tuple[str, str]] = list(resume.dropped) if resume else []
+    alive = [a for a in arms if a.label not in {label for label, _ in dropped}]
+    scores: dict[Candidate, dict[int, float]] = {
+        a: dict(enumerate(resume.scores.get(a.label, ()))) if resume else {} for a in arms}
+    marks: list[RoundMark] = list(resume.marks) if resume else []
+    discarded = resume.discarded if resume else 0
+    disturbed_rounds = resume.disturbed_rounds if resume else 0
+    busy: str | None = resume.busy if resume else None
+    round_reports: list[WatchReport] = []
 
     def drop(arm: Candidate, why: str) -> None:
         if arm == incumbent:
@@ -306,51 +431,108 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
     def call(group: Group, reps: int, reverse: bool) -> dict[Candidate, list[BenchResult]] | None:
         args = [*settings.base_args(reps), *group.args(reverse)]
         try:
-            return split_results(group, measurer.run(args), kinds, reverse)
+            got = split_results(group, measurer.run(args), kinds, reverse)
         except TunehostError as exc:
+            if measurer.last_watch is not None:
+                round_reports.append(measurer.last_watch)
             if len(group.arms) == 1:
                 drop(group.arms[0], str(exc))
                 return None
             out: dict[Candidate, list[BenchResult]] = {}  # find which value failed: each arm alone
             for arm in group.arms:
-                got = call(Group((arm,)), reps, False)
-                if got:
-                    out.update(got)
+                got_one = call(Group((arm,)), reps, False)
+                if got_one:
+                    out.update(got_one)
             return out
+        if measurer.last_watch is not None:
+            round_reports.append(measurer.last_watch)
+        return got
 
-    if settings.warmup:
+    def progress(rounds: int, leader: Candidate, change: float | None, note: str | None = None) -> None:
+        if on_progress is not None:
+            on_progress(TuneProgress(knob, 0, 1, rounds, leader.label, change, len(alive), measurer.spent_s,
+                                     settings.budget_s, measurer.reused_steps, discarded, note))
+
+    if settings.warmup and resume is None:
         for group in groups_of(alive):
             call(group, 1, False)
-    rounds = 0
+    rounds = resume.rounds if resume else 0
+    attempts = len(marks)
+    streak = 0
     stop = "max rounds"
     leader = incumbent
     last_round_s = 0.0
     last: dict[Candidate, RoundsComparison] = {}  # each challenger's latest interval against the incumbent
+    if resume and resume.comparison is not None and resume.challenger:
+        for a in alive:
+            if a.label == resume.challenger:
+                last[a] = resume.comparison
     while True:
         if len(alive) == 1:
             stop = "every challenger dropped"
             break
         began = measurer.spent_s
-        reverse = rounds % 2 == 1
+        reverse = attempts % 2 == 1
+        attempts += 1
         groups = groups_of(alive)
+        round_reports.clear()
         for group in (groups[::-1] if reverse else groups):
             got = call(group, settings.reps, reverse)
             for arm, results in (got or {}).items():
                 if arm in alive:
                     scores[arm][rounds] = score(results, settings.objective)
+        last_round_s = measurer.spent_s - began
+        report = combine(round_reports)
+        disturbed = report is not None and report.disturbed
+        if disturbed and busy is None and report is not None:
+            busy = report.reasons[0]
+        if disturbed and not settings.allow_busy:
+            # never counted: the round's values leave the race, it is run again (after waiting for quiet when the
+            # host stays busy)
+            for arm in arms:
+                scores[arm].pop(rounds, None)
+            marks.append(RoundMark(knob, attempts, False, report))
+            discarded += 1
+            streak += 1
+            if streak >= settings.busy_streak:
+                limit = end_s if hard_end_s is None else hard_end_s
+                progress(rounds, leader, None, f"waiting for quiet: {busy}")
+                # challengers that keep more CPUs busy than the incumbent are the first a load disturbs: when
+                # quiet does not come for them, they leave the race (never raced under the load), the rest go on
+                base = cpus_of([incumbent])
+                greedy = [a for a in alive if a != incumbent and base is not None
+                          and (cpus_of([a]) or 1 << 16) > base]
+                share = GREEDY_WAIT_SHARE if greedy else 1.0
+                waited = measurer.wait_quiet((limit - measurer.spent_s) * share, cpus_of(alive))
+                if not waited.quiet and greedy:
+                    why = report.reasons[0] if report and report.reasons else busy
+                    for arm in greedy:
+                        drop(arm, f"needs CPUs that other processes kept busy ({why}); not raced under that load")
+                    streak = 0
+                    continue
+                if not waited.quiet:
+                    busy = f"{report.reasons[0] if report else busy}; waited {waited.waited_s:.0f} s for quiet"
+                    stop = "host busy"
+                    break
+                streak = 0
+            if measurer.spent_s + last_round_s > (end_s if hard_end_s is None else hard_end_s):
+                stop = "budget" if rounds >= settings.min_rounds else "host busy"
+                break
+            continue
+        streak = 0
         for arm in list(alive):  # an arm that failed this round after others ran: its partial round is dropped
             if rounds not in scores[arm]:
                 drop(arm, "no result this round")
+        marks.append(RoundMark(knob, attempts, True, report))
+        if disturbed:
+            disturbed_rounds += 1
         rounds += 1
-        last_round_s = measurer.spent_s - began
         comparisons = {a: _compare(scores[incumbent], scores[a], confidence, settings) for a in alive if a != incumbent}
         last.update(comparisons)
         leader = max(comparisons, key=lambda a: comparisons[a].ratio, default=incumbent)
         if leader != incumbent and comparisons[leader].ratio <= 1.0:
             leader = incumbent
-        if on_progress is not None:
-            change = comparisons[leader].ratio - 1.0 if leader != incumbent else None
-            on_progress(knob, rounds, leader, change, len(alive))
+        progress(rounds, leader, comparisons[leader].ratio - 1.0 if leader != incumbent else None)
         if rounds >= settings.min_rounds:
             for arm, comparison in comparisons.items():
                 if comparison.high < 1.0 + settings.threshold:
@@ -384,7 +566,15 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
         best = max(last, key=lambda a: last[a].ratio, default=None)
     return StageOutcome(knob, incumbent, winner, last.get(best) if best is not None else None, rounds, tuple(dropped),
                         stop, len(arms), {a.label: tuple(v for _, v in sorted(s.items())) for a, s in scores.items()},
-                        best.label if best is not None else None)
+                        best.label if best is not None else None, discarded=discarded,
+                        disturbed_rounds=disturbed_rounds, busy=busy, marks=tuple(marks), candidates=tuple(arms))
+
+
+def cpus_of(arms: Sequence[Candidate]) -> int | None:
+    """The CPUs the busiest of ``arms`` keeps busy (what "quiet" is judged for); None (every CPU) when one of them
+    leaves the thread count to llama-bench."""
+    used = [cpus_used_by(a.args, 1 << 16) for a in arms]  # capped at the host's CPUs by the judgement itself
+    return None if not used or any(u is None for u in used) else max(u for u in used if u is not None)
 
 
 def _compare(base: Mapping[int, float], cand: Mapping[int, float], confidence: float,
@@ -430,15 +620,42 @@ class TuneOutcome:
     steps: int
     reused_steps: int
     reused_s: float
+    stopped: str | None = None  # why the tune stopped before its end (the host stayed busy)
+    allow_busy: bool = False
+    waited_s: float = 0.0  # waiting for quiet (part of spent_s)
 
     @property
     def improved(self) -> bool:
         return self.winner != self.plan
 
+    @property
+    def marks(self) -> tuple[RoundMark, ...]:
+        return tuple(m for s in self.stages for m in s.marks)
+
+    @property
+    def discarded_rounds(self) -> int:
+        return sum(s.discarded for s in self.stages)
+
+    @property
+    def disturbed_rounds(self) -> int:
+        """Disturbed rounds whose values were counted (only with allow_busy)."""
+        return sum(s.disturbed_rounds for s in self.stages)
+
+    @property
+    def disturbed(self) -> bool:
+        """The result is a busy host's: it stopped for load, or counted disturbed rounds (allow_busy)."""
+        return self.stopped is not None or self.disturbed_rounds > 0
+
+    @property
+    def busy_reason(self) -> str | None:
+        """The first disturbance seen (what the headline names)."""
+        return next((s.busy for s in self.stages if s.busy), None)
+
 
 def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: TuneSettings, *,
          on_progress: Callable[[TuneProgress], None] | None = None) -> TuneOutcome:
-    """Stages in order (each knob raced around the incumbent), then the confirmation against the plan."""
+    """Wait for quiet, stages in order (each knob raced around the incumbent), the undecided stages resumed with
+    what is left, then the confirmation against the plan."""
     if settings.objective not in OBJECTIVES:
         raise TunehostError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {settings.objective!r}")
     search_end = settings.budget_s * (1.0 - settings.confirm_share)
@@ -448,11 +665,30 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
     first_round_s: float | None = None
     round_s = 0.0
 
-    def progress(knob: str, index: int, rounds: int, leader: Candidate, change: float | None, alive: int) -> None:
-        if on_progress is not None:
-            on_progress(TuneProgress(knob, index, len(knobs), rounds, leader.label, change, alive,
-                                     measurer.spent_s, settings.budget_s, measurer.reused_steps))
+    def finish(best: Candidate, winner: Candidate, confirmation: RoundsComparison | None,
+               stopped: str | None) -> TuneOutcome:
+        return TuneOutcome(plan=plan, best=best, winner=winner, confirmation=confirmation, stages=tuple(stages),
+                           skipped=tuple(skipped), spent_s=measurer.spent_s, budget_s=settings.budget_s,
+                           steps=measurer.calls, reused_steps=measurer.reused_steps, reused_s=measurer.reused_s,
+                           stopped=stopped, allow_busy=settings.allow_busy, waited_s=measurer.waited_s)
 
+    def relay(index: int) -> Callable[[TuneProgress], None] | None:
+        if on_progress is None:
+            return None
+        return lambda event: on_progress(replace(event, stage_index=index, stages=len(knobs)))
+
+    if not settings.allow_busy:  # (journaled even when nothing watches: a replay takes the same steps)
+        # a load that holds a CPU changes which thread count or CPU set wins: start only on a quiet host
+        if on_progress is not None:
+            on_progress(TuneProgress("quiet", 0, len(knobs), 0, plan.label, None, 0, measurer.spent_s,
+                                     settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
+        waited = measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
+                                         QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), cpus_of([plan]))
+        if not waited.quiet:
+            return finish(plan, plan, None, f"the host stayed busy ({waited.reason}); waited {waited.waited_s:.0f} s "
+                                            "for quiet")
+
+    stopped: str | None = None
     for index, knob in enumerate(knobs):
         if knob.not_searched:
             skipped.append((knob.name, knob.not_searched))
@@ -471,7 +707,7 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
             first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
             round_s = first_round_s  # a paired round of the incumbent: re-estimated after every stage
             needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
-            if needed > settings.budget_s:
+            if needed > settings.budget_s - measurer.spent_s + (measurer.spent_s - began):
                 raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
                                     f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
                                     f"give --budget {math.ceil(needed / 60.0)}m or more")
@@ -484,30 +720,66 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
             continue
         stage_began = measurer.spent_s
         outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end,
-                             hard_end_s=search_end,
-                             on_progress=lambda k, r, lead, ch, al, i=index: progress(k, i, r, lead, ch, al))
+                             hard_end_s=search_end, on_progress=relay(index))
         stages.append(outcome)
         if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
-            round_s = (measurer.spent_s - stage_began) / (outcome.rounds + 1) * 2 / outcome.arms
+            round_s = (measurer.spent_s - stage_began) / (outcome.rounds + outcome.discarded + 1) * 2 / outcome.arms
         incumbent = outcome.winner
+        if outcome.stop_reason == "host busy":
+            stopped = f"the host stayed busy ({outcome.busy})"
+            break
+
+    def direct_stage(best: Candidate) -> StageOutcome | None:
+        return next((s for s in stages if s.incumbent == plan and s.winner == best), None)
+
+    if stopped is None and (incumbent == plan or direct_stage(incumbent) is not None):
+        # no confirmation is needed: its reserve and what the stages left go to the stages still undecided
+        def eligible(stage: StageOutcome) -> bool:
+            if not stage.undecided or stage.incumbent != incumbent and stage.incumbent != plan:
+                return False
+            # the best already won against the plan: re-racing a stage around the plan cannot add to it
+            return not (incumbent != plan and stage.incumbent == plan)
+
+        for i, stage in enumerate(list(stages)):
+            if not eligible(stage):
+                continue
+            # a win here on top of an earlier one needs a confirmation: keep what a short one takes then
+            reserve = min(settings.budget_s * settings.confirm_share, 3 * settings.min_rounds * round_s)
+            last = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
+            waiting = sum(1 for s in stages[i:] if eligible(s))  # what is left is shared among them
+            end = measurer.spent_s + max(0.0, last - measurer.spent_s) / max(1, waiting)
+            if measurer.spent_s + round_s * stage.arms / 2 > end:
+                continue
+            again = race_stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings, end_s=end,
+                               hard_end_s=end, resume=stage,
+                               on_progress=relay(next((k for k, knob in enumerate(knobs) if knob.name == stage.knob),
+                                                      0)))
+            stages[i] = again
+            if again.stop_reason == "host busy":
+                stopped = f"the host stayed busy ({again.busy})"
+                break
+            if again.winner != again.incumbent:
+                incumbent = again.winner
+                if stage.incumbent == plan:
+                    break  # a direct winner: the later stages raced around the plan, not around it
+
     confirmation = None
     winner = plan
-    direct = next((s for s in stages if s.incumbent == plan and s.winner == incumbent), None)
+    direct = direct_stage(incumbent)
     if incumbent != plan and direct is not None and direct.comparison is not None:
         # the best was raced against the plan itself: that stage's interval holds together with every other
         # interval of the stage (Bonferroni), so it stays valid for the arm the race selected
         confirmation, winner = direct.comparison, incumbent
-    elif incumbent != plan:
+    elif incumbent != plan and stopped is None:
         final = race_stage("confirmation", plan, [incumbent], measurer, settings, end_s=settings.budget_s,
-                           alpha=settings.alpha,
-                           on_progress=lambda k, r, lead, ch, al: progress(k, len(knobs), r, lead, ch, al))
+                           alpha=settings.alpha, on_progress=relay(len(knobs) - 1))
         stages.append(final)
         confirmation = final.comparison
         if final.winner != plan:
             winner = final.winner
-    return TuneOutcome(plan=plan, best=incumbent, winner=winner, confirmation=confirmation, stages=tuple(stages),
-                       skipped=tuple(skipped), spent_s=measurer.spent_s, budget_s=settings.budget_s,
-                       steps=measurer.seq, reused_steps=measurer.reused_steps, reused_s=measurer.reused_s)
+        if final.stop_reason == "host busy":
+            stopped = f"the host stayed busy ({final.busy})"
+    return finish(incumbent, winner, confirmation, stopped)
 
 
 def with_label(candidate: Candidate, label: str) -> Candidate:
