@@ -16,10 +16,14 @@ import pytest
 pytestmark = pytest.mark.integration
 
 QUICK = ["-p", "16", "-n", "8", "--budget", "15"]
+# For the tests of what a run looks like (table, saved file, round trip), not of what it concludes: the engine still
+# runs its warm-up and its minimum rounds (runner.MIN_ROUNDS), then the 2 s budget ends it instead of 15 s of rounds
+# no assertion reads.
+SHAPE = ["-p", "16", "-n", "8", "--budget", "2"]
 
 
-def bench_json(cli, llama_bench: Path, tiny_model: Path, *args: str) -> dict:
-    result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *QUICK, *args, "--json")
+def bench_json(cli, llama_bench: Path, tiny_model: Path, *args: str, quick: list[str] = QUICK) -> dict:
+    result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *quick, *args, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -58,12 +62,12 @@ def test_same_flags_twice_are_never_faster_or_slower(cli, llama_bench, tiny_mode
 
 def test_save_then_compare_round_trip(cli, llama_bench, tiny_model, tmp_path):
     saved = tmp_path / "before.json"
-    first = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *QUICK, "--save", str(saved))
+    first = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *SHAPE, "--save", str(saved))
     assert first.exit_code == 0, first.output
     assert "saved to" in first.stdout and "t/s (median)" in first.stdout and "interval" not in first.stdout
     before = json.loads(saved.read_text())
     assert before["schema"] == "tunehost-bench/1" and before["comparison"] is None
-    doc = bench_json(cli, llama_bench, tiny_model, "--compare", str(saved))
+    doc = bench_json(cli, llama_bench, tiny_model, "--compare", str(saved), quick=SHAPE)
     assert doc["schema"] == "tunehost-bench-compare/1"
     assert doc["comparison"]["interleaved"] is False
     assert {r["test"] for r in doc["comparison"]["rows"]} == {"pp16", "tg8"}
@@ -78,7 +82,7 @@ def test_unknown_flag_is_one_line_and_runs_nothing(cli, llama_bench, tiny_model)
 
 
 def test_a_value_llama_bench_rejects_is_one_line_with_its_message(cli, llama_bench, tiny_model):
-    result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *QUICK,
+    result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *SHAPE,
                  "--candidate", "-ctk bogus")
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
@@ -86,7 +90,7 @@ def test_a_value_llama_bench_rejects_is_one_line_with_its_message(cli, llama_ben
 
 
 def test_human_table_from_the_real_binary(cli, llama_bench, tiny_model):
-    result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *QUICK,
+    result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *SHAPE,
                  "--candidate", "-t 1")
     assert result.exit_code == 0, result.output
     out = result.stdout

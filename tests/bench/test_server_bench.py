@@ -324,7 +324,10 @@ def test_ctrl_c_or_sigterm_leaves_no_server_behind(tmp_path, sig, status):
     # 400 tokens at 2 ms each: the 6 rounds the engine always runs take over 9 s, far beyond the signal at 1 s
     tunehost = [sys.executable, "-m", "tunehost", "bench", "--serve", "--depths", "32", "-n", "400", "--budget",
                 "60", "--", sys.executable, str(FAKE), "--pid-file", str(pid_file)]
-    proc = subprocess.Popen(tunehost, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Ctrl-C as from a terminal: a test run started in the background (`pytest &`, nohup) ignores SIGINT, and an
+    # ignored SIGINT is inherited, so tunehost would never see it and the test would wait out its 30 s
+    proc = subprocess.Popen(tunehost, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 20
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -219,10 +219,16 @@ def test_a_signal_sent_to_the_gate_reaches_the_command():
     assert proc.returncode == 42 and out == "got-term\n"
 
 
+def _sigint_as_from_a_terminal() -> None:
+    """In the child: SIGINT back to its default. A test run started in the background (`pytest &`, nohup) ignores
+    SIGINT, and an ignored signal is inherited through exec, so the gate and its command would never see it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_command_killed_by_a_forwarded_signal_is_128_plus_n():
     proc = subprocess.Popen([sys.executable, "-m", "tunehost", "gate", "-s", str(READY), "--",
                              "sh", "-c", "echo started; exec sleep 60"], stdout=subprocess.PIPE, text=True,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, preexec_fn=_sigint_as_from_a_terminal)
     try:
         assert proc.stdout.readline() == "started\n"
         proc.send_signal(signal.SIGINT)
@@ -265,6 +271,7 @@ def test_ctrl_c_in_the_terminal_reaches_the_command_and_the_gate_waits_for_it():
               "echo \"interrupted\"; exit 3")
     pid, fd = pty.fork()
     if pid == 0:  # the child: a session leader whose controlling terminal is the pty
+        _sigint_as_from_a_terminal()  # else sh could not trap it (one ignored on entry stays ignored): a hang
         os.execv(sys.executable, [sys.executable, "-m", "tunehost", "gate", "-s", str(READY), "--",
                                   "sh", "-c", script])
     output = b""
