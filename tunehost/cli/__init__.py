@@ -29,6 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_USAGE = 1  # docs/snapshot.md: bad arguments are "the tool could not run" (1), not click's default 2
 # llama.cpp reads -c/-np (common/arg.cpp) and llama-bench's -p/-n/-d/-r with std::stoi into an int: 32 bits
 LLAMA_INT_MAX = 2**31 - 1
+LINE_EVERY_ROUNDS = 5  # piped progress (bench, tune, history --drift): one plain line per this many rounds
 
 
 def _as_one_line(exc: UsageError) -> UsageError:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from tunehost.cli import LLAMA_INT_MAX, check_range, cli_errors, make_console
+from tunehost.cli import LINE_EVERY_ROUNDS, LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
 from tunehost.cli.layout import print_folded
 from tunehost.durations import DAY_S, parse_duration
@@ -145,7 +145,7 @@ def bench(
             if not json_out:
                 err.print("advised llama-bench flags: " + (shlex.join(cand_flags) or "(llama-bench defaults)"),
                           markup=False, highlight=False)
-        with _progress(err, enabled=sys.stderr.isatty() and sys.stdout.isatty()) as progress:
+        with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty()) as progress:
             result = runner.measure(
                 model, baseline=base_flags, candidate=cand_flags,
                 n_prompt=_pick(n_prompt, defaults.get("n_prompt"), runner.DEFAULT_N_PROMPT),
@@ -257,7 +257,7 @@ class _ProgressView:
 
     def status(self, message: str) -> None:
         if self._progress is not None:
-            self._progress.update(self._task, description=message)
+            self._progress.update(self._task, description=_plain(message))
 
     def _line(self, text: str) -> None:
         from tunehost.printable import one_line
@@ -289,13 +289,20 @@ class _ProgressView:
         if event.line:
             what += " · " + event.line.replace("llama-bench: ", "").strip()[:48]
         eta = f"ETA {event.eta_s:.0f} s" if event.eta_s is not None else "ETA …"
-        self._progress.update(self._task, description=what, total=event.planned, completed=event.done, eta=eta)
+        self._progress.update(self._task, description=_plain(what), total=event.planned, completed=event.done, eta=eta)
 
 
-LINE_EVERY_ROUNDS = 5
+def _plain(text: str) -> str:
+    """A progress description: one line, and never read as rich markup (llama-bench's stderr lines, other
+    processes' names: "[/]" is a valid one)."""
+    from rich.markup import escape
+
+    from tunehost.printable import one_line
+
+    return escape(one_line(text, 200))
 
 
-def _progress(console: "Console", *, enabled: bool, lines: bool = True, what: str = "bench") -> _ProgressView:
+def progress_view(console: "Console", *, enabled: bool, lines: bool = True, what: str = "bench") -> _ProgressView:
     """The progress of a measurement: a bar when ``enabled`` (a terminal), else plain lines (``lines``)."""
     return _ProgressView(console, enabled, lines, what)
 

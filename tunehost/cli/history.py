@@ -15,7 +15,7 @@ import typer
 
 from tunehost.cli import cli_errors, make_console
 from tunehost.durations import parse_duration
-from tunehost.errors import TunehostError
+from tunehost.errors import EXIT_BUSY, TunehostError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 COMMANDS = ("bench", "tune", "drift", "server-bench")
 EXIT_SLOWER = 2  # --drift: this box got slower beyond the noise
-EXIT_BUSY = 75  # --drift: every round was disturbed by other processes, nothing judged (EX_TEMPFAIL, as gate)
 SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -197,7 +196,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     from tunehost.bench import runner
     from tunehost.bench.results import rounds_of
     from tunehost.bench.stats import compare_rounds
-    from tunehost.cli.bench import _progress, record_result
+    from tunehost.cli.bench import progress_view, record_result
     from tunehost.facts.identity import HostIdentity, changes
     from tunehost.store import host_identity, open_store
 
@@ -215,7 +214,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         raise TunehostError("the last best configuration was tuned for --objective balanced; re-measure it with "
                             "`tunehost bench --baseline FLAGS` and compare")
     err = make_console(stderr=True)
-    with _progress(err, enabled=sys.stderr.isatty() and sys.stdout.isatty(), what="drift") as progress:
+    with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty(), what="drift") as progress:
         result = runner.measure(model, baseline=flags, n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
                                 depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3),
                                 budget_s=budget, llama_bench=llama_bench, label="drift", ceiling=False,

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from tunehost.cli import check_range, cli_errors, make_console
-from tunehost.errors import TunehostError
+from tunehost.cli import LINE_EVERY_ROUNDS, check_range, cli_errors, make_console
+from tunehost.errors import EXIT_BUSY, TunehostError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from tunehost.tune.race import TuneOutcome
 
 FORMATS = ("human", "shell", "systemd", "json")
-EXIT_BUSY = 75  # EX_TEMPFAIL (as `gate --wait-quiet`): the host stayed busy, no winner was declared; try again later
-LINE_EVERY_ROUNDS = 5  # piped progress: one line per stage and per this many rounds
 CLOCK = time.monotonic  # the budget clock's source (tests drive it with a simulated llama-bench's clock)
 
 
@@ -121,7 +119,7 @@ def tune_command(
         return run_llama_bench(binary, args, timeout=max(60.0, budget_s))
 
     watch = _race_watch()
-    measurer = race.Measurer(invoke, journal, clock=CLOCK, watch=watch)
+    measurer = race.Measurer(invoke, journal, clock=CLOCK, watch=watch, budget_s=budget_s)
     if measurer.stored_steps and fmt == "human":
         err.print(f"resuming an interrupted tune: {measurer.stored_steps} llama-bench runs are in the store",
                   markup=False, highlight=False)
@@ -135,6 +133,8 @@ def tune_command(
         close = getattr(watch, "close", None)
         if close is not None:
             close()
+    if measurer.journal_note is not None:
+        warn(measurer.journal_note)
 
     build = measurer.build
     if store is not None:
@@ -158,7 +158,7 @@ def tune_command(
                                 model_path=resolved, model_hash=digest, model_name=Path(resolved).name,
                                 results=tuple(results), summary=summary, rounds=stored_rounds(outcome)))
     render(outcome, settings, fmt, make_console())
-    if outcome.stopped is not None:
+    if not outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
         raise typer.Exit(EXIT_BUSY)
 
 
@@ -242,6 +242,8 @@ def tune_summary(outcome: "TuneOutcome", tune_key: str | None) -> dict[str, Any]
         "disturbed": outcome.disturbed, "allow_busy": outcome.allow_busy, "stopped": outcome.stopped,
         "busy_reason": outcome.busy_reason, "discarded_rounds": outcome.discarded_rounds,
         "disturbed_rounds": outcome.disturbed_rounds, "waited_s": round(outcome.waited_s, 1),
+        "load_dropped": list(outcome.load_dropped), "not_searched": [list(n) for n in outcome.not_searched],
+        "has_result": outcome.has_result,
     }
 
 
@@ -249,7 +251,7 @@ def headline(outcome: "TuneOutcome", objective: str) -> str:
     """"+12.0 % TG, 95 % interval +9.1..+15.2 %, 14 rounds" or "advise's plan is already the fastest ..."."""
     what = {"tg": "TG", "pp": "PP", "balanced": "PP·TG (geometric mean)"}[objective]
     c = outcome.confirmation
-    if outcome.stopped is not None and not outcome.improved:
+    if not outcome.has_result:
         return (f"no winner: {outcome.stopped}; advise's plan stands. A load that holds a CPU changes which thread "
                 "count wins: run again on a quiet host (`tunehost gate --wait-quiet`), or --allow-busy to "
                 "measure under this load")
@@ -260,10 +262,9 @@ def headline(outcome: "TuneOutcome", objective: str) -> str:
             counted = sum(1 for m in outcome.marks if m.counted)
             text += (f" — UNDER BACKGROUND LOAD ({outcome.disturbed_rounds} of {counted} rounds disturbed: "
                      f"{outcome.busy_reason}): this winner holds only under that load")
-        if outcome.stopped is not None:
-            text += f" (from quiet rounds; the tune then stopped: {outcome.stopped})"
-        return text
-    text = "advise's plan is already the fastest within the noise"
+        return text + _gaps(outcome)
+    complete = not outcome.not_searched and not outcome.load_dropped
+    text = "advise's plan is already the fastest within the noise" if complete else "advise's plan stands"
     if c is not None:
         high = f"{(c.high - 1) * 100:+.1f}" if math.isfinite(c.high) else "+inf"
         low = f"{(c.low - 1) * 100:+.1f}" if c.low > 0 else "-100"
@@ -272,6 +273,19 @@ def headline(outcome: "TuneOutcome", objective: str) -> str:
     if outcome.disturbed_rounds:
         text += (f" — under background load ({outcome.disturbed_rounds} rounds disturbed: {outcome.busy_reason}); "
                  "this holds only under that load")
+    return text + _gaps(outcome)
+
+
+def _gaps(outcome: "TuneOutcome") -> str:
+    """What the result does not cover: challengers not raced under the load, knobs not searched, why it stopped."""
+    text = ""
+    if outcome.load_dropped:
+        text += (f"; not raced under that load: {', '.join(outcome.load_dropped)} ({outcome.busy_reason}), "
+                 "so this holds only under that load")
+    if outcome.not_searched:
+        text += "; not searched: " + ", ".join(f"{knob} ({why})" for knob, why in outcome.not_searched)
+    if outcome.stopped is not None:
+        text += f" (from quiet rounds; the tune then stopped: {outcome.stopped})"
     return text
 
 
@@ -306,7 +320,7 @@ def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") 
         console.print(f"[dim]{outcome.discarded_rounds} rounds disturbed by other processes were discarded and run "
                       f"again ({escape(outcome.busy_reason or '')})[/]", highlight=False)
     console.print()
-    style = ("bold red" if outcome.stopped and not outcome.improved else "bold yellow" if outcome.disturbed
+    style = ("bold red" if not outcome.has_result else "bold yellow" if outcome.disturbed
              else "bold green" if outcome.improved else "yellow")
     console.print(f"[{style}]{escape(headline(outcome, settings.objective))}[/]", highlight=False)
     if outcome.waited_s >= 1:
@@ -315,7 +329,7 @@ def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") 
     else:
         spent = f"{outcome.spent_s:.0f} s of measurement of the {outcome.budget_s:.0f} s budget"
     console.print(f"[dim]{spent}, {outcome.steps} llama-bench runs[/]", highlight=False)
-    if outcome.stopped is not None and not outcome.improved:
+    if not outcome.has_result:
         return
     console.print()
     console.print(escape(render_shell(launch)), highlight=False, soft_wrap=True)
@@ -347,13 +361,18 @@ class _TuneView:
     def update(self, event: Any) -> None:
         if self._progress is None:
             return
+        from rich.markup import escape
+
+        from tunehost.printable import one_line
+
         lead = (f"leader {event.leader} ({event.leader_change * 100:+.1f} %)" if event.leader_change is not None
                 else "leader: the incumbent")
         what = (f"{event.stage} ({event.stage_index + 1}/{event.stages}) · round {event.round} · {lead} · "
                 f"{event.alive} left")
         if event.note:
             what = f"{event.stage} · {event.note}"
-        self._progress.update(self._task, description=what, completed=min(1.0, event.spent_s / event.budget_s),
+        # labels and notes carry other processes' names ("[/]" is a valid one): never read as rich markup
+        self._progress.update(self._task, description=escape(one_line(what, 200)), completed=min(1.0, event.spent_s / event.budget_s),
                               budget=f"{event.spent_s:.0f}/{event.budget_s:.0f} s")
 
 

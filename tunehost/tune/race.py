@@ -67,6 +67,7 @@ from tunehost.launch import LaunchConfig
 Invoke = Callable[[Sequence[str]], list[BenchResult]]
 OBJECTIVES = ("tg", "pp", "balanced")
 ALPHA = 0.05
+CPU_KNOBS = ("threads", "cpu set")  # stages whose arms compete for CPUs: judged as if every CPU were busy
 GREEDY_WAIT_SHARE = 0.25  # of a stage's time left, waited for quiet before challengers using more CPUs are dropped
 WAIT_STEP = "(wait for quiet)"  # the journal's argv[0] of a wait: no llama-bench option starts with "("
 
@@ -160,8 +161,10 @@ class Measurer:
     ``spent_s`` (the budget clock) is the sum of the calls' durations, replayed ones included."""
 
     def __init__(self, invoke: Invoke, journal: Journal | None = None, clock: Callable[[], float] = time.monotonic,
-                 watch: RaceWatch | None = None):
+                 watch: RaceWatch | None = None, budget_s: float | None = None):
         self.invoke = invoke
+        self.budget_s = budget_s  # a replayed step longer than this (or not a number of seconds) is a mismatch
+        self.journal_note: str | None = None  # why the journal stopped being replayed, when it did so for a bad step
         self.journal = journal
         self.clock = clock
         self.watch = watch
@@ -185,6 +188,22 @@ class Measurer:
                               else str(first.build_commit))
         return results
 
+    def _replayable(self, stored: Any, args: Sequence[str]) -> float | None:
+        """The stored step's duration when it is the step asked for and its duration is a number of seconds
+        within [0, budget]; else None (the journal no longer matches: from here on everything is measured)."""
+        if stored is None or list(stored[0]) != list(args):
+            return None
+        try:
+            duration = float(stored[1])
+        except (TypeError, ValueError, OverflowError):
+            duration = math.nan
+        limit = math.inf if self.budget_s is None else self.budget_s
+        if not (math.isfinite(duration) and 0.0 <= duration <= limit):
+            self.journal_note = (f"the stored tune's step {self.seq - 1} has a duration that is not a number of "
+                                 "seconds within the budget; measuring afresh from there")
+            return None
+        return duration
+
     @property
     def stored_steps(self) -> int:
         """llama-bench calls in the journal (waits for quiet are not counted)."""
@@ -196,8 +215,9 @@ class Measurer:
         self.seq += 1
         self.calls += 1
         stored = self.stored.get(seq) if self.replaying else None
-        if stored is not None and list(stored[0]) == list(args):
-            duration, outcome = float(stored[1]), stored[2]
+        duration_ok = self._replayable(stored, args) if stored is not None else None
+        if stored is not None and duration_ok is not None:
+            duration, outcome = duration_ok, stored[2]
             self.spent_s += duration
             self.reused_steps += 1
             self.reused_s += duration
@@ -240,8 +260,9 @@ class Measurer:
         seq = self.seq
         self.seq += 1
         stored = self.stored.get(seq) if self.replaying else None
-        if stored is not None and list(stored[0]) == args:
-            duration = float(stored[1])
+        duration_ok = self._replayable(stored, args) if stored is not None else None
+        if stored is not None and duration_ok is not None:
+            duration = duration_ok
             self.spent_s += duration
             self.waited_s += duration
             self.reused_s += duration
@@ -372,6 +393,7 @@ class StageOutcome:
     busy: str | None = None  # why the stage stopped on a busy host ("host busy"), or the first disturbance seen
     marks: tuple[RoundMark, ...] = field(default=(), hash=False)
     candidates: tuple[Candidate, ...] = field(default=(), hash=False)  # every arm raced, the incumbent first
+    load_dropped: tuple[str, ...] = ()  # challengers dropped because the host stayed busy (never raced under it)
 
     @property
     def undecided(self) -> bool:
@@ -389,6 +411,8 @@ class StageOutcome:
             line += f"; {self.discarded} disturbed round{'s' if self.discarded != 1 else ''} discarded"
         if self.disturbed_rounds:
             line += f"; {self.disturbed_rounds} of {self.rounds} rounds disturbed (--allow-busy)"
+        if self.load_dropped:
+            line += f"; not raced under that load: {', '.join(self.load_dropped)}"
         return line
 
 
@@ -419,7 +443,20 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
     discarded = resume.discarded if resume else 0
     disturbed_rounds = resume.disturbed_rounds if resume else 0
     busy: str | None = resume.busy if resume else None
+    load_dropped: list[str] = list(resume.load_dropped) if resume else []
     round_reports: list[WatchReport] = []
+    confirming = knob == "confirmation"
+
+    def strict() -> bool:
+        """Judge as if every CPU were busy: a threads or CPU-set stage, or arms that keep different numbers of
+        CPUs busy. A load on the CPUs one arm leaves idle lands on the SMT siblings or the shared caches of the
+        others: exactly the load that changes which thread count wins."""
+        return knob in CPU_KNOBS or len({cpus_of([a]) for a in alive}) > 1
+
+    def judged(report: WatchReport | None) -> WatchReport | None:
+        if report is None or not strict():
+            return report
+        return rejudge(replace(report, cpus_used=None))
 
     def drop(arm: Candidate, why: str) -> None:
         if arm == incumbent:
@@ -434,7 +471,7 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
             got = split_results(group, measurer.run(args), kinds, reverse)
         except TunehostError as exc:
             if measurer.last_watch is not None:
-                round_reports.append(measurer.last_watch)
+                round_reports.append(judged(measurer.last_watch))  # type: ignore[arg-type]
             if len(group.arms) == 1:
                 drop(group.arms[0], str(exc))
                 return None
@@ -445,7 +482,7 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
                     out.update(got_one)
             return out
         if measurer.last_watch is not None:
-            round_reports.append(measurer.last_watch)
+            round_reports.append(judged(measurer.last_watch))  # type: ignore[arg-type]
         return got
 
     def progress(rounds: int, leader: Candidate, change: float | None, note: str | None = None) -> None:
@@ -482,7 +519,7 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
                 if arm in alive:
                     scores[arm][rounds] = score(results, settings.objective)
         last_round_s = measurer.spent_s - began
-        report = combine(round_reports)
+        report = judged(combine(round_reports))
         disturbed = report is not None and report.disturbed
         if disturbed and busy is None and report is not None:
             busy = report.reasons[0]
@@ -498,16 +535,19 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
                 limit = end_s if hard_end_s is None else hard_end_s
                 progress(rounds, leader, None, f"waiting for quiet: {busy}")
                 # challengers that keep more CPUs busy than the incumbent are the first a load disturbs: when
-                # quiet does not come for them, they leave the race (never raced under the load), the rest go on
+                # quiet does not come for them, they leave the race (never raced under the load, and the outcome
+                # says so: it is marked disturbed), the rest go on. Never in the confirmation: dropping the
+                # search's best there would turn "not raced" into "the plan is the fastest"
                 base = cpus_of([incumbent])
-                greedy = [a for a in alive if a != incumbent and base is not None
-                          and (cpus_of([a]) or 1 << 16) > base]
+                greedy = [] if confirming else [a for a in alive if a != incumbent and base is not None
+                                                and (cpus_of([a]) or 1 << 16) > base]
                 share = GREEDY_WAIT_SHARE if greedy else 1.0
-                waited = measurer.wait_quiet((limit - measurer.spent_s) * share, cpus_of(alive))
+                waited = measurer.wait_quiet((limit - measurer.spent_s) * share, None if strict() else cpus_of(alive))
                 if not waited.quiet and greedy:
                     why = report.reasons[0] if report and report.reasons else busy
                     for arm in greedy:
                         drop(arm, f"needs CPUs that other processes kept busy ({why}); not raced under that load")
+                        load_dropped.append(arm.label)
                     streak = 0
                     continue
                 if not waited.quiet:
@@ -567,7 +607,8 @@ def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate]
     return StageOutcome(knob, incumbent, winner, last.get(best) if best is not None else None, rounds, tuple(dropped),
                         stop, len(arms), {a.label: tuple(v for _, v in sorted(s.items())) for a, s in scores.items()},
                         best.label if best is not None else None, discarded=discarded,
-                        disturbed_rounds=disturbed_rounds, busy=busy, marks=tuple(marks), candidates=tuple(arms))
+                        disturbed_rounds=disturbed_rounds, busy=busy, marks=tuple(marks), candidates=tuple(arms),
+                        load_dropped=tuple(load_dropped))
 
 
 def cpus_of(arms: Sequence[Candidate]) -> int | None:
@@ -623,10 +664,26 @@ class TuneOutcome:
     stopped: str | None = None  # why the tune stopped before its end (the host stayed busy)
     allow_busy: bool = False
     waited_s: float = 0.0  # waiting for quiet (part of spent_s)
+    not_searched: tuple[tuple[str, str], ...] = ()  # (knob, why): knobs that could change the result, not raced
 
     @property
     def improved(self) -> bool:
         return self.winner != self.plan
+
+    @property
+    def load_dropped(self) -> tuple[str, ...]:
+        """Challengers that left the race because the host stayed busy (never raced under that load)."""
+        return tuple(dict.fromkeys(label for s in self.stages for label in s.load_dropped))
+
+    @property
+    def has_result(self) -> bool:
+        """A result from quiet rounds: a winner, or the plan kept after at least one stage raced on a quiet host.
+        False when the tune stopped before any (or while confirming the search's best)."""
+        if self.stopped is None or self.improved:
+            return True
+        if any(s.knob == "confirmation" for s in self.stages):
+            return False
+        return any(s.rounds and s.stop_reason != "host busy" for s in self.stages)
 
     @property
     def marks(self) -> tuple[RoundMark, ...]:
@@ -643,8 +700,9 @@ class TuneOutcome:
 
     @property
     def disturbed(self) -> bool:
-        """The result is a busy host's: it stopped for load, or counted disturbed rounds (allow_busy)."""
-        return self.stopped is not None or self.disturbed_rounds > 0
+        """The result is a busy host's: it stopped for load, dropped challengers for load, or counted disturbed
+        rounds (allow_busy). A disturbed result is never a drift reference."""
+        return self.stopped is not None or self.disturbed_rounds > 0 or bool(self.load_dropped)
 
     @property
     def busy_reason(self) -> str | None:
@@ -665,9 +723,28 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
     first_round_s: float | None = None
     round_s = 0.0
 
+    def gaps(stopped: str | None) -> tuple[tuple[str, str], ...]:
+        """The knobs that could change the result but were not raced: skipped for budget, stopped by load, or
+        never reached because the tune stopped."""
+        out = []
+        for knob in knobs:
+            if knob.not_searched:
+                continue
+            why = next((w for name, w in skipped if name == knob.name), None)
+            stage = next((s for s in reversed(stages) if s.knob == knob.name), None)
+            if why is not None:
+                if why.startswith("no budget left"):
+                    out.append((knob.name, why))
+            elif stage is not None:
+                if stage.stop_reason == "host busy":
+                    out.append((knob.name, "the host stayed busy"))
+            elif stopped is not None:
+                out.append((knob.name, "the tune stopped first"))
+        return tuple(out)
+
     def finish(best: Candidate, winner: Candidate, confirmation: RoundsComparison | None,
                stopped: str | None) -> TuneOutcome:
-        return TuneOutcome(plan=plan, best=best, winner=winner, confirmation=confirmation, stages=tuple(stages),
+        return TuneOutcome(not_searched=gaps(stopped), plan=plan, best=best, winner=winner, confirmation=confirmation, stages=tuple(stages),
                            skipped=tuple(skipped), spent_s=measurer.spent_s, budget_s=settings.budget_s,
                            steps=measurer.calls, reused_steps=measurer.reused_steps, reused_s=measurer.reused_s,
                            stopped=stopped, allow_busy=settings.allow_busy, waited_s=measurer.waited_s)
@@ -682,8 +759,10 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
         if on_progress is not None:
             on_progress(TuneProgress("quiet", 0, len(knobs), 0, plan.label, None, 0, measurer.spent_s,
                                      settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
+        # judged for every CPU when a stage will race thread counts or CPU sets (see race_stage's strict())
+        cpu_stages = any(k.name in CPU_KNOBS and not k.not_searched for k in knobs)
         waited = measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
-                                         QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), cpus_of([plan]))
+                                         QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), None if cpu_stages else cpus_of([plan]))
         if not waited.quiet:
             return finish(plan, plan, None, f"the host stayed busy ({waited.reason}); waited {waited.waited_s:.0f} s "
                                             "for quiet")
@@ -707,10 +786,16 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
             first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
             round_s = first_round_s  # a paired round of the incumbent: re-estimated after every stage
             needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
-            if needed > settings.budget_s - measurer.spent_s + (measurer.spent_s - began):
+            # the budget is blamed only for what measuring takes: the waits for quiet are the host's doing
+            if needed > settings.budget_s - (began - measurer.waited_s):
                 raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
                                     f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
                                     f"give --budget {math.ceil(needed / 60.0)}m or more")
+            if needed > settings.budget_s - began:
+                return finish(plan, plan, None, f"waiting for quiet took {measurer.waited_s:.0f} s of the "
+                                                f"{settings.budget_s:g} s budget and what is left is too short "
+                                                f"for a verdict ({settings.min_rounds} rounds of about "
+                                                f"{first_round_s:.0f} s)")
         # the stages still to race around this incumbent (a knob with nothing to try takes no share of the budget)
         left = max(1, sum(1 for k in knobs[index:] if not k.not_searched and (k is knob or k.variants(incumbent))))
         end = measurer.spent_s + max(0.0, search_end - measurer.spent_s) / left

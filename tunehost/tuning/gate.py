@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from tunehost.errors import EXIT_BUSY
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 EXIT_USAGE = 64  # EX_USAGE: bad arguments
 EXIT_NOT_READY = 69  # EX_UNAVAILABLE: doctor says the host is not ready
 EXIT_SOFTWARE = 70  # EX_SOFTWARE: the gate could not judge or record (unreadable snapshot, --out not writable)
-EXIT_NOT_QUIET = 75  # EX_TEMPFAIL: the host did not become quiet within --wait-quiet; try again later
+EXIT_NOT_QUIET = EXIT_BUSY  # the one EX_TEMPFAIL (tunehost.errors): the host did not become quiet; try again later
 # ...and, as env(1), nice(1) and timeout(1) do: the command could not be run
 EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
