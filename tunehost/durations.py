@@ -46,12 +46,18 @@ def parse_duration(text: str | None, *, option: str, minimum: float = 0.0, maxim
 
 
 def format_duration(seconds: float) -> str:
-    """A duration as this parser reads it back: 0 -> "0 s", 90 -> "90 s", 600 -> "10 min", 86400 -> "24 h"."""
+    """A duration as this parser reads it back (``parse_duration(format_duration(x)) == x`` for whole seconds and
+    milliseconds up to 10**11 s): 0 -> "0 s", 90 -> "90 s", 600 -> "10 m", 86400 -> "24 h", 1.5 -> "1.5 s"."""
     if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g} h"
+        return f"{_plain_number(seconds / 3600)} h"
     if seconds >= 60 and seconds % 60 == 0:
-        return f"{seconds / 60:g} min"
-    return f"{seconds:g} s"
+        return f"{_plain_number(seconds / 60)} m"
+    return f"{_plain_number(seconds)} s"
+
+
+def _plain_number(value: float) -> str:
+    """No exponent (the parser reads none), at most the 9 decimals it reads."""
+    return f"{value:.9f}".rstrip("0").rstrip(".") or "0"
 
 
 def _seconds(text: str | None) -> float | None:

@@ -57,8 +57,19 @@ def test_parts_add_up(hours, minutes, secs):
 def test_bare_seconds_and_their_formatting_read_back(value):
     text = f"{value:.3f}"
     assert parse_duration(text, option="--budget") == pytest.approx(float(text))
-    shown = format_duration(round(value)).replace(" min", "m").replace(" h", "h").replace(" s", "s")
+    shown = format_duration(round(value)).replace(" m", "m").replace(" h", "h").replace(" s", "s")
     assert parse_duration(shown, option="--budget") == round(value)
+
+
+@given(st.one_of(st.integers(0, 10 ** 11).map(float), st.integers(0, 10 ** 11).map(lambda ms: ms / 1000)))
+def test_format_duration_is_what_the_parser_reads_back(value):
+    # as shown in error lines ("at most 10 m"): the same text given back to --budget is the same duration
+    assert parse_duration(format_duration(value), option="--budget", maximum=math.inf) == value
+
+
+def test_format_duration_writes_the_units_the_parser_reads():
+    assert [format_duration(v) for v in (0, 90, 600, 86400, 1.5, 1e7)] == \
+        ["0 s", "90 s", "10 m", "24 h", "1.5 s", "10000000 s"]
 
 
 @settings(max_examples=400)

@@ -185,3 +185,28 @@ def test_drift_on_a_busy_host_leaves_the_disturbed_rounds_out_and_judges_nothing
     runs = json.loads(cli("history", "--json").stdout)["runs"]
     assert runs[0]["command"] == "drift" and runs[0]["summary"]["disturbed"] is True
     assert runs[0]["summary"]["discarded_rounds"] >= 5 and not runs[0]["summary"]["rows"]
+
+
+def test_drift_whose_round_marks_do_not_line_up_judges_nothing(cli, model, boundary, monkeypatch):
+    import dataclasses
+
+    from tunehost.bench import watch
+
+    assert cli("tune", "--model", str(model), "--budget", "2h", "-n", "16").exit_code == 0
+    slow = FakeBench({("-t", "4"): 1.3}, seed=9, level=35.0)  # slower beyond the noise on a quiet host
+    monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: lambda args, on_line: slow(args))
+    monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU"})
+    monkeypatch.setattr(watch, "read_reading", lambda host, **kw: simulated_reading(other_cores=0.0))
+    measure = runner.measure
+
+    def one_mark_short(*args, **kwargs):  # one round watched disturbed, and one mark fewer than the rounds
+        result = measure(*args, **kwargs)
+        first = dataclasses.replace(result.round_watch[0], reasons=("other processes used 1.50 of 4 CPUs",))
+        return dataclasses.replace(result, round_watch=(first, *result.round_watch[1:-1]))
+
+    monkeypatch.setattr(runner, "measure", one_mark_short)
+    result = cli("history", "--drift", "--model", str(model), "--budget", "30")
+    assert result.exit_code == 75, result.output  # before: exit 2, the disturbed round judged with the rest
+    said = " ".join(result.stdout.split())
+    assert "not judged: 1 of" in said and "which values they were is unknown" in said
+    assert "were left out" not in said and "got slower" not in said

@@ -223,9 +223,13 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     # the rounds other processes disturbed are no evidence about this box (tunehost.bench.watch.reasons_for)
     marks = [w.disturbed for w in result.round_watch]
     busy = [w.reasons[0] for w in result.round_watch if w.disturbed]
-    if len(marks) == max((len(v) for v in new_rounds.values()), default=0):
+    measured = max((len(v) for v in new_rounds.values()), default=0)
+    mismatch = bool(busy) and len(marks) != measured  # which rounds were disturbed is unknown: judge nothing
+    if busy and not mismatch:
         new_rounds = {t: [r for r, disturbed in zip(v, marks) if not disturbed] for t, v in new_rounds.items()}
     rows = []
+    if mismatch:
+        new_rounds = {}
     for test, values in old_rounds.items():
         now = new_rounds.get(test) or next((v for t, v in new_rounds.items() if t[:2] == kinds[test]), None)
         if not now or len(values) < 2:
@@ -243,7 +247,10 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     verdict = ("slower beyond the noise" if slower else
                "faster beyond the noise" if any(r["verdict"] == "faster" for r in rows) else "no clear change")
     not_judged = not rows and bool(busy)
-    if not_judged:
+    if mismatch:
+        verdict = (f"not judged: {len(busy)} of {len(marks)} watched rounds were disturbed ({busy[0]}) and "
+                   f"{measured} were measured: which values they were is unknown")
+    elif not_judged:
         verdict = f"not judged: the host was busy in {len(busy)} of {len(marks)} rounds ({busy[0]})"
     recorded_rows = [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in r.items()}
                      for r in rows]  # the store refuses infinity (an open-ended interval): null there
