@@ -210,3 +210,30 @@ def test_drift_whose_round_marks_do_not_line_up_judges_nothing(cli, model, bound
     said = " ".join(result.stdout.split())
     assert "not judged: 1 of" in said and "which values they were is unknown" in said
     assert "were left out" not in said and "got slower" not in said
+
+
+@pytest.mark.parametrize("hostile", ["[/]", "[bold red]x[/]", "[link=file:///etc]y", "\x1b[31mred"])
+def test_progress_text_with_a_hostile_process_name_is_shown_not_read_as_markup(hostile):
+    import io
+
+    from rich.console import Console
+
+    from tunehost.cli.bench import progress_view
+    from tunehost.cli.tune import _TuneView
+    from tunehost.tune.race import TuneProgress
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80)
+    event = TuneProgress("threads", 0, 2, 3, "-t 1", None, 2, 10.0, 60.0, 0, 0,
+                         f"waiting for quiet: other processes used 1.00 of 2 CPUs: {hostile} (pid 7, 4.0 s)")
+    with _TuneView(console, enabled=True) as view:  # before: rich.errors.MarkupError on "[/]"
+        view.update(event)
+        view._progress.refresh()
+    bench_event = type("Event", (), {"phase": "round", "config": "-t 2", "round": 1, "rounds_planned": 5,
+                                     "line": f"llama-bench: {hostile}", "eta_s": 3.0, "planned": 10, "done": 2})()
+    with progress_view(console, enabled=True) as progress:
+        progress.update(bench_event)
+        progress.status(hostile)
+        progress._progress.refresh()
+    assert "[/]" in out.getvalue() or hostile != "[/]"
+    assert "\x1b[31mred" not in out.getvalue()
