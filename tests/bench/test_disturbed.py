@@ -116,3 +116,46 @@ def test_the_server_bench_keeps_a_watch_report_per_round_in_the_store(cli):
     assert len(rounds) == run.summary["rounds"] and all(r.counted for r in rounds)
     assert all(r.watch.get("cpu_count") and "other_cpu_cores" in r.watch for r in rounds)
     assert isinstance(run.summary["disturbed"], bool)
+
+
+def _bursty_run(monkeypatch, busy_cpu):
+    from tunehost.bench import watch
+
+    monkeypatch.setattr(watch, "read_cpu_temperature", lambda host: None)
+    bench = FakeBench({"2": 100.0, "1": 50.0})
+
+    def read(host=None) -> HostReading:
+        t = bench.clock()
+        return HostReading(at_s=t, cpu=CpuTimes(busy_cpu(t), 0.0, t * 2), own_cpu_s=0.0, swap_in=0, swap_out=0,
+                           throttle_count=0, temperature=None)
+
+    watcher = HostWatcher(None, cpu_count=2, read=read, gpu=False)  # type: ignore[arg-type]
+    return run_rounds(configs_ab(), settings(), bench, watcher=watcher, clock=bench.clock)
+
+
+def test_benchs_verdict_leaves_out_the_rounds_the_store_marks_disturbed(monkeypatch):
+    from tunehost.bench.runner import build_result
+
+    # a burst in a few rounds: the whole run's average may pass, the rounds it hit are marked and left out
+    out = _bursty_run(monkeypatch, lambda t: max(0.0, min(t, 8.0) - 4.0))
+    marked = sum(w.disturbed for w in out.round_watch)
+    assert 0 < marked < out.rounds
+    result = build_result(out, settings(), binary="llama-bench", model_id={})
+    comparison = result.comparison
+    assert comparison is not None
+    assert any(f"{marked} of {out.rounds} rounds disturbed" in n and "left out of the paired estimate" in n
+               for n in comparison.notes)
+    assert all(row.rounds == out.rounds - marked for row in comparison.rows)
+    quiet_left = out.rounds - marked
+    assert all((row.verdict == "disturbed") == (quiet_left < 5) for row in comparison.rows)
+    assert all(row.verdict != "disturbed" or row.statistical_verdict for row in comparison.rows)
+
+
+def test_benchs_verdict_is_disturbed_when_too_few_quiet_rounds_remain(monkeypatch):
+    from tunehost.bench.runner import build_result
+
+    out = _bursty_run(monkeypatch, lambda t: t if t > 3.0 else 0.0)  # busy from 3 s on: nearly every round
+    result = build_result(out, settings(), binary="llama-bench", model_id={})
+    assert out.rounds - sum(w.disturbed for w in out.round_watch) < 5
+    assert all(row.verdict == "disturbed" for row in result.comparison.rows)
+    assert any("too few for a verdict" in n for n in result.comparison.notes)

@@ -588,9 +588,19 @@ def build_result(outcome: RoundsOutcome, settings: BenchSettings, *, binary: str
     comparison: Comparison | None = None
     if len(configs) == 2:
         notes = [f"host disturbed: {'; '.join(outcome.watch.reasons)}"] if disturbed and outcome.watch else []
+        counted = outcome.invocations
+        left_out = quiet_rounds_only(outcome)
+        if left_out:  # the rounds the store marks disturbed never enter the paired estimate (as in drift)
+            rounds_left = outcome.rounds - len(left_out)
+            reason = next(w.reasons[0] for w in outcome.round_watch if w.disturbed)
+            counted = tuple(i for i in outcome.invocations if i.round not in left_out)
+            disturbed = rounds_left < MIN_ROUNDS
+            notes = [f"{len(left_out)} of {outcome.rounds} rounds disturbed by other processes were left out of "
+                     f"the paired estimate ({reason})"
+                     + (f"; {rounds_left} quiet rounds are too few for a verdict" if disturbed else "")]
         comparison = compare_configs(configs[0], configs[1], interleaved=True, disturbed=disturbed, notes=notes,
-                                     baseline_rounds=rounds_of(outcome.invocations, configs[0].name),
-                                     candidate_rounds=rounds_of(outcome.invocations, configs[1].name))
+                                     baseline_rounds=rounds_of(counted, configs[0].name),
+                                     candidate_rounds=rounds_of(counted, configs[1].name))
     first = next(iter(next(iter(outcome.results.values())).values()))
     model = dict(model_id, model_type=first.model_type, n_params=first.n_params)
     notes = []
@@ -609,6 +619,14 @@ def build_result(outcome: RoundsOutcome, settings: BenchSettings, *, binary: str
         ceiling=dict(ceiling) if ceiling else None,
         label=label, created=now_utc(), notes=tuple(notes),
     )
+
+
+def quiet_rounds_only(outcome: RoundsOutcome) -> frozenset[int]:
+    """The round numbers (1-based) the per-round watch marks disturbed, when it has one report per round; empty
+    otherwise (then the whole run's watch alone decides "disturbed")."""
+    if not outcome.round_watch or len(outcome.round_watch) != outcome.rounds:
+        return frozenset()
+    return frozenset(n for n, w in enumerate(outcome.round_watch, start=1) if w.disturbed)
 
 
 def measure_model(model: str | os.PathLike[str], *, label: str | None = None, **kwargs: Any) -> SavedResult:
