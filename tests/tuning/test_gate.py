@@ -301,3 +301,24 @@ def test_a_llama_tool_killed_by_sigill_is_explained(tmp_path):
     result = gate("--snapshot", str(READY), "--", str(fake))
     assert result.returncode == 128 + 4, result.stderr
     assert "llama-bench was killed by SIGILL" in result.stderr and "built for another CPU" in result.stderr
+
+
+def test_live_wait_quiet_is_the_judgement_tunes_rounds_use():
+    """A build's short-lived compilers: no process over half a CPU in one process list (what read_quiet saw, so
+    the gate let the host through), but the machine busy 2 s in every 5: the rounds' judgement refuses it, as
+    tune would."""
+    from tests.tune.busy import LoadedBench, bursty, quiet
+    from tunehost.host import open_host
+    from tunehost.tuning.gate import read_quiet, wait_quiet_live
+
+    def open_ready():
+        return open_host(READY)
+
+    assert not read_quiet(open_ready()).hogs
+    busy = LoadedBench(bursty)
+    result = wait_quiet_live(open_ready, 30, clock=busy.clock, sleep=busy.advance, watcher=busy.watch().watcher)
+    assert not result.quiet and result.reason.startswith("busy: other processes used")
+    assert result.waited_s <= 30 + 0.5
+    calm = LoadedBench(quiet)
+    result = wait_quiet_live(open_ready, 30, clock=calm.clock, sleep=calm.advance, watcher=calm.watch().watcher)
+    assert result.quiet and result.waited_s == pytest.approx(4.0)

@@ -109,7 +109,7 @@ def run_gate(args: GateRun) -> int:
     from tunehost.doctor import select_checks
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.tuning.gate import read_quiet, wait_quiet
+    from tunehost.tuning.gate import read_quiet, wait_quiet, wait_quiet_live
 
     loaded = load_checks_warning()
     try:
@@ -126,8 +126,10 @@ def run_gate(args: GateRun) -> int:
         quiet = None
         if args.wait_quiet:
             say(f"waiting up to {args.wait_quiet:g} s for the host to be quiet...")
-            # a fresh host per reading: samples are cached per host
-            quiet = wait_quiet(lambda: read_quiet(open_host(args.snapshot)), args.wait_quiet)
+            if args.snapshot is None:  # the live host: judged as tune and bench judge their rounds
+                quiet = wait_quiet_live(open_host, args.wait_quiet)
+            else:  # a snapshot holds one process list: a fresh host per reading (samples are cached per host)
+                quiet = wait_quiet(lambda: read_quiet(open_host(args.snapshot)), args.wait_quiet)
             if not quiet.quiet:
                 say(f"host did not settle within {args.wait_quiet:g} s: {quiet.reason}")
                 return EXIT_NOT_QUIET

@@ -64,6 +64,8 @@ def max_temperature(host: "Host") -> float | None:
 
 
 def read_quiet(host: "Host", hog_percent: float = HOG_PERCENT) -> QuietReading:
+    """One process-list sample: what a snapshot holds (``--snapshot``). The live host is judged by
+    :func:`wait_quiet_live` instead (the rounds' judgement)."""
     activity: Any = host.sample("activity") or {}
     hogs = tuple((str(p.get("name")), float(p.get("cpu_percent", 0))) for p in activity.get("processes", [])
                  if not p.get("self") and float(p.get("cpu_percent", 0)) > hog_percent)
@@ -109,6 +111,36 @@ def wait_quiet(read: Callable[[], QuietReading], timeout_s: float, *, interval_s
             return QuietResult(False, waited, reason, readings)
         sleep(interval_s)
         previous = current
+
+
+def wait_quiet_live(open_live: Callable[[], "Host"], timeout_s: float, *, settle_c: float = SETTLE_C,
+                    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                    watcher: Any = None) -> QuietResult:
+    """--wait-quiet on the live host, judged as tune and bench judge their rounds (ONE notion of quiet:
+    :func:`tunehost.bench.watch.wait_for_quiet`, machine-wide CPU time of other processes over two windows in a
+    row, for a configuration that uses every CPU, plus steal, swapping and throttling): a build's short-lived
+    compilers, which a single process list misses, keep the host busy. Then the temperature must have settled
+    (two readings within ``settle_c``), in what is left of ``timeout_s``. ``watcher``: a
+    tunehost.bench.watch.HostWatcher to wait with (tests)."""
+    from tunehost.bench.watch import HostWatcher
+
+    start = clock()
+    before = _temperature_only(read_quiet(open_live()))
+    watch = watcher or HostWatcher(open_live(), gpu=False, clock=clock, sleep=sleep)
+    waited = watch.wait_quiet(timeout_s, None)
+    after = _temperature_only(read_quiet(open_live()))
+    if not waited.quiet:
+        return QuietResult(False, clock() - start, f"busy: {waited.reason}", [before, after])
+    if why_not_quiet(before, after, settle_c) is None:
+        return QuietResult(True, clock() - start, None, [before, after])
+    settled = wait_quiet(lambda: _temperature_only(read_quiet(open_live())), max(0.0, timeout_s - (clock() - start)),
+                         settle_c=settle_c, clock=clock, sleep=sleep)
+    return QuietResult(settled.quiet, clock() - start, settled.reason, [before, after, *settled.readings])
+
+
+def _temperature_only(reading: QuietReading) -> QuietReading:
+    """A reading whose CPU use was judged elsewhere (the watch's windows): only its temperature counts."""
+    return QuietReading((), reading.max_temp_c, reading.cpu_percent_total)
 
 
 def host_summary(host: "Host") -> dict[str, Any]:
