@@ -57,8 +57,8 @@ def gate(
     command: Optional[List[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS]...",
                                                   help="The benchmark command, run without a shell."),
     wait_quiet: str = typer.Option("0", "--wait-quiet", metavar="DURATION", callback=_seconds,
-                                   help="First wait up to DURATION (90, 90s, 5m, 1h) for no CPU hogs and settled "
-                                        "temperatures (0: do not wait)."),
+                                   help="First wait up to DURATION (90, 90s, 5m, 1h) for a quiet host (as tune "
+                                        "judges its rounds) and settled temperatures (0: do not wait)."),
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
                                        help="Write the doctor report, a host summary and a snapshot of the host "
                                             "(with the measurements) to DIR/host/."),

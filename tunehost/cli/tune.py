@@ -61,7 +61,8 @@ def tune_command(
 ) -> None:
     """Find the fastest llama.cpp configuration for MODEL on this box: a race of paired llama-bench rounds
     around advise's plan; a winner only when it beats the plan beyond the noise. Rounds disturbed by other
-    processes are discarded; on a busy host it waits for quiet, or stops (exit 75) without a winner."""
+    processes are discarded; on a busy host it waits for quiet, or stops: with a result from quiet rounds
+    (exit 0, the headline names what was not searched) or without any (exit 75)."""
     from tunehost.bench import runner
     from tunehost.bench.llama_bench import run_llama_bench
     from tunehost.store import NewRun, StoredResult, config_key, host_identity, model_hash, open_for_recording
