@@ -218,7 +218,7 @@ def _exe_file(exe_link: str | None, pid: int) -> dict[str, Any] | None:
     except OSError:
         dir_uid = dir_mode = None
     return {"uid": st.st_uid, "mode": st.st_mode & 0o7777, "dir_uid": dir_uid, "dir_mode": dir_mode, "same_file": same,
-            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)), "libs": _ggml_libs(exe_link)}
+            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)), "libs": ggml_libs(exe_link)}
 
 
 def _listeners_by_pid(listeners: Any) -> dict[int, list[tuple[str, int]]]:
@@ -547,7 +547,7 @@ def llama_program_candidates(name: str, environ: Mapping[str, str] | None = None
     return found
 
 
-def _ggml_libs(binary: str) -> list[str]:
+def ggml_libs(binary: str) -> list[str]:
     """ggml/llama shared libraries next to a binary, or in ../lib of its install prefix."""
     real = os.path.realpath(binary)
     names: set[str] = set()
@@ -607,7 +607,7 @@ def sample_llama_install(host: "Host") -> dict[str, Any]:
             continue
         seen.add(real)
         row: dict[str, Any] = {"name": name, "path": path, "from": source, "mtime": _mtime(real),
-                               "libs": _ggml_libs(path), "file": _file_kind(real)}
+                               "libs": ggml_libs(path), "file": _file_kind(real)}
         marker = os.path.join(os.path.dirname(os.path.dirname(real)), "built.json")
         if os.path.isfile(marker):
             row["marker"] = marker
