@@ -406,11 +406,17 @@ def process_cpu_seconds(exclude: set[int] | frozenset[int] = frozenset()) -> dic
 
 
 def cpu_seconds_of(pids: set[int] | frozenset[int]) -> float:
-    """user+system CPU seconds of the given live processes and their children (gone ones count 0): what a
-    server tunehost measures used, so the bench watch counts it as the measurement's own work."""
+    """user+system CPU seconds of the given live processes and their children (gone ones count 0)."""
+    return sum(tree_cpu_seconds(pids).values())
+
+
+def tree_cpu_seconds(pids: set[int] | frozenset[int]) -> dict[int, float]:
+    """pid -> user+system CPU seconds of each given live process and each of its children (gone ones absent): what
+    a server tunehost measures used, per process, so the bench watch can add up each one's own increase
+    (tunehost.bench.serving_cpu) instead of a total that drops when a child exits."""
     import psutil
 
-    total = 0.0
+    found: dict[int, float] = {}
     for pid in pids:
         try:
             proc = psutil.Process(pid)
@@ -422,8 +428,8 @@ def cpu_seconds_of(pids: set[int] | frozenset[int]) -> float:
                 times = member.cpu_times()
             except Exception:
                 continue
-            total += times.user + times.system
-    return total
+            found[member.pid] = times.user + times.system
+    return found
 
 
 def listening_pids(ports: set[int]) -> set[int]:
