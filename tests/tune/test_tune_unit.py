@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.advise.test_hostile_text import _values, parse_unit
+from tests.advise.test_hostile_text import _values, _verify, parse_unit
 from tests.advise.test_i30_units import _open_chain
 from tests.tune.test_tune_cli import boundary, model  # noqa: F401 (fixtures)
 from tunehost.bench import runner
@@ -61,6 +61,7 @@ def test_the_unit_is_checked_names_the_measured_server_and_only_groups_the_host_
     assert _values(unit, "Service", "DynamicUser") == ["yes"]
     assert _values(unit, "Service", "ExecStart")[0].startswith(f"{server} ")
     assert " -t 4 " in _values(unit, "Service", "ExecStart")[0]  # the winner, not the plan
+    _verify(r.stdout, tmp_path, user=False)
 
 
 def test_user_unit_runs_as_you_and_is_checked(cli, model, boundary, monkeypatch, tmp_path):
@@ -69,6 +70,7 @@ def test_user_unit_runs_as_you_and_is_checked(cli, model, boundary, monkeypatch,
     assert r.exit_code == 0, r.output
     assert "# checked on this host: you (" in r.stdout and "DynamicUser" not in r.stdout
     assert "SupplementaryGroups" not in r.stdout
+    _verify(r.stdout, tmp_path, user=True)
 
 
 @pytest.mark.parametrize("args, message", [
