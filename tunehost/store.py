@@ -301,11 +301,21 @@ class Store:
         return run_id
 
     def rounds(self, run_id: int) -> list[StoredRound]:
-        """The rounds recorded for one run, in order ([] for a run recorded before rounds were kept)."""
-        return [StoredRound(str(stage), int(rnd), bool(counted), bool(disturbed), _load(watch, {}))
-                for stage, rnd, counted, disturbed, watch in self._read(
-                    "SELECT stage, round, counted, disturbed, watch_json FROM rounds WHERE run_id = ? ORDER BY seq",
-                    [int(run_id)])]
+        """The valid rounds recorded for one run, in order ([] for a run recorded before rounds were kept)."""
+        return self.round_rows(run_id)[0]
+
+    def round_rows(self, run_id: int) -> tuple[list[StoredRound], list[str]]:
+        """The rounds recorded for one run, in order, and one line per row left out: a store is read as hostile
+        (_stored_round), so a row of text, NULL or out-of-range values is skipped with its reason, never raised."""
+        valid, skipped = [], []
+        for row in self._read("SELECT seq, stage, round, counted, disturbed, watch_json FROM rounds WHERE run_id = ?"
+                              " ORDER BY seq", [int(run_id)])[:MAX_ROUNDS_READ]:
+            found, why = _stored_round(row)
+            if found is not None:
+                valid.append(found)
+            elif len(skipped) < MAX_SKIPPED_SHOWN:
+                skipped.append(f"run {int(run_id)}, round row {_shown(row[0])}: {why}")
+        return valid, skipped
 
     def runs(self, *, model_hash: str | None = None, model_path: str | None = None, command: str | None = None,
              limit: int = 200) -> list[StoredRun]:
@@ -330,11 +340,12 @@ class Store:
             for start in range(0, len(ids), 500):  # SQLite before 3.32 allows 999 parameters per statement
                 chunk = ids[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                for rid, config, key, flags, test, kind, ts, rounds in self._read(
+                for row in self._read(
                         f"SELECT run_id, config, config_key, flags_json, test, kind, median_ts, rounds FROM results"
                         f" WHERE run_id IN ({marks}) ORDER BY rowid", chunk):
-                    by_run.setdefault(rid, []).append(StoredResult(str(config), str(key), tuple(_load(flags, [])),
-                                                                   str(test), str(kind), float(ts), int(rounds)))
+                    found = _stored_result(row[1:])
+                    if found is not None:  # a row of text, NULL or out-of-range values is left out, never raised
+                        by_run.setdefault(row[0], []).append(found)
         return [StoredRun(id=r[0], created=r[1], command=r[2], host_fp=r[3], host=_load(r[4], {}), build=r[5],
                           model_path=r[6], model_hash=r[7], model_name=r[8], label=r[9], summary=_load(r[10], {}),
                           results=tuple(by_run.get(r[0], ()))) for r in rows]
@@ -485,6 +496,51 @@ def _load(text: Any, default: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return default
+
+
+MAX_ROUNDS_READ = 100_000  # rounds rows read per run (a tune records a few hundred)
+MAX_SKIPPED_SHOWN = 20  # reasons kept per run for rows left out
+MAX_ROUND = 10_000_000
+MAX_STAGE = 200  # characters of a round's stage (a knob's name)
+
+
+def _shown(value: Any) -> str:
+    """A stored value in a reason: its repr, one printable line, shortened."""
+    from tunehost.printable import one_line
+
+    return one_line(repr(value), 40)
+
+
+def _stored_result(row: Sequence[Any]) -> StoredResult | None:
+    """One results row (config, config_key, flags_json, test, kind, median_ts, rounds) validated, or None."""
+    from tunehost.bounds import number, whole
+
+    config, key, flags, test, kind, ts, rounds = row
+    if not all(isinstance(v, str) and len(v) <= MAX_STAGE * 10 for v in (config, key, test, kind)):
+        return None
+    median, count = number(ts, 0.0, 1e9), whole(rounds, 0, MAX_ROUND)
+    if median is None or count is None:
+        return None
+    loaded = _load(flags, [])
+    return StoredResult(config, key, tuple(str(f) for f in loaded) if isinstance(loaded, list) else (), test, kind,
+                        median, count)
+
+
+def _stored_round(row: Sequence[Any]) -> tuple[StoredRound | None, str | None]:
+    """One rounds row (seq, stage, round, counted, disturbed, watch_json) as a StoredRound, or why it is not one:
+    every column is validated (tunehost.bounds), none converted on faith."""
+    from tunehost.bounds import whole
+
+    _seq, stage, rnd, counted, disturbed, watch = row
+    if not isinstance(stage, str) or len(stage) > MAX_STAGE:
+        return None, f"stage {_shown(stage)} is not text of at most {MAX_STAGE} characters"
+    if whole(rnd, 0, MAX_ROUND) is None:
+        return None, f"round {_shown(rnd)} is not a whole number from 0 to {MAX_ROUND}"
+    for name, flag in (("counted", counted), ("disturbed", disturbed)):
+        if whole(flag, 0, 1) is None:
+            return None, f"{name} {_shown(flag)} is not 0 or 1"
+    loaded = _load(watch, {})
+    return StoredRound(stage, rnd, bool(counted), bool(disturbed), loaded if isinstance(loaded, Mapping) else {}), None
 
 
 def _now() -> str:

@@ -165,7 +165,10 @@ def test_executable_and_listable(open_tmp) -> None:
 
 def test_missing_file_and_a_file_to_be_created(open_tmp) -> None:
     assert _check(open_tmp / "absent.gguf").blocked[0].why == f"{open_tmp / 'absent.gguf'} does not exist"
-    assert _check(open_tmp / "new" / "deeper" / "models.ini", "create").ok  # written there, directories 0755
+    assert _check(open_tmp / "new" / "deeper" / "models.ini", "write").ok  # advise --write makes them 0755
+    # a file the user saves there: its directory must be there (install -D makes parents under the umask)
+    blocked = _check(open_tmp / "new" / "deeper" / "models.ini", "create").blocked
+    assert blocked and blocked[0].why == f"{open_tmp / 'new'} does not exist"
     closed = open_tmp / "closed"
     closed.mkdir(mode=0o700)
     assert "may not enter" in _check(closed / "models.ini", "create").blocked[0].why

@@ -73,7 +73,10 @@ def test_tune_finds_the_faster_threads_renders_it_and_records_it(cli, model, bou
     assert "tune" in text and "-t 4: +" in text
 
 
-def test_tune_json_and_systemd_use_the_same_launch_config(cli, model, boundary):
+def test_tune_json_and_systemd_use_the_same_launch_config(cli, model, boundary, monkeypatch):
+    from tests.advise.test_i30_units import _open_chain
+
+    _open_chain(monkeypatch)  # every path reachable (the unit check itself: tests/tune/test_tune_unit.py)
     doc = json.loads(cli("tune", "--model", str(model), "--budget", "2h", "-n", "16", "--format", "json").stdout)
     assert doc["schema"] == "tunehost-tune/1" and doc["winner_launch"]["argv"][0] == "llama-server"
     boundary["fake"] = FakeBench({("-t", "4"): 1.3}, seed=5)

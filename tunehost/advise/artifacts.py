@@ -53,8 +53,26 @@ def _check_name(name: str) -> None:
         raise TunehostError(f"internal: unsafe file name {one_line(name)!r}")
 
 
+def _make_dirs(directory: Path) -> None:
+    """`directory` and any missing parent, each created 0755 whatever the umask (mkdir's mode is masked by it: a
+    umask of 077 would make them 0700, and the unit's user could not read what is written there). A directory
+    that already exists keeps its mode."""
+    missing = []
+    here = Path(os.path.abspath(directory.expanduser()))
+    while not os.path.lexists(here) and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:  # made meanwhile by someone else: not ours to chmod
+            continue
+        os.chmod(path, 0o755)
+
+
 def write_artifacts(directory: Path, artifacts: list[Artifact], *, force: bool = False) -> list[Path]:
-    """Write every artifact into `directory` (created, mode 0755, when missing). Nothing is written when one target
+    """Write every artifact into `directory` (created with its missing parents, mode 0755 whatever the umask; each
+    file gets its artifact's mode, umask or not). Nothing is written when one target
     exists and `force` is not set, or when a target is not a regular file: one TunehostError naming them."""
     require_printable(str(directory), "--write")
     if directory.exists() and not directory.is_dir():
@@ -73,7 +91,7 @@ def write_artifacts(directory: Path, artifacts: list[Artifact], *, force: bool =
     if taken and not force:
         raise TunehostError(f"--write {directory}: {', '.join(t.name for t in taken)} already exist"
                             f"{'s' if len(taken) == 1 else ''}; nothing written (--force replaces them)")
-    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _make_dirs(directory)
     written = []
     for artifact, target in zip(artifacts, targets):
         fd, tmp = tempfile.mkstemp(prefix=".tunehost-", dir=directory)

@@ -17,18 +17,25 @@ The modes come from the host layer (tunehost.host.access): on a snapshot nothing
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tunehost.errors import TunehostError
 from tunehost.host.access import PathEntry, path_chain
+from tunehost.host.samples import ggml_libs
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from tunehost.host import Host
     from tunehost.launch import LaunchConfig
 
-SHARED_BIN = "/opt/llama.cpp/bin/llama-server"
+SHARED_PREFIX = "/opt/llama.cpp"
+SHARED_BIN = f"{SHARED_PREFIX}/bin/llama-server"
+GPU_GROUPS = ("video", "render")  # the GPU device nodes: /dev/dri/card* (video), render nodes and /dev/kfd (render)
+API_KEY_CREDENTIAL = "llama-api-keys"  # LoadCredential= name of --api-key-file in a system unit
 SHARED_MODELS = "/srv/models"
 SHARED_CONFIG = "/etc/llama.cpp"
 PRIVATE_DIRS = ("/tmp", "/var/tmp")  # PrivateTmp=yes (implied by DynamicUser=yes) hides the host's copies
@@ -42,7 +49,8 @@ OPTION_OF = {"llama-server": "--llama-server", "the model": "--model", "the draf
 @dataclass(frozen=True)
 class Needed:
     """One path the unit needs. `kind`: "exec" (run it), "read" (read it), "dir" (list it and what is in it),
-    "create" (a file to be saved there: its directory must be reachable; it is written world-readable),
+    "create" (a file to be saved there: its directory must exist and be reachable; it is written world-readable),
+    "write" (a file advise --write writes itself: as "create", but directories not there yet are made 0755),
     "credential" (read by the service manager as root: LoadCredential=)."""
 
     what: str
@@ -101,18 +109,18 @@ def _may(e: PathEntry, who: RunAs, bits: int) -> bool:
 
 
 def _blocked(chain: list[PathEntry], need: Needed, who: RunAs) -> str | None:
-    target = os.path.normpath(os.path.dirname(need.path) if need.kind == "create" else need.path)
+    target = os.path.normpath(os.path.dirname(need.path) if need.kind in ("create", "write") else need.path)
     finals = {target, os.path.realpath(target)}
     if who.private_tmp and any(e.path in PRIVATE_DIRS for e in chain):
         return ("DynamicUser=yes gives the service its own /tmp and /var/tmp (PrivateTmp=yes): "
                 "it never sees files there")
     for e in chain:
         final = e.path in finals
-        if e.mode is None and need.kind == "create" and e.error == "does not exist":
-            return None  # created with mode 0755 where the file is saved (advise --write does)
+        if e.mode is None and need.kind == "write" and e.error == "does not exist":
+            return None  # advise --write creates it 0755, whatever the umask (tunehost.advise.artifacts)
         if e.mode is None:
             return f"{e.path} {e.error}"
-        if final and need.kind in ("dir", "create") and not e.is_dir:
+        if final and need.kind in ("dir", "create", "write") and not e.is_dir:
             return f"{e.path} is not a directory"
         if final and need.kind == "exec":
             if not stat.S_ISREG(e.mode):
@@ -136,7 +144,7 @@ def check_access(host: "Host", needs: list[Needed], who: RunAs) -> AccessReport:
     """Which of `needs` the unit's user cannot reach (all of them looked at), or not checked on a snapshot."""
     out = []
     for need in needs:
-        target = os.path.dirname(need.path) if need.kind == "create" else need.path
+        target = os.path.dirname(need.path) if need.kind in ("create", "write") else need.path
         chain = path_chain(host, target)
         if chain is None:
             why = ("a snapshot records no file modes" if not host.live else
@@ -157,7 +165,7 @@ def _copy(b: Blocked) -> tuple[str | None, str | None]:
     need = b.needed
     name = os.path.basename(need.path.rstrip("/")) or "model"
     if need.what == "llama-server":
-        return f"install -D -m 755 {q(need.path)} {SHARED_BIN}", f"--llama-server {SHARED_BIN}"
+        return _copy_server(need.path), f"--llama-server {SHARED_BIN}"
     if need.what == "the models directory":
         dest = f"{SHARED_MODELS}/{name}"
         return (f"install -d -m 755 {SHARED_MODELS} && cp -r {q(need.path)} {q(dest)} && chmod -R a+rX {q(dest)}",
@@ -172,6 +180,27 @@ def _copy(b: Blocked) -> tuple[str | None, str | None]:
     if need.what == "the preset file":
         return f"install -d -m 755 {SHARED_CONFIG}", f"--preset-file {SHARED_CONFIG}/models.ini"
     return None, None
+
+
+def _copy_server(path: str) -> str:
+    """The command that copies llama-server to SHARED_BIN: the binary alone for a static build; with the ggml/llama
+    shared libraries it loads (beside it, or in ../lib of its prefix: tunehost.host.samples.ggml_libs) the whole
+    bin directory and that lib directory, which the binary finds through its RUNPATH ($ORIGIN, $ORIGIN/../lib)."""
+    q = shlex.quote
+    real = os.path.realpath(path)
+    here = os.path.dirname(real)
+    libs = ggml_libs(path)
+    if not libs:
+        return f"install -D -m 755 {q(path)} {SHARED_BIN}"
+    lib_dir = os.path.join(os.path.dirname(here), "lib")
+    beside = any(os.path.exists(os.path.join(here, n)) for n in libs)
+    parts = [f"install -d -m 755 {SHARED_PREFIX}/bin", f"cp -a {q(here)}/. {SHARED_PREFIX}/bin/"]
+    if not beside or any(os.path.exists(os.path.join(lib_dir, n)) for n in libs):
+        parts += [f"install -d -m 755 {SHARED_PREFIX}/lib", f"cp -a {q(lib_dir)}/. {SHARED_PREFIX}/lib/"]
+    if os.path.basename(real) != "llama-server":
+        parts.append(f"ln -sf {q(os.path.basename(real))} {SHARED_BIN}")
+    parts.append(f"chmod -R a+rX {SHARED_PREFIX}")
+    return " && ".join(parts) + f" (a shared-library build: {len(libs)} libggml/libllama libraries go with it)"
 
 
 def fixes(report: AccessReport) -> str:
@@ -215,10 +244,11 @@ def unit_server(server: str) -> str:
     return server if server.startswith("/") else DEFAULT_UNIT_SERVER
 
 
-def needed_paths(launch: "LaunchConfig", *, preset_created: bool = False,
+def needed_paths(launch: "LaunchConfig", *, preset_created: bool = False, preset_written: bool = False,
                  credentials: frozenset[str] = frozenset()) -> list[Needed]:
     """Every path a unit running `launch` opens: llama-server, the models (a router's too), projector, draft,
-    API key file, models directory and preset file (`preset_created`: not there yet, it is saved there). A path in
+    API key file, models directory and preset file (`preset_created`: not there yet, it is saved there;
+    `preset_written`: advise --write writes it, making its directory). A path in
     `credentials` is read by the service manager (LoadCredential=), not by the service."""
     out = [Needed("llama-server", unit_server(launch.server), "exec")]
     configs = (launch, *launch.models, replace(launch, flags=launch.preset))
@@ -226,8 +256,8 @@ def needed_paths(launch: "LaunchConfig", *, preset_created: bool = False,
         for f in config.flags:
             if f.name in PATH_FLAGS and f.value:
                 what, kind = PATH_FLAGS[f.name]
-                if f.name == "--models-preset" and preset_created:
-                    kind = "create"
+                if f.name == "--models-preset" and (preset_created or preset_written):
+                    kind = "write" if preset_written else "create"
                 if f.value in credentials and f.name == "--api-key-file":
                     kind = "credential"
                 need = Needed(what, f.value, kind)
@@ -236,5 +266,106 @@ def needed_paths(launch: "LaunchConfig", *, preset_created: bool = False,
     return out
 
 
+def credential_path(path: str) -> bool:
+    """Whether a key file's path can be written into LoadCredential=ID:PATH as it is (no quoting there: an absolute
+    path of plain characters; else the unit passes the path itself and the check wants it readable)."""
+    return bool(re.fullmatch(r"/[A-Za-z0-9._+@/-]*", path))
+
+
+@dataclass(frozen=True)
+class UnitKind:
+    """Which unit is handed out: for the user manager (`user_unit`, --user), or the system one run as a dynamic
+    user or as `service_user` (--service-user NAME, User=)."""
+
+    user_unit: bool = False
+    service_user: str | None = None
+
+
+def unit_kind(fmt: str, user_unit: bool, service_user: str | None) -> UnitKind:
+    """--user / --service-user as given to advise or tune, validated (one TunehostError line each)."""
+    if user_unit and fmt != "systemd":
+        raise TunehostError("--user chooses the kind of systemd unit: use it with --format systemd")
+    if service_user is not None:
+        if fmt != "systemd" or user_unit:
+            raise TunehostError("--service-user sets User= of a system unit: use it with --format systemd, "
+                                "without --user")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", service_user):
+            raise TunehostError(f"--service-user {one_line(service_user, 40)!r} is not an account name")
+    return UnitKind(user_unit, service_user)
+
+
+@dataclass(frozen=True)
+class UnitCheck:
+    """What check_unit found: who the unit runs as, the GPU groups it may name (only those the host has), notes
+    for its header, and the access report (checked, or why not)."""
+
+    kind: UnitKind
+    run_as: RunAs
+    groups: tuple[str, ...]
+    notes: tuple[str, ...]
+    report: AccessReport
+
+    @property
+    def comment(self) -> str:
+        """The unit header's line on what was checked."""
+        if self.report.checked:
+            return (f"checked on this host: {self.run_as.label} can reach every path below (the mode bits of each "
+                    "directory on the way; ACLs and SELinux/AppArmor not read)")
+        return (f"NOT CHECKED: {self.report.reason}; every directory on the way to each path needs o+x, "
+                "the files o+r, for the account the unit runs as")
+
+
+def unit_user(host: "Host", kind: UnitKind) -> tuple[RunAs, tuple[str, ...], tuple[str, ...]]:
+    """Who the unit runs as (for the access check), the GPU groups it may add, and what was left out and why."""
+    from tunehost.host.access import account, current_account, group_id
+
+    if kind.user_unit:
+        me = current_account(host)
+        return (RunAs(f"you ({me.name})", me.uid, me.gids) if me else RunAs("you", None, frozenset())), (), ()
+    groups, notes, gids = GPU_GROUPS, [], frozenset()
+    if host.live:  # systemd refuses to start a unit whose SupplementaryGroups= names a group that does not exist
+        found = {g: group_id(host, g) for g in GPU_GROUPS}
+        groups = tuple(g for g in GPU_GROUPS if found[g] is not None)
+        gids = frozenset(gid for gid in found.values() if gid is not None)
+        missing = [g for g in GPU_GROUPS if found[g] is None]
+        if missing:
+            notes.append(f"no {' or '.join(missing)} group on this host: left out of SupplementaryGroups= (systemd "
+                         "would refuse to start the unit)")
+    if kind.service_user is None:
+        return RunAs("the unit's dynamic user (DynamicUser=yes)", None, gids, private_tmp=True, dynamic=True), \
+            groups, tuple(notes)
+    name = kind.service_user
+    acct = account(host, name)
+    if host.live and acct is None:
+        raise TunehostError(f"--service-user {name}: no such account on this host (create one: useradd --system "
+                            f"--no-create-home --shell /usr/sbin/nologin {name})")
+    if name == "nobody" or (acct is not None and acct.uid == 65534):
+        raise TunehostError(f"--service-user {name}: the overflow user owns whatever cannot be mapped and is shared "
+                            "by everything unprivileged (systemd calls it not safe); create an account for llama-server:"
+                            f" useradd --system --no-create-home --shell /usr/sbin/nologin llama")
+    if acct is not None and acct.uid == 0:
+        raise TunehostError(f"--service-user {name} is root: llama-server answers the network; run it as an "
+                            "unprivileged account, or leave --service-user out for a dynamic user")
+    return RunAs(f"user {name} (User={name})", acct.uid if acct else None, (acct.gids if acct else frozenset()) | gids), \
+        groups, tuple(notes)
+
+
+def check_unit(host: "Host", launch: "LaunchConfig", kind: UnitKind, *, preset_created: bool = False,
+               preset_written: bool = False) -> UnitCheck:
+    """The one check before a unit is handed out (advise --format systemd, tune --format systemd before its race):
+    who it runs as (unit_user), whether that account reaches every path `launch` names (check_access), and the GPU
+    groups this host has. A unit that would fail at start is one TunehostError saying what to do (fixes); on a
+    snapshot the report says "not checked"."""
+    keys = {c.value("--api-key-file") for c in (launch, *launch.models)} - {None}
+    credentials = frozenset() if kind.user_unit else frozenset(k for k in keys if k and credential_path(k))
+    run_as, groups, notes = unit_user(host, kind)
+    report = check_access(host, needed_paths(launch, preset_created=preset_created, preset_written=preset_written,
+                                         credentials=credentials), run_as)
+    if report.checked and report.blocked:
+        raise TunehostError(fixes(report))
+    return UnitCheck(kind, run_as, groups, notes, report)
+
+
 __all__ = ["AccessReport", "Blocked", "DEFAULT_UNIT_SERVER", "Needed", "OPTION_OF", "RunAs", "SHARED_BIN",
-           "SHARED_CONFIG", "SHARED_MODELS", "check_access", "fixes", "needed_paths", "unit_server"]
+           "SHARED_CONFIG", "SHARED_MODELS", "UnitCheck", "UnitKind", "check_access", "check_unit", "credential_path",
+           "fixes", "needed_paths", "unit_kind", "unit_server", "unit_user", "GPU_GROUPS", "API_KEY_CREDENTIAL"]

@@ -69,7 +69,7 @@ class HostReading:
 
     at_s: float  # time.monotonic()
     cpu: CpuTimes | None
-    own_cpu_s: float  # tunehost plus its reaped children (llama-bench)
+    own_cpu_s: float | None  # tunehost plus its reaped children (llama-bench); None: a measured server not visible
     swap_in: int | None
     swap_out: int | None
     throttle_count: int | None  # sum over CPUs of core + package throttle counts; None: no counters
@@ -298,8 +298,10 @@ def judge(before: HostReading, after: HostReading, *, cpu_count: int,
     other_cores = steal_share = None
     if before.cpu and after.cpu:
         busy = after.cpu.busy_s - before.cpu.busy_s
-        own = after.own_cpu_s - before.own_cpu_s
-        other_cores = max(0.0, busy - own) / wall
+        if before.own_cpu_s is None or after.own_cpu_s is None:
+            unknown.append("CPU use of other processes (the measured server's processes are not visible here)")
+        else:
+            other_cores = max(0.0, busy - (after.own_cpu_s - before.own_cpu_s)) / wall
         total = after.cpu.total_s - before.cpu.total_s
         steal_share = (after.cpu.steal_s - before.cpu.steal_s) / total if total > 0 else 0.0
     else:
@@ -352,18 +354,21 @@ def _busiest(before: Mapping[int, tuple[str, float]], after: Mapping[int, tuple[
 
 
 def read_reading(host: "Host", *, exclude_pids: Callable[[], set[int]] | None = None,
-                 processes: bool = True) -> HostReading:
+                 processes: bool = True, own_cpu: Callable[[set[int]], float | None] | None = None) -> HostReading:
     """One reading of the host (I/O). ``exclude_pids``: processes whose work is the measurement's own (llama-bench
-    while it runs, the llama-server a server bench measures): their CPU time counts as ours, not as other work."""
+    while it runs, the llama-server a server bench measures): their CPU time counts as ours, not as other work.
+    ``own_cpu``: those processes' CPU seconds (tunehost.bench.serving_cpu; None: not visible, the reading's own
+    CPU time is then unknown); default: their trees' current total."""
     ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
     cpu = parse_proc_stat(host.files.read("/proc/stat"), ticks)
     own = os.times()
     vm = _vmstat(host.files.read("/proc/vmstat"))
     excluded = exclude_pids() if exclude_pids else set()
-    serving = _cpu_seconds_of(excluded) if excluded else 0.0
+    serving = own_cpu(excluded) if own_cpu is not None else _cpu_seconds_of(excluded) if excluded else 0.0
     return HostReading(
         at_s=time.monotonic(), cpu=cpu,
-        own_cpu_s=own.user + own.system + own.children_user + own.children_system + serving,
+        own_cpu_s=None if serving is None else own.user + own.system + own.children_user + own.children_system
+        + serving,
         swap_in=vm.get("pswpin"), swap_out=vm.get("pswpout"),
         throttle_count=read_throttle_count(host), temperature=read_cpu_temperature(host),
         processes=_process_cpu(excluded) if processes else {},

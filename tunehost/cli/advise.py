@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import os
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tunehost.advise.plan import Plan
+    from tunehost.advise.unit_access import UnitCheck
     from tunehost.launch import LaunchConfig
 
 FORMATS = ("human", "shell", "systemd", "json", "ollama")
@@ -94,14 +94,9 @@ def advise(
         raise TunehostError(f"--spec-draft-n-max must be 0..1024, not {spec_draft_n_max}")
     if reserve_vram < 0 or reserve_vram > 16 * 1024 * 1024:
         raise TunehostError(f"--reserve-vram must be 0..16777216 MiB, not {reserve_vram}")
-    if user_unit and fmt != "systemd":
-        raise TunehostError("--user chooses the kind of systemd unit: use it with --format systemd")
-    if service_user is not None:
-        if fmt != "systemd" or user_unit:
-            raise TunehostError("--service-user sets User= of a system unit: use it with --format systemd, "
-                                "without --user")
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", service_user):
-            raise TunehostError(f"--service-user {one_line(service_user, 40)!r} is not an account name")
+    from tunehost.advise.unit_access import unit_kind
+
+    unit_kind(fmt, user_unit, service_user)  # --user / --service-user: the same checks as tune's
     if write_dir is not None and fmt not in ("systemd", "ollama"):
         raise TunehostError("--write writes the files of --format systemd or --format ollama: add one of them")
     if force and write_dir is None:
@@ -371,49 +366,11 @@ def _preset_path(preset_file: str | None, write_dir: Path | None) -> str:
     return os.path.abspath(chosen.expanduser())
 
 
-def _unit_user(host, out: Output):
-    """Who the unit runs as (for the access check), the GPU groups it may add, and what was left out and why."""
-    from tunehost.advise.unit_access import RunAs
-    from tunehost.errors import TunehostError
-    from tunehost.host.access import account, current_account, group_id
-
-    if out.user_unit:
-        me = current_account(host)
-        return (RunAs(f"you ({me.name})", me.uid, me.gids) if me else RunAs("you", None, frozenset())), (), ()
-    groups, notes, gids = GPU_GROUPS, [], frozenset()
-    if host.live:  # systemd refuses to start a unit whose SupplementaryGroups= names a group that does not exist
-        found = {g: group_id(host, g) for g in GPU_GROUPS}
-        groups = tuple(g for g in GPU_GROUPS if found[g] is not None)
-        gids = frozenset(gid for gid in found.values() if gid is not None)
-        missing = [g for g in GPU_GROUPS if found[g] is None]
-        if missing:
-            notes.append(f"no {' or '.join(missing)} group on this host: left out of SupplementaryGroups= (systemd "
-                         "would refuse to start the unit)")
-    if out.service_user is None:
-        return RunAs("the unit's dynamic user (DynamicUser=yes)", None, gids, private_tmp=True, dynamic=True), \
-            groups, tuple(notes)
-    name = out.service_user
-    acct = account(host, name)
-    if host.live and acct is None:
-        raise TunehostError(f"--service-user {name}: no such account on this host (create one: useradd --system "
-                            f"--no-create-home --shell /usr/sbin/nologin {name})")
-    if name == "nobody" or (acct is not None and acct.uid == 65534):
-        raise TunehostError(f"--service-user {name}: the overflow user owns whatever cannot be mapped and is shared "
-                            "by everything unprivileged (systemd calls it not safe); create an account for llama-server:"
-                            f" useradd --system --no-create-home --shell /usr/sbin/nologin llama")
-    if acct is not None and acct.uid == 0:
-        raise TunehostError(f"--service-user {name} is root: llama-server answers the network; run it as an "
-                            "unprivileged account, or leave --service-user out for a dynamic user")
-    return RunAs(f"user {name} (User={name})", acct.uid if acct else None, (acct.gids if acct else frozenset()) | gids), \
-        groups, tuple(notes)
-
-
 def _emit_files(host, launch: "LaunchConfig", out: Output, *, preset_file: str | None = None) -> None:
     """--format systemd / ollama: print the files, or write them into --write DIR. A unit is handed out only when
     its user can reach every path it names (or the host cannot say: a snapshot), never one that fails at start."""
     from tunehost.advise.artifacts import Artifact, write_artifacts
-    from tunehost.advise.unit_access import check_access, fixes, needed_paths
-    from tunehost.errors import TunehostError
+    from tunehost.advise.unit_access import UnitKind, check_unit
 
     if out.fmt == "ollama":
         if out.write is None:
@@ -427,21 +384,11 @@ def _emit_files(host, launch: "LaunchConfig", out: Output, *, preset_file: str |
         return
     preset_text = render_router_preset(launch) if launch.is_router else None
     in_dir = out.write is not None and preset_file == os.path.abspath(out.write.expanduser() / PRESET_FILE)
-    created = bool(preset_file) and (in_dir or not os.path.exists(preset_file))
-    run_as, groups, notes = _unit_user(host, out)
-    keys = {c.value("--api-key-file") for c in (launch, *launch.models)} - {None}
-    credentials = frozenset() if out.user_unit else frozenset(k for k in keys if k and _credential_path(k))
-    report = check_access(host, needed_paths(launch, preset_created=created, credentials=credentials), run_as)
-    if report.checked and report.blocked:
-        raise TunehostError(fixes(report))
-    if report.checked:
-        checked = (f"checked on this host: {run_as.label} can reach every path below (the mode bits of each "
-                   "directory on the way; ACLs and SELinux/AppArmor not read)")
-    else:
-        checked = (f"NOT CHECKED: {report.reason}; every directory on the way to each path needs o+x, "
-                   "the files o+r, for the account the unit runs as")
-    unit = render_systemd(launch, user=out.user_unit, service_user=out.service_user, groups=groups,
-                          comments=(*notes, checked))
+    created = bool(preset_file) and not in_dir and not os.path.exists(preset_file)
+    check = check_unit(host, launch, UnitKind(out.user_unit, out.service_user), preset_created=created,
+                       preset_written=in_dir)
+    report, checked = check.report, check.comment
+    unit = render_checked_unit(launch, check)
     if out.write is None:
         typer.echo(unit, nl=False)
         if preset_text is not None:
@@ -629,27 +576,27 @@ SYSTEM_UNIT_DIR = "/etc/systemd/system"
 USER_UNIT_DIR = "~/.config/systemd/user"
 UNIT_FILE = "llama-server.service"
 PRESET_FILE = "models.ini"
-API_KEY_CREDENTIAL = "llama-api-keys"  # LoadCredential= name of --api-key-file in a system unit
 
 
-def _credential_path(path: str) -> bool:
-    """Whether a key file's path can be written into LoadCredential=ID:PATH as it is (no quoting there: an absolute
-    path of plain characters; else the unit passes the path itself and the check wants it readable)."""
-    return bool(re.fullmatch(r"/[A-Za-z0-9._+@/-]*", path))
-GPU_GROUPS = ("video", "render")  # the GPU device nodes: /dev/dri/card* (video), render nodes and /dev/kfd (render)
+def render_checked_unit(launch: "LaunchConfig", check: "UnitCheck") -> str:
+    """The unit for `launch` as check_unit (tunehost.advise.unit_access) found it may run: its kind, only the GPU
+    groups this host has, and a header saying what was checked. advise and tune hand out units only through this."""
+    return render_systemd(launch, user=check.kind.user_unit, service_user=check.kind.service_user,
+                          groups=check.groups, comments=(*check.notes, check.comment))
 
 
 def render_systemd(p: "LaunchConfig", *, user: bool = False, service_user: str | None = None,
-                   groups: tuple[str, ...] = GPU_GROUPS, comments: tuple[str, ...] = ()) -> str:
+                   groups: tuple[str, ...] | None = None, comments: tuple[str, ...] = ()) -> str:
     """A systemd service unit (ExecStart, CPUAffinity, LimitMEMLOCK, Nice, Environment) for the system manager, or
     with `user` for a user manager: no Nice below 0, no --prio, no LimitMEMLOCK above the user's hard limit, no
     system targets (a user manager cannot raise priority or limits, nor order itself after system units).
     A system unit runs as a dynamic user, or as `service_user` (User=), in the GPU `groups`; `comments` go into its
     header (what was checked). A relative --models-preset is refused: a unit has no working directory for it."""
-    from tunehost.advise.unit_access import unit_server
+    from tunehost.advise.unit_access import API_KEY_CREDENTIAL, GPU_GROUPS, credential_path, unit_server
     from tunehost.cpulist import format_cpu_list
     from tunehost.errors import TunehostError
 
+    groups = GPU_GROUPS if groups is None else groups
     argv = p.argv()
     argv[0] = unit_server(argv[0])
     preset = p.value("--models-preset")
@@ -680,7 +627,7 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False, service_user: str |
         argv.append("--mlock")  # LimitMEMLOCK=infinity below lifts the limit that kept it out of the shell form
     words = [_systemd_quote(a) for a in argv]
     credential = None
-    if not user and "--api-key-file" in argv[:-1] and _credential_path(argv[argv.index("--api-key-file") + 1]):
+    if not user and "--api-key-file" in argv[:-1] and credential_path(argv[argv.index("--api-key-file") + 1]):
         # the manager reads the key file as root and hands the service a private copy (systemd.exec(5),
         # LoadCredential=): the keys stay readable by root only, whoever the unit runs as
         i = argv.index("--api-key-file") + 1

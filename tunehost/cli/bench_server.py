@@ -111,7 +111,9 @@ def bench_server(opts: ServerOptions) -> None:
         progress = _Progress(err, enabled=sys.stderr.isatty() and not opts.json_out)
         try:
             result = measure_server(targets, settings, api_key=api_key, on_progress=progress.update,
-                                    label=opts.save.stem if opts.save else None, watcher=_server_watcher(targets))
+                                    label=opts.save.stem if opts.save else None, watcher=_server_watcher(
+                                        targets, warn=lambda line: err.print(f"note: {line}", markup=False,
+                                                                             highlight=False)))
         finally:
             progress.close()
     if opts.save is not None:
@@ -223,25 +225,46 @@ def _record(result, err) -> None:
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
 
-def _server_watcher(targets: Any) -> Any:
+def _server_watcher(targets: Any, *, warn: Any = None, listening: Any = None, serving: Any = None) -> Any:
     """A HostWatcher for the server bench: the CPU time of the servers measured on this host (found by their
-    listening port) counts as the measurement's own; everything else is other work, judged per round as bench's.
-    None when no target is on this host (a remote server's host cannot be watched from here)."""
+    listening port; each process's own increase, tunehost.bench.serving_cpu) counts as the measurement's own;
+    everything else is other work, judged per round as bench's. A local server whose process this user cannot see
+    (another user's, e.g. advise's DynamicUser unit, when not run as root): `warn` says so once, and the CPU load
+    of other processes is unknown rather than disturbed (swap, steal, heat still judged). None when no target is
+    on this host (a remote server's host cannot be watched from here). `listening`/`serving`: tests' fakes."""
+    from tunehost.bench.serving_cpu import ServingCpu
     from tunehost.bench.watch import HostWatcher, read_reading
     from tunehost.host import open_host
-    from tunehost.host.samples import listening_pids
 
+    if listening is None:
+        from tunehost.host.samples import listening_pids as listening
     ports = {t.target.port for t in targets if t.target.host in LOCAL_HOSTS}
     if not ports:
         return None
     found: set[int] = set()
+    cpu = serving if serving is not None else ServingCpu()
+    seen: dict[str, bool] = {"visible": False, "said": False}
 
     def servers() -> set[int]:
-        if not found:
+        if not seen["visible"]:
             try:
-                found.update(listening_pids(ports) - {os.getpid()})  # our own time is counted already
-            except Exception:  # not visible to this user: their work then counts as other work (said so)
-                pass
-        return set(found)
+                pids = listening(ports)
+            except Exception:  # not visible to this user: said below
+                pids = set()
+            if pids:
+                seen["visible"] = True
+                found.update(pids - {os.getpid()})  # an in-process server's time is counted already (os.times)
+            elif not seen["said"] and warn is not None:
+                seen["said"] = True
+                shown = ", ".join(str(p) for p in sorted(ports))
+                warn(f"no process listening on port {shown} is visible to this user (a server run by another "
+                     "account; run as root or as that account to see it): the CPU load of other processes is not "
+                     "judged")
+        return set(found) | cpu.seen  # the router's children too: none of them is other work
 
-    return HostWatcher(open_host(), read=lambda host: read_reading(host, exclude_pids=servers))
+    def own(_pids: set[int]) -> float | None:
+        if not seen["visible"]:
+            return None  # its CPU time would count as other work: unknown, not disturbed
+        return cpu.update(set(found)) if found else 0.0
+
+    return HostWatcher(open_host(), read=lambda host: read_reading(host, exclude_pids=servers, own_cpu=own))

@@ -61,10 +61,12 @@ def history(
     store = open_store()
     with store:
         runs = store.runs(model_hash=digest, command=command, limit=limit)
-        rounds = {r.id: store.rounds(r.id) for r in runs} if json_out else {}
-    if json_out:  # each run with its rounds as the host watch saw them (counted or discarded, disturbed or not)
+        rounds = {r.id: store.round_rows(r.id) for r in runs} if json_out else {}
+    if json_out:  # each run with its rounds as the host watch saw them (counted or discarded, disturbed or not),
+        # and why a stored round row was left out (a store is read as hostile)
         typer.echo(json.dumps({"schema": "tunehost-history/1", "store": str(store.path),
-                               "runs": [dict(r.to_json(), rounds=[x.to_json() for x in rounds.get(r.id, ())])
+                               "runs": [dict(r.to_json(), rounds=[x.to_json() for x in rounds.get(r.id, ([], []))[0]],
+                                             rounds_skipped=rounds.get(r.id, ([], []))[1])
                                         for r in runs]}, indent=2))
         return
     console = make_console()

@@ -55,6 +55,12 @@ def tune_command(
     llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
                                                help="The llama-bench binary (or its directory)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming an interrupted tune."),
+    user_unit: bool = typer.Option(False, "--user/--system",
+                                   help="--format systemd: a unit for your user manager or the system one "
+                                        "(default), as advise."),
+    service_user: Optional[str] = typer.Option(None, "--service-user", metavar="NAME",
+                                               help="--format systemd: run the system unit as this existing "
+                                                    "account (User=NAME); checked as advise does."),
     allow_busy: bool = typer.Option(False, "--allow-busy",
                                     help="Measure under background load instead of waiting for quiet; the winner "
                                          "then holds only under that load (said so, and stored)."),
@@ -62,7 +68,11 @@ def tune_command(
     """Find the fastest llama.cpp configuration for MODEL on this box: a race of paired llama-bench rounds
     around advise's plan; a winner only when it beats the plan beyond the noise. Rounds disturbed by other
     processes are discarded; on a busy host it waits for quiet, or stops: with a result from quiet rounds
-    (exit 0, the headline names what was not searched) or without any (exit 75)."""
+    (exit 0, the headline names what was not searched) or without any (exit 75).
+
+    --format systemd: the unit's account (a dynamic user, --service-user NAME, or you with --user) is checked
+    against llama-server and the model before any measurement, as advise does; a unit that could not start is
+    refused up front."""
     from tunehost.bench import runner
     from tunehost.bench.llama_bench import run_llama_bench
     from tunehost.store import NewRun, StoredResult, config_key, host_identity, model_hash, open_for_recording
@@ -70,6 +80,9 @@ def tune_command(
 
     if fmt not in FORMATS:
         raise TunehostError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    from tunehost.advise.unit_access import unit_kind
+
+    kind = unit_kind(fmt, user_unit, service_user)
     if objective not in race.OBJECTIVES:
         raise TunehostError(f"--objective must be one of {', '.join(race.OBJECTIVES)}, not {objective!r}")
     budget_s = parse_budget(budget)
@@ -91,7 +104,12 @@ def tune_command(
                             + "): nothing to tune; see `tunehost advise` for what would fit")
     binary = runner.resolve_binary(llama_bench)
     supported = runner._supported(binary)
-    launch = made.launch()
+    launch = _with_server(made.launch(), binary, view)
+    unit_check = None
+    if fmt == "systemd":  # before any measurement: a unit that could not start is refused up front
+        from tunehost.advise.unit_access import check_unit
+
+        unit_check = check_unit(_live_host(), launch, kind)
     plan_candidate = race.Candidate("advise's plan", launch, runner.plan_to_bench_flags(launch, supported))
     knobs = space.knobs(facts_model, view, made.path, supported, objective, n_prompt)
     settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
@@ -158,7 +176,7 @@ def tune_command(
             store.record(NewRun(command="tune", host=identity, host_fp=fingerprint, build=build,
                                 model_path=resolved, model_hash=digest, model_name=Path(resolved).name,
                                 results=tuple(results), summary=summary, rounds=stored_rounds(outcome)))
-    render(outcome, settings, fmt, make_console())
+    render(outcome, settings, fmt, make_console(), unit_check=unit_check)
     if not outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
         raise typer.Exit(EXIT_BUSY)
 
@@ -193,6 +211,18 @@ def _live_host() -> Any:
     from tunehost.host import open_host
 
     return open_host()
+
+
+def _with_server(launch: Any, bench: Path, view: Any) -> Any:
+    """The launch with the llama-server of the build that is measured (beside llama-bench), else the one the host
+    view found; unchanged (`llama-server`, from PATH) when there is neither."""
+    from dataclasses import replace
+
+    beside = bench.parent / "llama-server"
+    if beside.is_file():
+        return replace(launch, server=str(beside))
+    found = getattr(view, "llama_server", None)
+    return replace(launch, server=found) if found else launch
 
 
 def _plan(model: str, ctx: int | None) -> tuple[Any, Any, Any]:
@@ -290,10 +320,12 @@ def _gaps(outcome: "TuneOutcome") -> str:
     return text
 
 
-def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") -> None:
+def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console", *, unit_check: Any = None) -> None:
+    """The winner as `fmt`; systemd: through advise's render_checked_unit with the check tune made before its
+    race (`unit_check`, tunehost.advise.unit_access.check_unit: the winner names the plan's paths)."""
     from rich.markup import escape
 
-    from tunehost.cli.advise import render_shell, render_systemd
+    from tunehost.cli.advise import render_checked_unit, render_shell
 
     launch = outcome.winner.launch
     if fmt == "json":
@@ -306,7 +338,13 @@ def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console") 
         typer.echo(render_shell(launch))
         return
     if fmt == "systemd":
-        typer.echo(render_systemd(launch), nl=False)
+        if unit_check is None:
+            raise TunehostError("internal: a unit is rendered only after its access check")
+        typer.echo(render_checked_unit(launch, unit_check), nl=False)
+        if not unit_check.report.checked:
+            from tunehost.printable import one_line
+
+            typer.echo(f"tunehost: warning: {one_line(unit_check.report.reason)}", err=True)
         return
     if outcome.reused_steps:
         console.print(f"resumed: reused {outcome.reused_steps} of {outcome.steps} llama-bench runs from the store "

@@ -218,7 +218,7 @@ def _exe_file(exe_link: str | None, pid: int) -> dict[str, Any] | None:
     except OSError:
         dir_uid = dir_mode = None
     return {"uid": st.st_uid, "mode": st.st_mode & 0o7777, "dir_uid": dir_uid, "dir_mode": dir_mode, "same_file": same,
-            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)), "libs": _ggml_libs(exe_link)}
+            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)), "libs": ggml_libs(exe_link)}
 
 
 def _listeners_by_pid(listeners: Any) -> dict[int, list[tuple[str, int]]]:
@@ -406,11 +406,17 @@ def process_cpu_seconds(exclude: set[int] | frozenset[int] = frozenset()) -> dic
 
 
 def cpu_seconds_of(pids: set[int] | frozenset[int]) -> float:
-    """user+system CPU seconds of the given live processes and their children (gone ones count 0): what a
-    server tunehost measures used, so the bench watch counts it as the measurement's own work."""
+    """user+system CPU seconds of the given live processes and their children (gone ones count 0)."""
+    return sum(tree_cpu_seconds(pids).values())
+
+
+def tree_cpu_seconds(pids: set[int] | frozenset[int]) -> dict[int, float]:
+    """pid -> user+system CPU seconds of each given live process and each of its children (gone ones absent): what
+    a server tunehost measures used, per process, so the bench watch can add up each one's own increase
+    (tunehost.bench.serving_cpu) instead of a total that drops when a child exits."""
     import psutil
 
-    total = 0.0
+    found: dict[int, float] = {}
     for pid in pids:
         try:
             proc = psutil.Process(pid)
@@ -422,8 +428,8 @@ def cpu_seconds_of(pids: set[int] | frozenset[int]) -> float:
                 times = member.cpu_times()
             except Exception:
                 continue
-            total += times.user + times.system
-    return total
+            found[member.pid] = times.user + times.system
+    return found
 
 
 def listening_pids(ports: set[int]) -> set[int]:
@@ -547,7 +553,7 @@ def llama_program_candidates(name: str, environ: Mapping[str, str] | None = None
     return found
 
 
-def _ggml_libs(binary: str) -> list[str]:
+def ggml_libs(binary: str) -> list[str]:
     """ggml/llama shared libraries next to a binary, or in ../lib of its install prefix."""
     real = os.path.realpath(binary)
     names: set[str] = set()
@@ -607,7 +613,7 @@ def sample_llama_install(host: "Host") -> dict[str, Any]:
             continue
         seen.add(real)
         row: dict[str, Any] = {"name": name, "path": path, "from": source, "mtime": _mtime(real),
-                               "libs": _ggml_libs(path), "file": _file_kind(real)}
+                               "libs": ggml_libs(path), "file": _file_kind(real)}
         marker = os.path.join(os.path.dirname(os.path.dirname(real)), "built.json")
         if os.path.isfile(marker):
             row["marker"] = marker
