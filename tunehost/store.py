@@ -46,6 +46,18 @@ HASH_BLOCKS = 16  # model_hash: this many blocks ...
 HASH_BLOCK_BYTES = 64 * 1024  # ... of this size, evenly spaced, first and last included: 1 MiB read at most
 MAX_JSON_BYTES = 4 * 1024 * 1024  # one stored document (a tune step, a run summary) is at most this big
 
+# the per-round host watch (schema 2): written once here, used by the schema and by the v1 -> v2 migration
+ROUNDS_TABLE = """CREATE TABLE IF NOT EXISTS rounds (
+    run_id INTEGER NOT NULL REFERENCES runs (id),
+    seq INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    counted INTEGER NOT NULL,
+    disturbed INTEGER NOT NULL,
+    watch_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+)"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -73,16 +85,7 @@ CREATE TABLE IF NOT EXISTS results (
     rounds INTEGER NOT NULL,
     PRIMARY KEY (run_id, config, test)
 );
-CREATE TABLE IF NOT EXISTS rounds (
-    run_id INTEGER NOT NULL REFERENCES runs (id),
-    seq INTEGER NOT NULL,
-    stage TEXT NOT NULL,
-    round INTEGER NOT NULL,
-    counted INTEGER NOT NULL,
-    disturbed INTEGER NOT NULL,
-    watch_json TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
+""" + ROUNDS_TABLE + """;
 CREATE TABLE IF NOT EXISTS tune_steps (
     tune_key TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -95,16 +98,7 @@ CREATE TABLE IF NOT EXISTS tune_steps (
 
 # what turns a store of version N into N + 1 (additive only: a store this tunehost migrated still holds every row)
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: ("""CREATE TABLE IF NOT EXISTS rounds (
-    run_id INTEGER NOT NULL REFERENCES runs (id),
-    seq INTEGER NOT NULL,
-    stage TEXT NOT NULL,
-    round INTEGER NOT NULL,
-    counted INTEGER NOT NULL,
-    disturbed INTEGER NOT NULL,
-    watch_json TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-)""",),
+    1: (ROUNDS_TABLE,),
 }
 
 
