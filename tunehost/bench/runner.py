@@ -279,7 +279,11 @@ def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: 
         if rounds >= settings.max_rounds:
             stop_reason = f"max rounds ({settings.max_rounds})"
             break
-        if not _undecided(configs, invocations, stats):
+        # the estimate leaves disturbed rounds out (quiet_rounds_only), so the engine decides on the quiet ones:
+        # a disturbed round is made up for (within the budget), never counted towards min_rounds or a decision
+        disturbed = {n for n, w in enumerate(round_watch, start=1) if w.disturbed}
+        quiet = [i for i in invocations if i.round not in disturbed]
+        if rounds - len(disturbed) >= settings.min_rounds and not _undecided(configs, quiet, stats):
             stop_reason = "decided"
             break
         round_s = sum(sum(durations[c.name][-1:]) for c in configs)
