@@ -7,7 +7,7 @@ or ``--backend hip`` (AMD ROCm). The sources are the llama.cpp tree vendored ins
 llama-cpp-python source distribution on PyPI, so the only network access needed is the Python
 package index.
 
-    python scripts/build_llama_cpp.py                  # CPU only: builds (about 15 minutes on 2 cores) or reuses the cache
+    python scripts/build_llama_cpp.py                  # CPU only: builds (about 7 minutes on 2 quiet cores) or reuses the cache
     python scripts/build_llama_cpp.py --backend cuda   # NVIDIA: architectures from nvidia-smi (or --cuda-arch 86)
     python scripts/build_llama_cpp.py --backend vulkan # needs glslc, the Vulkan and SPIRV headers
     python scripts/build_llama_cpp.py --backend hip    # AMD ROCm 6.1+: targets from amdgpu-arch/rocminfo (or --gpu-targets)
@@ -667,7 +667,7 @@ def _compile(source: Path, build: Path, vendored: VendoredLlamaCpp | None, varia
     jobs = len(os.sched_getaffinity(0)) or 1  # like nproc: the CPUs this process may run on
     log(f"configuring the {variant.name} {backend.name} build ({variant.why}; {backend.detail})")
     _run(cmake_configure_args(source, build, vendored, variant), log_file, env=backend.env)
-    took = "about 15 minutes on 2 cores" if backend.name == "cpu" else "a GPU backend takes longer than the CPU build"
+    took = "about 7 minutes on 2 quiet cores" if backend.name == "cpu" else "a GPU backend takes longer than the CPU build"
     log(f"compiling {', '.join(TARGETS)} with -j {jobs} ({took}; log: {log_file})")
     _run(["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs), "--target", *TARGETS],
          log_file, progress=log, env=backend.env)
