@@ -15,7 +15,7 @@ import typer
 
 from tunehost.cli import LINE_EVERY_ROUNDS, LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
-from tunehost.cli.layout import print_folded
+from tunehost.cli.layout import print_folded, progress_text
 from tunehost.durations import DAY_S, parse_duration
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
@@ -257,12 +257,12 @@ class _ProgressView:
 
     def status(self, message: str) -> None:
         if self._progress is not None:
-            self._progress.update(self._task, description=_plain(message))
+            self._progress.update(self._task, description=progress_text(message))
 
     def _line(self, text: str) -> None:
-        from tunehost.printable import one_line
+        from tunehost.cli.layout import print_progress_line
 
-        self.console.print(one_line(f"{self.what}: {text}", 200), markup=False, highlight=False, soft_wrap=True)
+        print_progress_line(self.console, f"{self.what}: {text}")
 
     def update(self, event: Any) -> None:
         if self._progress is None:
@@ -289,17 +289,7 @@ class _ProgressView:
         if event.line:
             what += " · " + event.line.replace("llama-bench: ", "").strip()[:48]
         eta = f"ETA {event.eta_s:.0f} s" if event.eta_s is not None else "ETA …"
-        self._progress.update(self._task, description=_plain(what), total=event.planned, completed=event.done, eta=eta)
-
-
-def _plain(text: str) -> str:
-    """A progress description: one line, and never read as rich markup (llama-bench's stderr lines, other
-    processes' names: "[/]" is a valid one)."""
-    from rich.markup import escape
-
-    from tunehost.printable import one_line
-
-    return escape(one_line(text, 200))
+        self._progress.update(self._task, description=progress_text(what), total=event.planned, completed=event.done, eta=eta)
 
 
 def progress_view(console: "Console", *, enabled: bool, lines: bool = True, what: str = "bench") -> _ProgressView:

@@ -141,3 +141,20 @@ def print_folded(console: Any, text: str, first: str = "", rest: str | None = No
     for i, line in enumerate(fold(text, max(console.width, 40), first, rest)):
         lead = first if i == 0 and line.startswith(first) else ""
         console.print(styled(lead, first_style) + styled(line[len(lead):], style), highlight=False)
+
+
+def progress_text(text: str, limit: int = 200) -> str:
+    """A progress bar's description: one line, and never read as rich markup (llama-bench's stderr lines, other
+    processes' names: "[/]" is a valid one)."""
+    from rich.markup import escape
+
+    from tunehost.printable import one_line
+
+    return escape(one_line(text, limit))
+
+
+def print_progress_line(console: Any, text: str, limit: int = 200) -> None:
+    """One plain progress line (stdout or stderr is not a terminal: `| tee`, a CI log): one line, no markup."""
+    from tunehost.printable import one_line
+
+    console.print(one_line(text, limit), markup=False, highlight=False, soft_wrap=True)

@@ -400,9 +400,7 @@ class _TuneView:
     def update(self, event: Any) -> None:
         if self._progress is None:
             return
-        from rich.markup import escape
-
-        from tunehost.printable import one_line
+        from tunehost.cli.layout import progress_text
 
         lead = (f"leader {event.leader} ({event.leader_change * 100:+.1f} %)" if event.leader_change is not None
                 else "leader: the incumbent")
@@ -411,7 +409,7 @@ class _TuneView:
         if event.note:
             what = f"{event.stage} · {event.note}"
         # labels and notes carry other processes' names ("[/]" is a valid one): never read as rich markup
-        self._progress.update(self._task, description=escape(one_line(what, 200)), completed=min(1.0, event.spent_s / event.budget_s),
+        self._progress.update(self._task, description=progress_text(what), completed=min(1.0, event.spent_s / event.budget_s),
                               budget=f"{event.spent_s:.0f}/{event.budget_s:.0f} s")
 
 
@@ -446,6 +444,6 @@ class _TuneLines:
             self._print(f"{head}: round {event.round}, {lead}, {event.alive} left{dropped} · {budget}")
 
     def _print(self, line: str) -> None:
-        from tunehost.printable import one_line
+        from tunehost.cli.layout import print_progress_line
 
-        self.console.print(one_line(line, 300), markup=False, highlight=False, soft_wrap=True)
+        print_progress_line(self.console, line, 300)
