@@ -12,7 +12,7 @@ from tunehost.check import Check, Fix
 from tunehost.facts.chassis import VM_FIRMWARE, machine_of
 from tunehost.facts.memory_layout import Layout, layout, rating_of
 from tunehost.facts.ram import RamFacts
-from tunehost.memory_parts import JEDEC_BASE, JEDEC_MAX, platform_memory_limit
+from tunehost.facts.memory_parts import JEDEC_BASE, JEDEC_MAX, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
        "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "

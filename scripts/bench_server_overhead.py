@@ -29,9 +29,9 @@ TARGET_PERCENT = 1.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tunehost.bench import serve as serving
-    from tunehost.bench.server import ServerSettings, ServerTarget, measure_server
-    from tunehost.bench.server_http import parse_target
+    from tunehost.bench.server import launch as serving
+    from tunehost.bench.server.rounds import ServerSettings, ServerTarget, measure_server
+    from tunehost.bench.server.client import parse_target
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny", help="tiny, medium or a GGUF path (--serve)")

@@ -139,19 +139,19 @@ def judge_text(text: str, path: str = "Desktop/"):
 
 def _decoder(rev: str | None):
     if not rev:
-        import tunehost.memory_parts as current
+        import tunehost.facts.memory_parts as current
         return current
-    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:tunehost/memory_parts.py"], check=True,
+    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:tunehost/facts/memory_parts.py"], check=True,
                          capture_output=True, text=True).stdout
     module = types.ModuleType(f"memory_parts_{rev}")
     sys.modules[module.__name__] = module
-    exec(compile(src, f"{rev}:tunehost/memory_parts.py", "exec"), module.__dict__)
+    exec(compile(src, f"{rev}:tunehost/facts/memory_parts.py", "exec"), module.__dict__)
     return module
 
 
 def coverage(args) -> None:
     from tunehost.facts.ram import describe_module
-    from tunehost.memory_parts import module_family, module_vendor
+    from tunehost.facts.memory_parts import module_family, module_vendor
     from tunehost.parsers.dmidecode import parse_dmidecode_memory
     old = _decoder(args.decoder_rev)
     meta, rows = load(args.cache)
@@ -210,7 +210,7 @@ def coverage(args) -> None:
 
 
 def judge(args) -> None:
-    from tunehost.cpu_memory import cpu_memory
+    from tunehost.facts.cpu_memory import cpu_memory
     meta, rows = load(args.cache)
     if args.sample:
         rows = random.Random(args.seed).sample(rows, min(args.sample, len(rows)))
@@ -322,7 +322,7 @@ if __name__ == "__main__":
     p.add_argument("--prefix", action="append", default=None, help="top folder (default: Desktop)")
     p = sub.add_parser("coverage")
     p.add_argument("cache")
-    p.add_argument("--decoder-rev", help="judge with tunehost/memory_parts.py from this git revision (before/after)")
+    p.add_argument("--decoder-rev", help="judge with tunehost/facts/memory_parts.py from this git revision (before/after)")
     p.add_argument("--show-missed", type=int, default=0)
     p.add_argument("--distinct-csv", help="write every distinct (manufacturer, part, Speed, Configured, type) here")
     p = sub.add_parser("judge")

@@ -168,7 +168,7 @@ def test_busy_host_is_said_and_the_dimm_peak_is_used():
 
 def test_cli_busy_live_host_never_measures(cli, tmp_path, monkeypatch):
     import tunehost.facts.processes as procs
-    import tunehost.probes.measure as measure
+    import tunehost.probes.sampler as measure
 
     monkeypatch.setattr(procs, "busy_reason", lambda facts: "not measured: the host is busy (stress pid 9)")
     monkeypatch.setattr(measure, "probe_memory", lambda host: pytest.fail("measured a busy host"))

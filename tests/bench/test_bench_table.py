@@ -138,8 +138,8 @@ def test_a_real_server_ab_run_renders_agreeing_columns_at_80(tmp_path):
     """Two fake llama-servers through the engine (as `bench --serve A --vs B`): every comparison row's columns
     have the change as their ratio, the whole output fits 80 columns and each number stays whole."""
     from tests.bench.fake_server import FakeLlamaServer
-    from tunehost.bench.server import ServerSettings, ServerTarget, measure_server
-    from tunehost.bench.server_http import parse_target
+    from tunehost.bench.server.rounds import ServerSettings, ServerTarget, measure_server
+    from tunehost.bench.server.client import parse_target
     from tunehost.cli.bench_server import render_server_result
 
     with FakeLlamaServer() as slow, FakeLlamaServer(speed=1.5) as fast:

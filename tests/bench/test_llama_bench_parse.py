@@ -440,7 +440,7 @@ def test_tunehost_llama_bin_dir_pointing_nowhere_is_an_error_not_another_build(t
 
 
 def test_tunehost_llama_bin_dir_without_llama_server_stops_serve(tmp_path: Path, monkeypatch):
-    from tunehost.bench.serve import resolve_server_binary
+    from tunehost.bench.server.launch import resolve_server_binary
 
     _fake_binary(tmp_path / "path", name="llama-server")
     _fake_binary(tmp_path / "mine")  # llama-bench only

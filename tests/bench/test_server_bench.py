@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.bench.fake_server import FakeLlamaServer
-from tunehost.bench import serve as serving
-from tunehost.bench.server import (
+from tunehost.bench.server import launch as serving
+from tunehost.bench.server.rounds import (
     RoundRunner, ServerSettings, ServerTarget, cache_ram_statement, measure_server, percentile, plan_depths,
 )
-from tunehost.bench.server_http import ServerClient, parse_target, read_api_key
+from tunehost.bench.server.client import ServerClient, parse_target, read_api_key
 from tunehost.errors import TunehostError
 
 FAKE = Path(__file__).with_name("fake_server.py")
@@ -178,7 +178,7 @@ def test_a_server_that_never_answers_times_out(cli):
 
 
 def test_a_loading_server_is_waited_for():
-    from tunehost.bench.server import probe
+    from tunehost.bench.server.rounds import probe
 
     with FakeLlamaServer() as fake:
         fake.loading_polls = 2

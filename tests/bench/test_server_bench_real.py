@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from tunehost.bench import serve as serving
-from tunehost.bench.server import ServerSettings, ServerTarget, measure_server
+from tunehost.bench.server import launch as serving
+from tunehost.bench.server.rounds import ServerSettings, ServerTarget, measure_server
 from tunehost.errors import TunehostError
 
 pytestmark = pytest.mark.integration

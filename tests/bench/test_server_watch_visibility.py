@@ -1,5 +1,5 @@
 """The server bench's host watch when the server is another user's, and when a router child exits: the server's
-own CPU time never counts as other processes' work (per-process deltas, tunehost.bench.serving_cpu); a server
+own CPU time never counts as other processes' work (per-process deltas, tunehost.bench.server.cpu); a server
 this user cannot see makes the CPU load unknown (said once), never "disturbed" (other reasons still apply)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tunehost.bench.serving_cpu import ServingCpu
+from tunehost.bench.server.cpu import ServingCpu
 from tunehost.bench.watch import CpuTimes, HostReading, judge
 from tunehost.cli.bench_server import _server_watcher
 

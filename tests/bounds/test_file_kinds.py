@@ -84,7 +84,7 @@ JOURNAL_KINDS = ["fifo", "symlink", "directory", "dir-symlink"]
 
 
 def _journal_in(tmp_path: Path, kind: str):
-    from tunehost.tuning.journal import JOURNAL_NAME, Journal
+    from tunehost.apply.journal import JOURNAL_NAME, Journal
 
     state = tmp_path / "state"
     state.mkdir()
@@ -127,7 +127,7 @@ def test_a_journal_that_is_not_a_regular_file_is_refused(tmp_path_factory, kind:
 
 
 def test_the_journal_mode_is_enforced(tmp_path: Path) -> None:
-    from tunehost.tuning.journal import Journal
+    from tunehost.apply.journal import Journal
 
     journal = Journal(tmp_path / "state")
     journal.ensure_writable()
@@ -157,7 +157,7 @@ def test_a_file_of_any_size_costs_the_cap_at_most(tmp_path_factory, reader: str,
     with open(path, "wb") as fh:
         fh.truncate(size)
     if reader == "journal":
-        from tunehost.tuning.journal import Journal
+        from tunehost.apply.journal import Journal
 
         def read(_: Path) -> None:
             Journal(where).runs()

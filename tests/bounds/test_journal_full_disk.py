@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.bounds.limits import MiB, within
-from tests.tuning.fakehost import build_root, kernel_host, tree
+from tests.apply.fakehost import build_root, kernel_host, tree
 from tunehost.errors import TunehostError
-from tunehost.tuning import journal as journal_module
-from tunehost.tuning.engine import apply_plan, build_plan, host_state, rollback
-from tunehost.tuning.journal import Journal
-from tunehost.tuning.profiles import builtin_dir, load_profile
+from tunehost.apply import journal as journal_module
+from tunehost.apply.engine import apply_plan, build_plan, host_state, rollback
+from tunehost.apply.journal import Journal
+from tunehost.apply.profiles import builtin_dir, load_profile
 
 ENOSPC = OSError(errno.ENOSPC, "No space left on device")
 REAL_PWRITE = os.pwrite

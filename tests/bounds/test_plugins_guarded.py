@@ -86,7 +86,7 @@ def _entry_points(*pairs: tuple[str, str]):
 def test_a_plugin_may_not_take_a_builtin_id(monkeypatch, first: bool) -> None:
     import importlib.metadata
 
-    from tunehost.registry import load_checks
+    from tunehost.doctor.registry import load_checks
 
     fake = _entry_points(("thp-impostor", "tests.bounds.plugins:TakesThp"))
     if first:  # whatever order the metadata lists them in

@@ -69,7 +69,7 @@ def test_a_selection_that_runs_nothing_is_an_error(cli, args, message):
 
 
 def test_skipping_every_check_is_an_error(cli):
-    from tunehost.registry import load_checks
+    from tunehost.doctor.registry import load_checks
 
     skips = [arg for c in load_checks().checks for arg in ("--skip", c.id)]
     line = one_error_line(cli("doctor", "--snapshot", str(READY), *skips))
@@ -147,7 +147,7 @@ def test_llama_build_check_names_the_llama_cpp_dir_that_is_set(make_snapshot, tm
     from tunehost.doctor import run_doctor
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.registry import load_checks
+    from tunehost.doctor.registry import load_checks
 
     snap = make_snapshot(samples={"llama_install": {"binaries": [], "search_dirs": [
         {"dir": "/opt/llama.cpp", "from": "$LLAMA_CPP_DIR"},
@@ -159,11 +159,11 @@ def test_llama_build_check_names_the_llama_cpp_dir_that_is_set(make_snapshot, tm
 
 
 def test_verify_keeps_exit_2_for_drift_when_the_reader_stops_early(tmp_path):
-    from tests.tuning.fakehost import build_root
-    from tunehost.tuning.engine import apply_plan, build_plan
-    from tunehost.tuning.journal import Journal
-    from tunehost.tuning.profiles import builtin_dir, load_profile
-    from tunehost.tuning.root import open_writable_root
+    from tests.apply.fakehost import build_root
+    from tunehost.apply.engine import apply_plan, build_plan
+    from tunehost.apply.journal import Journal
+    from tunehost.apply.profiles import builtin_dir, load_profile
+    from tunehost.apply.root import open_writable_root
 
     root = build_root(tmp_path / "root", "intel_pstate", cpus=2)
     host = open_writable_root(root)

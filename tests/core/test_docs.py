@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from tunehost.registry import BUILTIN_ORDER
+from tunehost.doctor.registry import BUILTIN_ORDER
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_docs_snapshot_holds_the_whole_contract():
         assert f'"{key}"' in text, key
     for status in ("**64**", "**69**", "**70**", "**75**"):
         assert status in text, status
-    from tunehost.tuning.gate import EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_SOFTWARE, EXIT_USAGE
+    from tunehost.ops.gate import EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_SOFTWARE, EXIT_USAGE
 
     assert (EXIT_USAGE, EXIT_NOT_READY, EXIT_SOFTWARE, EXIT_NOT_QUIET) == (64, 69, 70, 75)
 

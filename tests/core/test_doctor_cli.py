@@ -12,7 +12,7 @@ from tunehost.errors import TunehostError
 from tunehost.facts import HostFacts
 from tunehost.facts.memory import THP_ENABLED
 from tunehost.host import open_host
-from tunehost.registry import BUILTIN_ORDER, load_checks
+from tunehost.doctor.registry import BUILTIN_ORDER, load_checks
 
 SEVERITIES = {"ok", "info", "warn", "fail", "skip", "error"}
 

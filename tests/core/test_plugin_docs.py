@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from tunehost.check import Check
-from tunehost.registry import ENTRY_POINT_GROUP
+from tunehost.doctor.registry import ENTRY_POINT_GROUP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tunehost-check-example"

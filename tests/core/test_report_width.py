@@ -84,7 +84,7 @@ def test_advise_calibrate_fits_80_columns(monkeypatch):
 
     empty = _run("advise", "--calibrate")
     assert empty.exit_code == 0 and not _too_long(empty.stdout), empty.stdout
-    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
     _calibration_store("h-m")
     shown = _run("advise", "--calibrate")
     assert shown.exit_code == 0, shown.output

@@ -12,7 +12,7 @@ from tunehost.facts import HostFacts
 from tunehost.host import open_host
 from tunehost.host.commands import command_file_name
 from tunehost.host.snapshot import CANONICAL_COMMANDS, write_snapshot
-from tunehost.registry import load_checks
+from tunehost.doctor.registry import load_checks
 
 
 @pytest.mark.live

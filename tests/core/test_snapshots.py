@@ -16,7 +16,7 @@ from tunehost.check import Severity
 from tunehost.doctor import run_doctor
 from tunehost.facts import HostFacts
 from tunehost.host import open_host
-from tunehost.registry import load_checks
+from tunehost.doctor.registry import load_checks
 
 EXPECTATIONS = DATA / "expectations"
 SNAPSHOT_DIRS = sorted(p for p in SNAPSHOTS.iterdir() if (p / "manifest.json").is_file())

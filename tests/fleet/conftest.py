@@ -1,5 +1,5 @@
 """Helpers of the fleet tests: the worst severity per check of a real `doctor --json` report, written independently
-of tunehost.fleet so the fleet table is checked against the doctor's own report."""
+of tunehost.ops.fleet so the fleet table is checked against the doctor's own report."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tests.fleet.conftest import FLEET_SNAPSHOTS, worst_per_check
-from tunehost.fleet import MAX_REPORT_BYTES, load_fleet
+from tunehost.ops.fleet import MAX_REPORT_BYTES, load_fleet
 
 
 def report(findings, verdict="ready", **extra) -> str:
@@ -235,7 +235,7 @@ def test_report_not_run_check_shows_a_dash(cli, tmp_path):
 
 
 def test_too_many_hosts_is_refused(cli, tmp_path, monkeypatch):
-    monkeypatch.setattr("tunehost.fleet.MAX_HOSTS", 3)
+    monkeypatch.setattr("tunehost.ops.fleet.MAX_HOSTS", 3)
     for n in range(4):
         (tmp_path / f"h{n}.json").write_text(report([]))
     result = cli("fleet", str(tmp_path))

@@ -2,7 +2,7 @@
 apply --dry-run, verify, status and snapshot end in their documented exit status — and exit 1 is one line on
 stderr — never a traceback, never a hang.
 
-Nothing here can change the host: tuning commands act on a fake root (TUNEHOST_ROOT, tests/tuning/fakehost.py)
+Nothing here can change the host: tuning commands act on a fake root (TUNEHOST_ROOT, tests/apply/fakehost.py)
 and always get --dry-run, state lives in tmp_path, doctor and advise read a snapshot (never the live machine's
 probes), bench is never given a readable model (it would run llama-bench), and snapshot writes into tmp_path."""
 
@@ -21,7 +21,7 @@ from tests.advise.conftest import dense_tensors, write_gguf
 from tests.conftest import SNAPSHOTS
 from tests.fuzz.profiles import budget, time_limit
 from tests.fuzz.strategies import HOSTILE_NUMBERS, HOSTILE_TEXT
-from tests.tuning.fakehost import build_root
+from tests.apply.fakehost import build_root
 
 # command -> the exit statuses its help documents
 EXITS = {"doctor": {0, 1, 2}, "advise": {0, 1, 2}, "bench": {0, 1, 2}, "apply": {0, 1}, "verify": {0, 1, 2},

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import SNAPSHOTS
 from tests.install.conftest import run_installed
-from tunehost.tuning.gate import EXIT_NOT_READY
+from tunehost.ops.gate import EXIT_NOT_READY
 
 pytestmark = pytest.mark.install
 

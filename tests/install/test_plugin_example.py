@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import SNAPSHOTS
 from tests.install.conftest import run_installed
-from tunehost.registry import BUILTIN_ORDER
+from tunehost.doctor.registry import BUILTIN_ORDER
 
 EXAMPLE_DATA = Path(__file__).resolve().parents[2] / "examples/tunehost-check-example/tests/data"
 XEON_POOL = EXAMPLE_DATA / "proc-meminfo-huge-xeon6980p-hugetlb-400000x2mb-reserved.txt"

@@ -14,7 +14,7 @@ from tunehost.facts import HostFacts
 from tunehost.facts.measure import MeasureFacts
 from tunehost.host import open_host
 from tunehost.host import samples as samples_module
-from tunehost.probes.measure import take_measurement
+from tunehost.probes.sampler import take_measurement
 
 
 def leftovers() -> tuple[set[int], set[int]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
-from tunehost.cpu_memory import cpu_memory, normalize, table
+from tunehost.facts.cpu_memory import cpu_memory, normalize, table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 

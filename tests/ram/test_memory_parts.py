@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tunehost.memory_parts import cpu_memory_limit, is_standard_grade, rated_speed, snap_grade
+from tunehost.facts.memory_parts import cpu_memory_limit, is_standard_grade, rated_speed, snap_grade
 
 CORPUS_PARTS = [
     ("F4-3600C18-8GVK", 3600, True), ("F4-3600C16-16GVKC", 3600, True), ("F4-3200C14-8GFX", 3200, True),
@@ -70,7 +70,7 @@ def test_cpu_memory_limit_xeon_silver_4316():
 
 
 # real part numbers from linuxhw/DMI desktop dumps (commit 57b21bc6, see tests/data/linuxhw_dmi/README.md), one or
-# more per vendor rule of tunehost/memory_parts.py
+# more per vendor rule of tunehost/facts/memory_parts.py
 LINUXHW_PARTS = [
     ("KHX3200C16D4/8GX", 3200, True), ("KHX2666C16/8G", 2666, True), ("KHX1600C9D3/4GX", 1600, True),
     ("KF3200C16D4/16GX", 3200, True), ("KF560C36-16", 6000, True), ("560C36-16", 6000, True),
@@ -106,7 +106,7 @@ def test_linuxhw_part_numbers(part, speed, profile):
     ("VMA45UG-MEC1U2AW2", "Asgard", False),
 ])
 def test_families_without_a_rating(part, vendor, jedec):
-    from tunehost.memory_parts import module_family
+    from tunehost.facts.memory_parts import module_family
     family = module_family(part)
     assert rated_speed(part) is None and family is not None and (family.vendor, family.jedec) == (vendor, jedec)
 
@@ -118,13 +118,13 @@ def test_families_without_a_rating(part, vendor, jedec):
     ("Unknown", None), (None, None), ("<BAD INDEX>", None), ("0x0198", "Kingston"),
 ])
 def test_module_vendor(manufacturer, vendor):
-    from tunehost.memory_parts import module_vendor
+    from tunehost.facts.memory_parts import module_vendor
     found = module_vendor(manufacturer)
     assert (found[0] if found else None) == vendor
 
 
 def test_platform_memory_limit():
-    from tunehost.memory_parts import platform_memory_limit
+    from tunehost.facts.memory_parts import platform_memory_limit
     assert platform_memory_limit("Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz", None)[0] == 2400
     assert platform_memory_limit("Intel(R) Core(TM) i3-8100 CPU @ 3.60GHz", "(board H310M S2P)")[0] == 2400
     assert platform_memory_limit("Intel(R) Core(TM) i3-8100 CPU @ 3.60GHz", "(board Z390 UD)") is None

@@ -155,7 +155,7 @@ def test_advise_reads_what_this_host_measured_for_the_model(tmp_path, monkeypatc
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + bytes(5000))
-    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
     assert store_module.measured_on_host(model) is None  # no store yet: nothing, and no file is created
     assert not store_module.store_path().exists()
     with open_store() as store:
@@ -195,7 +195,7 @@ def _calibration_store(model_hash_value: str) -> None:
 def test_calibration_points_are_this_hosts_bench_and_tune_runs(monkeypatch):
     from tunehost import store as store_module
 
-    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
     assert store_module.host_calibration() is None  # no store: nothing, and no file is made
     assert not store_path().exists()
     _calibration_store("h-m")
@@ -212,7 +212,7 @@ def test_advise_uses_this_hosts_runs_for_the_band_and_calibrate_shows_them(cli, 
     from tunehost import store as store_module
 
     model = write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2)
-    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
     before = json.loads(cli("advise", "--model", str(model), "--no-probe", "--format", "json").stdout)
     _calibration_store("h-m")
     after = json.loads(cli("advise", "--model", str(model), "--no-probe", "--format", "json").stdout)
@@ -250,7 +250,7 @@ def test_calibrate_on_an_empty_or_damaged_store(cli, monkeypatch, tmp_path):
 def test_history_and_calibrate_print_a_hostile_store_as_single_plain_lines(cli, monkeypatch):
     from tunehost import store as store_module
 
-    monkeypatch.setattr(store_module, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
     evil = "evil\x1b[31mRED\nline2 [bold]x[/bold]"
     with open_store() as store:
         for i, tg in enumerate((5000.0, 4000.0)):  # cache-resident: left out of the calibration, named

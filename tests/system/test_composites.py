@@ -12,7 +12,7 @@ import pytest
 from tunehost.doctor import run_doctor, select_checks
 from tunehost.facts import HostFacts
 from tunehost.host import open_host
-from tunehost.registry import load_checks
+from tunehost.doctor.registry import load_checks
 
 DATA = Path(__file__).parents[1] / "data"
 NAMES = sorted(p.parent.name for p in DATA.glob("expectations/*/system.json"))

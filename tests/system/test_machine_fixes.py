@@ -12,7 +12,7 @@ from tunehost.doctor import run_check, select_checks
 from tunehost.facts import HostFacts
 from tunehost.facts.chassis import MachineFacts, VM_FIRMWARE, machine_kind, systemd_is_init
 from tunehost.host import open_host
-from tunehost.registry import load_checks
+from tunehost.doctor.registry import load_checks
 
 SNAPS = Path(__file__).parents[1] / "data" / "snapshots"
 CPUINFO = Path(__file__).parents[1] / "data" / "cpuinfo"

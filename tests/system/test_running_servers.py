@@ -366,7 +366,7 @@ def test_a_running_server_whose_executable_is_not_readable(make_snapshot):
 def test_live_snapshot_of_a_server_with_secrets_holds_none(tmp_path):
     from tunehost.doctor import run_doctor
     from tunehost.host.snapshot import write_snapshot
-    from tunehost.registry import load_checks
+    from tunehost.doctor.registry import load_checks
 
     exe = tmp_path / "llama-server"
     exe.symlink_to(os.path.realpath(sys.executable))

@@ -142,7 +142,7 @@ def loaded(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "_supported", lambda b: SUPPORTED)
     monkeypatch.setattr(runner, "tg_ceiling", lambda *a, **k: {"error": "not measured in tests"})
     monkeypatch.setattr(llama_bench, "run_llama_bench", lambda b, args, timeout: state["bench"](args))
-    monkeypatch.setattr(store, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
+    monkeypatch.setattr(store.records, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
 
     def plan_here(path, ctx):
         from tunehost.advise.plan import AdviseOptions, plan

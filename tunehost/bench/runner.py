@@ -435,7 +435,7 @@ def _probe_bandwidth(host: "Host | None", probe_bytes: int) -> dict[str, Any]:
     from tunehost.probes.bandwidth import measure_read_bandwidth
 
     if host is not None and host.live:
-        from tunehost.probes.measure import probe_memory
+        from tunehost.probes.sampler import probe_memory
 
         return probe_memory(host)  # one pinned thread per physical core, as doctor measures
     probe = measure_read_bandwidth(probe_bytes)

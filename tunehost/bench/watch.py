@@ -357,7 +357,7 @@ def read_reading(host: "Host", *, exclude_pids: Callable[[], set[int]] | None = 
                  processes: bool = True, own_cpu: Callable[[set[int]], float | None] | None = None) -> HostReading:
     """One reading of the host (I/O). ``exclude_pids``: processes whose work is the measurement's own (llama-bench
     while it runs, the llama-server a server bench measures): their CPU time counts as ours, not as other work.
-    ``own_cpu``: those processes' CPU seconds (tunehost.bench.serving_cpu; None: not visible, the reading's own
+    ``own_cpu``: those processes' CPU seconds (tunehost.bench.server.cpu; None: not visible, the reading's own
     CPU time is then unknown); default: their trees' current total."""
     ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
     cpu = parse_proc_stat(host.files.read("/proc/stat"), ticks)
@@ -607,7 +607,7 @@ def _cpuinfo() -> Mapping[str, Any]:
 def _doctor_summary(host: "Host") -> dict[str, Any]:
     from tunehost.doctor import run_doctor
     from tunehost.facts import HostFacts
-    from tunehost.registry import load_checks
+    from tunehost.doctor.registry import load_checks
 
     try:
         loaded = load_checks()

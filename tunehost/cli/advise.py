@@ -475,7 +475,7 @@ def ram_bandwidth(host) -> tuple[float | None, str | None, bool]:
 
     if host.live:
         from tunehost.facts.processes import ProcessFacts, busy_reason
-        from tunehost.probes.measure import probe_memory
+        from tunehost.probes.sampler import probe_memory
 
         reason = busy_reason(ProcessFacts.gather(host))
         if reason is None:

@@ -1,6 +1,6 @@
 """`tunehost bench --server URL` / `--serve -- llama-server ARGS [--vs -- ARGS_B]`: the server bench's command line.
 
-Parsing and rendering only; the measurement is tunehost.bench.server, the process handling tunehost.bench.serve.
+Parsing and rendering only; the measurement is tunehost.bench.server.rounds, the process handling tunehost.bench.serve.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tunehost.printable import one_line
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tunehost.bench.server import ServerBenchResult
+    from tunehost.bench.server.rounds import ServerBenchResult
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,12 @@ def parse_counts(text: str | None, option: str, low: int, high: int) -> tuple[in
 
 
 def bench_server(opts: ServerOptions) -> None:
-    from tunehost.bench import serve as serving
+    from tunehost.bench.server import launch as serving
     from tunehost.bench.results import write_json
-    from tunehost.bench.server import (
+    from tunehost.bench.server.rounds import (
         DEFAULT_DEPTHS, DEFAULT_N_GEN, MAX_CLIENTS, ServerSettings, ServerTarget, measure_server,
     )
-    from tunehost.bench.server_http import parse_target, read_api_key
+    from tunehost.bench.server.client import parse_target, read_api_key
     from tunehost.cli import LLAMA_INT_MAX, make_console
 
     if (opts.server is None) == (not opts.serve):
@@ -227,12 +227,12 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
 def _server_watcher(targets: Any, *, warn: Any = None, listening: Any = None, serving: Any = None) -> Any:
     """A HostWatcher for the server bench: the CPU time of the servers measured on this host (found by their
-    listening port; each process's own increase, tunehost.bench.serving_cpu) counts as the measurement's own;
+    listening port; each process's own increase, tunehost.bench.server.cpu) counts as the measurement's own;
     everything else is other work, judged per round as bench's. A local server whose process this user cannot see
     (another user's, e.g. advise's DynamicUser unit, when not run as root): `warn` says so once, and the CPU load
     of other processes is unknown rather than disturbed (swap, steal, heat still judged). None when no target is
     on this host (a remote server's host cannot be watched from here). `listening`/`serving`: tests' fakes."""
-    from tunehost.bench.serving_cpu import ServingCpu
+    from tunehost.bench.server.cpu import ServingCpu
     from tunehost.bench.watch import HostWatcher, read_reading
     from tunehost.host import open_host
 

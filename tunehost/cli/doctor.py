@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from tunehost.doctor import Report
     from tunehost.facts import HostFacts
-    from tunehost.registry import LoadedChecks
+    from tunehost.doctor.registry import LoadedChecks
 
 SEVERITY_STYLE = {
     "fail": ("FAIL", "bold red"),
@@ -37,7 +37,7 @@ def enable_measuring(host, *, quick: bool) -> None:
     """Let this run take the `measure` sample on the live host, unless --quick (a snapshot replays its own)."""
     host.measure = host.live and not quick
     if host.measure:
-        import tunehost.probes.measure  # noqa: F401 (registers the `measure` sampler with the host layer)
+        import tunehost.probes.sampler  # noqa: F401 (registers the `measure` sampler with the host layer)
     if quick:
         from tunehost.host.samples import QUICK_ACTIVITY_WINDOW_S
 
@@ -64,7 +64,7 @@ def measuring_status(host, *, show: bool):
 
 def load_checks_warning() -> "LoadedChecks":
     """Every installed check; each plugin that could not be loaded is one warning line on stderr."""
-    from tunehost.registry import load_checks
+    from tunehost.doctor.registry import load_checks
 
     loaded = load_checks()
     for warning in loaded.warnings:
@@ -170,7 +170,7 @@ def snapshot(
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
     from tunehost.host.snapshot import check_target
-    from tunehost.registry import load_checks
+    from tunehost.doctor.registry import load_checks
 
     check_target(directory)  # at once, not after the sampling
     facts = HostFacts(open_host(record=True))

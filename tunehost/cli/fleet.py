@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from tunehost.fleet import Fleet, HostReport
+    from tunehost.ops.fleet import Fleet, HostReport
 
 STATUS_STYLE = {"ready": ("ready", "bold green"), "not-ready": ("NOT READY", "bold red"),
                 "unreadable": ("UNREADABLE", "bold magenta")}
@@ -44,7 +44,7 @@ def fleet(
     Exit status: 0 every host ready, 2 a host is not ready, 1 no host is not ready but a report is missing or
     unreadable, or DIR holds no reports at all.
     """
-    from tunehost.fleet import load_fleet
+    from tunehost.ops.fleet import load_fleet
 
     report = load_fleet(directory, expected=host, strict=strict)
     for h in report.hosts:

@@ -1,7 +1,7 @@
 """`tunehost gate`: wait for a quiet host, judge it (doctor, in-process), record it, then run the benchmark command.
 
 The gate speaks on stderr only: stdout belongs to the command. Its own refusals use the sysexits statuses of
-tunehost.tuning.gate (GATE_EXIT_STATUSES); any other status is the command's own.
+tunehost.ops.gate (GATE_EXIT_STATUSES); any other status is the command's own.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tunehost.cli import cli_errors, error_text
 from tunehost.cli.doctor import QUICK_HELP, SNAPSHOT_HELP
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
-from tunehost.tuning.gate import (EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_SOFTWARE,
+from tunehost.ops.gate import (EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_SOFTWARE,
                                   EXIT_USAGE)
 
 MEASURED_CHECKS = ("memory-bandwidth", "cpu-clocks", "power-limits")  # their figures are printed on every run
@@ -109,7 +109,7 @@ def run_gate(args: GateRun) -> int:
     from tunehost.doctor import select_checks
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.tuning.gate import read_quiet, wait_quiet, wait_quiet_live
+    from tunehost.ops.gate import read_quiet, wait_quiet, wait_quiet_live
 
     loaded = load_checks_warning()
     try:
@@ -170,7 +170,7 @@ def run_gate(args: GateRun) -> int:
     sys.stdout.flush()
     started = time.time()
     try:
-        from tunehost.tuning.gate import run_command
+        from tunehost.ops.gate import run_command
 
         rc = run_command(args.command)
     except OSError as exc:
@@ -197,7 +197,7 @@ def run_gate(args: GateRun) -> int:
 def _record(facts: Any, doc: dict, host_dir: Path, args: GateRun, quiet: Any) -> dict[str, Any]:
     """DIR/host/doctor.json, summary.json and (live host) snapshot/, the replayable facts with the measurements."""
     from tunehost.cli.doctor import record_snapshot
-    from tunehost.tuning.gate import host_summary
+    from tunehost.ops.gate import host_summary
 
     host_dir.mkdir(parents=True, exist_ok=True)
     _write_json(host_dir / "doctor.json", doc)

@@ -14,10 +14,10 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from tunehost.cpu_memory import CpuMemory
+from tunehost.facts.cpu_memory import CpuMemory
 from tunehost.facts.chassis import DESKTOP_CHASSIS, LAPTOP_CHASSIS, SERVER_CHASSIS
 from tunehost.facts.ram import Module, RamFacts, socket_of
-from tunehost.memory_parts import generation
+from tunehost.facts.memory_parts import generation
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Mapping
 from tunehost.bounds import whole_text
 from tunehost.cpulist import parse_cpu_list
 from tunehost.errors import TunehostError
-from tunehost.cpu_memory import CpuMemory, cpu_memory
-from tunehost.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_dram_chip, is_standard_grade,
+from tunehost.facts.cpu_memory import CpuMemory, cpu_memory
+from tunehost.facts.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_dram_chip, is_standard_grade,
                                    module_family, module_vendor, rated_speed, snap_grade)
 from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE, VM_FIRMWARE, machine_kind
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory

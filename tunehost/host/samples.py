@@ -413,7 +413,7 @@ def cpu_seconds_of(pids: set[int] | frozenset[int]) -> float:
 def tree_cpu_seconds(pids: set[int] | frozenset[int]) -> dict[int, float]:
     """pid -> user+system CPU seconds of each given live process and each of its children (gone ones absent): what
     a server tunehost measures used, per process, so the bench watch can add up each one's own increase
-    (tunehost.bench.serving_cpu) instead of a total that drops when a child exits."""
+    (tunehost.bench.server.cpu) instead of a total that drops when a child exits."""
     import psutil
 
     found: dict[int, float] = {}
@@ -468,7 +468,7 @@ def sample_nvml(host: "Host") -> dict[str, Any]:
     return read_nvml(host)
 
 
-# The `measure` sampler lives in the probes layer (tunehost.probes.measure), above the facts it uses: a run that
+# The `measure` sampler lives in the probes layer (tunehost.probes.sampler), above the facts it uses: a run that
 # measures imports it, and so declares that read to the host layer (host/ never imports what sits above it).
 
 

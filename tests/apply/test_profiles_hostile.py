@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tuning.fakehost import build_root, tree
-from tunehost.tuning.profiles import MAX_INCLUDE_DEPTH
+from tests.apply.fakehost import build_root, tree
+from tunehost.apply.profiles import MAX_INCLUDE_DEPTH
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from tunehost.facts.memory import THP_ENABLED, selected_mode
 from tunehost.host.files import HostFiles
-from tunehost.tuning.settings import SWAPPINESS
+from tunehost.apply.settings import SWAPPINESS
 
 pytestmark = pytest.mark.live
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tunehost.errors import TunehostError
-from tunehost.tuning.profiles import (
+from tunehost.apply.profiles import (
     SETTING_KEYS, available_profiles, builtin_dir, load_all, load_profile, merge, override, validate,
 )
 

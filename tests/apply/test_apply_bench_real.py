@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tuning.fakehost import build_root
+from tests.apply.fakehost import build_root
 from tunehost.bench import runner
 
 pytestmark = pytest.mark.integration

@@ -8,13 +8,13 @@ import os
 
 import pytest
 
-from tests.tuning.fakehost import Crash, FakeTools, KernelFiles, build_root, kernel_host, tree
+from tests.apply.fakehost import Crash, FakeTools, KernelFiles, build_root, kernel_host, tree
 from tunehost.check import Finding, Fix, Severity
 from tunehost.errors import TunehostError
-from tunehost.tuning.engine import apply_plan, build_plan, rollback, verify
-from tunehost.tuning.journal import Journal
-from tunehost.tuning.profiles import builtin_dir, load_profile, override
-from tunehost.tuning.settings import SETTINGS, Knob
+from tunehost.apply.engine import apply_plan, build_plan, rollback, verify
+from tunehost.apply.journal import Journal
+from tunehost.apply.profiles import builtin_dir, load_profile, override
+from tunehost.apply.settings import SETTINGS, Knob
 
 DRIVERS = ["intel_pstate", "amd-pstate-epp", "acpi-cpufreq"]
 
@@ -82,7 +82,7 @@ def test_every_online_cpu_is_changed(tmp_path, journal):
 @pytest.fixture
 def no_fsync(monkeypatch):
     """The loops below run dozens of applies; a simulated crash does not need the disk flushed."""
-    monkeypatch.setattr("tunehost.tuning.journal.os.fsync", lambda fd: None)
+    monkeypatch.setattr("tunehost.apply.journal.os.fsync", lambda fd: None)
 
 
 def count_writes(tmp_path, driver, persist=False):

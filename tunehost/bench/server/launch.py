@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tunehost.bench.server_http import ServerClient, Target
+from tunehost.bench.server.client import ServerClient, Target
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.conftest import write_snapshot, write_tiny_gguf
-from tests.tuning.fakehost import build_root, tree
+from tests.apply.fakehost import build_root, tree
 
 GOV1 = "sys/devices/system/cpu/cpufreq/policy1/scaling_governor"
 EPP1 = "sys/devices/system/cpu/cpufreq/policy1/energy_performance_preference"
@@ -186,7 +186,7 @@ def test_bench_measures_before_and_after_the_change(cli, root, monkeypatch, tmp_
         seen.append((model, label, thp.read_text().strip()))
         return saved(*speeds[label], label=label)
 
-    monkeypatch.setattr("tunehost.tuning.bench_hook.measure", fake_measure)
+    monkeypatch.setattr("tunehost.apply.bench_hook.measure", fake_measure)
     monkeypatch.setattr("tunehost.bench.runner.resolve_binary", lambda explicit: "/bin/true")
     result = cli("apply", "--profile", "throughput", "--yes", "--bench", str(model))
     assert result.exit_code == 0, result.output
@@ -233,10 +233,10 @@ def test_help_lists_the_tuning_commands(cli):
 
 
 def test_apply_after_an_interrupted_apply_asks_for_rollback_first(cli, root, tmp_path):
-    from tests.tuning.fakehost import Crash, kernel_host
-    from tunehost.tuning.engine import apply_plan, build_plan
-    from tunehost.tuning.journal import Journal
-    from tunehost.tuning.profiles import load_profile
+    from tests.apply.fakehost import Crash, kernel_host
+    from tunehost.apply.engine import apply_plan, build_plan
+    from tunehost.apply.journal import Journal
+    from tunehost.apply.profiles import load_profile
 
     before = tree(root)
     journal = Journal()

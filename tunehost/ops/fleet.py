@@ -23,7 +23,7 @@ from tunehost import __version__, printable
 from tunehost.check import Severity
 from tunehost.doctor import EXIT_ERROR, EXIT_NOT_READY, EXIT_READY
 from tunehost.errors import TunehostError
-from tunehost.registry import report_order
+from tunehost.doctor.registry import report_order
 
 REPORT_NAME = "doctor.json"
 FLAT_SUFFIX = ".json"

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import SNAPSHOTS
 from tunehost.host import open_host
-from tunehost.tuning.gate import (EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_NOT_FOUND, EXIT_SOFTWARE, EXIT_USAGE,
+from tunehost.ops.gate import (EXIT_NOT_QUIET, EXIT_NOT_READY, EXIT_NOT_FOUND, EXIT_SOFTWARE, EXIT_USAGE,
                                   GATE_EXIT_STATUSES, SI_KERNEL, QuietReading, host_summary, max_temperature, wait_quiet,
                                   should_forward, why_not_quiet)
 
@@ -150,7 +150,7 @@ def test_the_host_is_judged_after_the_wait(monkeypatch):
     """The order that matters: a compile finishing during --wait-quiet must not be judged (and measured)."""
     from tunehost.cli import doctor as doctor_cli
     from tunehost.cli.gate import GateRun, run_gate
-    from tunehost.tuning import gate as gate_logic
+    from tunehost.apply import gate as gate_logic
 
     calls = []
     real_wait, real_judge = gate_logic.wait_quiet, doctor_cli.judge
@@ -309,7 +309,7 @@ def test_live_wait_quiet_is_the_judgement_tunes_rounds_use():
     tune would."""
     from tests.tune.busy import LoadedBench, bursty, quiet
     from tunehost.host import open_host
-    from tunehost.tuning.gate import read_quiet, wait_quiet_live
+    from tunehost.ops.gate import read_quiet, wait_quiet_live
 
     def open_ready():
         return open_host(READY)

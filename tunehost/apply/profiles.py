@@ -3,7 +3,7 @@
     profile = load_profile("throughput-quiet")      # includes merged, every key checked
     profile.settings                                 # {"governor": "performance", "boost": False, ...}
 
-A profile names the state it wants, never how to reach it; the settings in tunehost.tuning.settings do that.
+A profile names the state it wants, never how to reach it; the settings in tunehost.apply.settings do that.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Plan, apply, verify and roll back a profile. Returns data; the CLI renders it.
+"""Plan (a ChangePlan), apply, verify and roll back a profile. Returns data; the CLI renders it.
 
     plan = build_plan(host, load_profile("throughput"), persist=False, findings=doctor_findings(host))
     outcome = apply_plan(host, plan, Journal(), root="/")      # journalled; reverts itself if a step fails
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from tunehost.errors import TunehostError
-from tunehost.tuning.journal import Journal, JournalUnwritable, Run, new_run_id
-from tunehost.tuning.persist import config_files
-from tunehost.tuning.profiles import Profile
-from tunehost.tuning.settings import SETTINGS, Knob, PowerDaemonBootKnob, PowerDaemonKnob, Skip, knob_from_record
+from tunehost.apply.journal import Journal, JournalUnwritable, Run, new_run_id
+from tunehost.apply.persist import config_files
+from tunehost.apply.profiles import Profile
+from tunehost.apply.settings import SETTINGS, Knob, PowerDaemonBootKnob, PowerDaemonKnob, Skip, knob_from_record
 
 if TYPE_CHECKING:
     from tunehost.check import Finding
@@ -77,7 +77,7 @@ class DoctorItem:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ChangePlan:
     profile: Profile
     changes: tuple[Change, ...]
     skipped: tuple[Skip, ...]
@@ -107,7 +107,7 @@ class Plan:
 
 
 def build_plan(host: "Host", profile: Profile, *, persist: bool = False,
-               findings: Iterable["Finding"] | None = None, doctor_note: str | None = None) -> Plan:
+               findings: Iterable["Finding"] | None = None, doctor_note: str | None = None) -> ChangePlan:
     """Every knob of the profile on this host with its current value; reads only."""
     changes: list[Change] = []
     skipped: list[Skip] = []
@@ -143,7 +143,7 @@ def build_plan(host: "Host", profile: Profile, *, persist: bool = False,
         intended = tuple(k for k in related if k in deliberate) if not fixed_by else ()
         doctor.append(DoctorItem(f.check, f.severity.value, f.summary, f.fix.text if f.fix else None,
                                  tuple(f.fix.commands) if f.fix else (), fixed_by, intended))
-    return Plan(profile, tuple(changes), tuple(skipped), tuple(files), tuple(doctor), tuple(notes))
+    return ChangePlan(profile, tuple(changes), tuple(skipped), tuple(files), tuple(doctor), tuple(notes))
 
 
 def doctor_findings(host: "Host") -> tuple[list["Finding"], str | None]:
@@ -151,7 +151,7 @@ def doctor_findings(host: "Host") -> tuple[list["Finding"], str | None]:
     try:
         from tunehost.doctor import run_doctor
         from tunehost.facts import HostFacts
-        from tunehost.registry import load_checks
+        from tunehost.doctor.registry import load_checks
 
         loaded = load_checks()
         return list(run_doctor(HostFacts(host), loaded.checks).findings), None
@@ -195,7 +195,7 @@ def sha256(data: str | bytes | None) -> str | None:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> ApplyOutcome:
+def apply_plan(host: "Host", plan: ChangePlan, journal: Journal, *, root: str) -> ApplyOutcome:
     """Make the plan's changes, each journalled before it is made. A failing step reverts all of them.
 
     Call `journal.ensure_writable()` first (the CLI does). Nothing is recorded when there is nothing to change.
@@ -206,7 +206,7 @@ def apply_plan(host: "Host", plan: Plan, journal: Journal, *, root: str) -> Appl
         return _apply_locked(host, plan, journal, root=root)
 
 
-def _apply_locked(host: "Host", plan: Plan, journal: Journal, *, root: str) -> ApplyOutcome:
+def _apply_locked(host: "Host", plan: ChangePlan, journal: Journal, *, root: str) -> ApplyOutcome:
     run = new_run_id()
     try:
         journal.append({

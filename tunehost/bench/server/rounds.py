@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunehost.bench.llama_bench import BenchResult
-from tunehost.bench.server_http import PROBE_TIMEOUT_S, ServerClient, ServerGone, Target
+from tunehost.bench.server.client import PROBE_TIMEOUT_S, ServerClient, ServerGone, Target
 from tunehost.bounds import number, whole
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tuning.fakehost import FakeTools, build_root, kernel_host
-from tunehost.tuning.settings import (
+from tests.apply.fakehost import FakeTools, build_root, kernel_host
+from tunehost.apply.settings import (
     SETTINGS, FileKnob, Skip, knob_from_record, parse_tuned_active,
 )
 

@@ -13,7 +13,7 @@ from tunehost.cli import cli_errors, fail, make_console, report_output
 from tunehost.errors import TunehostError
 
 if TYPE_CHECKING:
-    from tunehost.tuning.engine import ApplyOutcome, Plan
+    from tunehost.apply.engine import ApplyOutcome, ChangePlan
 
 EXIT_DRIFT = 2
 
@@ -42,10 +42,10 @@ def apply(
 
     Needs root for the live host. Exit status: 0 applied (or nothing to do), 1 not applied (error, refused, reverted).
     """
-    from tunehost.tuning.engine import apply_plan, build_plan, doctor_findings
-    from tunehost.tuning.journal import Journal
-    from tunehost.tuning.profiles import load_profile, override
-    from tunehost.tuning.root import open_tuning_host, require_root
+    from tunehost.apply.engine import apply_plan, build_plan, doctor_findings
+    from tunehost.apply.journal import Journal
+    from tunehost.apply.profiles import load_profile, override
+    from tunehost.apply.root import open_tuning_host, require_root
 
     loaded = load_profile(profile)
     if power_daemon is not None:
@@ -63,7 +63,7 @@ def apply(
             raise TunehostError(f"an earlier apply of {active[-1].profile} (run {active[-1].id}) was interrupted: "
                                 "run `tunehost rollback` first (nothing was changed)")
         if bench:
-            from tunehost.tuning.bench_hook import check_ready
+            from tunehost.apply.bench_hook import check_ready
 
             check_ready(bench)  # not a GGUF, no llama-bench: fail before any change
     host, root = open_tuning_host()
@@ -88,7 +88,7 @@ def apply(
         raise typer.Exit(1)
     if bench:
         from tunehost.cli.bench_render import render_comparison
-        from tunehost.tuning.bench_hook import comparison
+        from tunehost.apply.bench_hook import comparison
 
         after = _measure(bench, "after")
         compared = comparison(before, after)
@@ -100,7 +100,7 @@ def apply(
 
 
 def _measure(model: str, label: str):
-    from tunehost.tuning.bench_hook import measure
+    from tunehost.apply.bench_hook import measure
 
     typer.echo(f"measuring {model} ({label})...")
     result = measure(model, label)
@@ -111,9 +111,9 @@ def _measure(model: str, label: str):
 @cli_errors
 def verify() -> None:
     """Compare the live state with the last applied profile. Exit 0 nothing drifted, 2 drift, 1 nothing applied."""
-    from tunehost.tuning.engine import verify as run_verify
-    from tunehost.tuning.journal import Journal
-    from tunehost.tuning.root import open_tuning_host
+    from tunehost.apply.engine import verify as run_verify
+    from tunehost.apply.journal import Journal
+    from tunehost.apply.root import open_tuning_host
 
     host, root = open_tuning_host()
     journal = Journal()
@@ -147,9 +147,9 @@ def rollback(
 ) -> None:
     """Undo the last apply (or finish undoing an interrupted one): restore each recorded value, newest first,
     only where it is still what tunehost set. Exit 0 done, 1 something could not be restored."""
-    from tunehost.tuning.engine import rollback as run_rollback
-    from tunehost.tuning.journal import Journal
-    from tunehost.tuning.root import open_tuning_host, require_root
+    from tunehost.apply.engine import rollback as run_rollback
+    from tunehost.apply.journal import Journal
+    from tunehost.apply.root import open_tuning_host, require_root
 
     require_root("tunehost rollback")
     journal = Journal()
@@ -225,8 +225,8 @@ def _echo_folded(text: str, rest: str, first: str = "") -> None:
 @cli_errors
 def status(json_out: bool = typer.Option(False, "--json", help="Print the applied runs as JSON.")) -> None:
     """Show what tunehost has applied (and not rolled back), newest last."""
-    from tunehost.tuning.engine import applied_settings
-    from tunehost.tuning.journal import Journal
+    from tunehost.apply.engine import applied_settings
+    from tunehost.apply.journal import Journal
 
     journal = Journal()
     damaged = journal_damage(journal)
@@ -264,8 +264,8 @@ def _print_settings(run) -> None:
     changed nothing), or not set because this host does not support it (with the reason the journal holds)."""
     from tunehost.cli.layout import fold
     from tunehost.printable import one_line
-    from tunehost.tuning.engine import applied_settings
-    from tunehost.tuning.profiles import SETTING_KEYS
+    from tunehost.apply.engine import applied_settings
+    from tunehost.apply.profiles import SETTING_KEYS
 
     order = list(SETTING_KEYS)
     rank = ("changed", "already", "skipped")
@@ -289,8 +289,8 @@ def _print_settings(run) -> None:
 def _on_host(runs: list) -> tuple[list, list]:
     """(runs the host still holds, runs the journal calls active that the host shows rolled back): status reads
     the host, not only the journal. Runs on another root, or a host that cannot be read, count as the journal says."""
-    from tunehost.tuning.engine import host_state
-    from tunehost.tuning.root import open_tuning_host
+    from tunehost.apply.engine import host_state
+    from tunehost.apply.root import open_tuning_host
 
     if not runs:
         return [], []
@@ -310,7 +310,7 @@ def _on_host(runs: list) -> tuple[list, list]:
 
 def journal_damage(journal) -> str | None:
     """One line for a damaged journal (None when intact); a last line cut short by a crash is only a warning."""
-    from tunehost.tuning.journal import damage_message
+    from tunehost.apply.journal import damage_message
 
     state = journal.read()
     for d in state.damage:
@@ -322,7 +322,7 @@ def journal_damage(journal) -> str | None:
 @cli_errors
 def profiles(json_out: bool = typer.Option(False, "--json", help="Print the merged profiles as JSON.")) -> None:
     """List the tuning profiles and what each sets (includes merged)."""
-    from tunehost.tuning.profiles import SETTING_KEYS, load_all
+    from tunehost.apply.profiles import SETTING_KEYS, load_all
 
     loaded = load_all()
     if json_out:
@@ -346,7 +346,7 @@ def recommend(
 ) -> None:
     """Say which profile fits this host, and why (chassis type, battery and AC power)."""
     from tunehost.host import open_host
-    from tunehost.tuning.recommend import recommend as run_recommend
+    from tunehost.apply.recommend import recommend as run_recommend
 
     rec = run_recommend(open_host(snapshot))
     typer.echo(f"recommended profile: {rec.profile}")
@@ -390,7 +390,7 @@ def _echo_command(command: str, first: str, rest: str) -> None:
         typer.echo(line)
 
 
-def render_plan(plan: "Plan", root: str) -> None:
+def render_plan(plan: "ChangePlan", root: str) -> None:
     """The plan, every line folded to the terminal's width under its column (80 when unknown)."""
     from tunehost.printable import one_line
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from tunehost.tuning.settings import CPU_DIR, FileKnob, Knob
+from tunehost.apply.settings import CPU_DIR, FileKnob, Knob
 
 SYSCTL_FILE = "/etc/sysctl.d/90-tunehost.conf"
 TMPFILES_FILE = "/etc/tmpfiles.d/tunehost.conf"

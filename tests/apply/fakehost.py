@@ -14,7 +14,7 @@ from pathlib import Path
 from tunehost.host import Host
 from tunehost.host.commands import CommandResult
 from tunehost.host.files import HostFiles
-from tunehost.tuning.root import open_writable_root
+from tunehost.apply.root import open_writable_root
 
 THP = "sys/kernel/mm/transparent_hugepage"
 

@@ -9,11 +9,11 @@ import stat
 
 import pytest
 
-from tests.tuning.fakehost import build_root, tree
-from tunehost.tuning.engine import apply_plan, build_plan
-from tunehost.tuning.journal import Journal, parse_record
-from tunehost.tuning.profiles import builtin_dir, load_profile
-from tunehost.tuning.root import open_writable_root
+from tests.apply.fakehost import build_root, tree
+from tunehost.apply.engine import apply_plan, build_plan
+from tunehost.apply.journal import Journal, parse_record
+from tunehost.apply.profiles import builtin_dir, load_profile
+from tunehost.apply.root import open_writable_root
 
 SWAPPINESS = "proc/sys/vm/swappiness"
 

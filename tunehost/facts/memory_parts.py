@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from tunehost.cpu_memory import cpu_memory
+from tunehost.facts.cpu_memory import cpu_memory
 
 # data rates that exist as module grades (JEDEC bins and XMP/EXPO kit speeds), MT/s
 STANDARD_GRADES = (

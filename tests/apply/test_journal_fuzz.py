@@ -12,8 +12,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.tuning.fakehost import build_root  # noqa: E402
-from tunehost.tuning.journal import Journal  # noqa: E402
+from tests.apply.fakehost import build_root  # noqa: E402
+from tunehost.apply.journal import Journal  # noqa: E402
 
 KNOBS = [  # paths inside the throw-away root (a fuzzed path must never send rollback outside it)
     {"kind": "file", "key": "swappiness", "unit": "", "path": "/proc/sys/vm/swappiness", "codec": "plain"},

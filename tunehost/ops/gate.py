@@ -147,8 +147,8 @@ def host_summary(host: "Host") -> dict[str, Any]:
     """A short record of the host state a result was measured under (kept next to the results)."""
     from tunehost.facts.cpu import online_cpus
     from tunehost.facts.memory import THP_DEFRAG, THP_ENABLED, selected_mode
-    from tunehost.tuning.journal import Journal
-    from tunehost.tuning.settings import SWAPPINESS, cpufreq_path
+    from tunehost.apply.journal import Journal
+    from tunehost.apply.settings import SWAPPINESS, cpufreq_path
 
     files = host.files
     model = None

@@ -339,7 +339,7 @@ def _is_str_or_none(value: Any) -> bool:
 
 def _knob_problem(knob: Any) -> str | None:
     """Why a recorded knob cannot be used, or None."""
-    from tunehost.tuning.settings import KNOB_KINDS, knob_from_record
+    from tunehost.apply.settings import KNOB_KINDS, knob_from_record
 
     if not isinstance(knob, dict):
         return "knob is not an object"

@@ -1,0 +1,267 @@
+"""Recording and reading back measurements: a bench, tune or server-bench result as a stored run, this host's runs,
+advise's calibration from them, and doctor's `results` sample. The SQLite side is :mod:`tunehost.store.repository`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tunehost.errors import TunehostError
+from tunehost.store.repository import (NewRun, StoredResult, StoredRound, StoredRun, _now, config_key, model_hash,
+                                       open_store, store_path)
+
+if TYPE_CHECKING:
+    from tunehost.advise.host_calibration import HostCalibration, HostPoint
+    from tunehost.bench.results import SavedResult
+
+
+# ---------------------------------------------------------------- recording a bench result
+
+
+def host_identity(host: Any = None) -> tuple[dict[str, Any], str]:
+    """(identity JSON, fingerprint) of the live host (or ``host``)."""
+    from tunehost.facts import HostFacts
+    from tunehost.facts.identity import HostIdentity
+    from tunehost.host import open_host
+
+    identity = HostIdentity.gather(HostFacts(host if host is not None else open_host()))
+    return identity.to_json(), identity.fingerprint()
+
+
+def results_of(saved: "SavedResult") -> tuple[StoredResult, ...]:
+    """One StoredResult per (config, test) of a bench result: the median t/s and the rounds behind it."""
+    rows = []
+    rounds = int(saved.settings.get("rounds") or 1) if isinstance(saved.settings, Mapping) else 1
+    for config in saved.configs:
+        for test in config.tests:
+            rows.append(StoredResult(config.name, config_key(config.flags), tuple(config.flags), test.test,
+                                     test.kind, float(test.centre), rounds))
+    return tuple(rows)
+
+
+def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
+              extra: Mapping[str, Any] | None = None) -> NewRun:
+    """The NewRun of a measured bench result (model hash read from the model file); ``extra`` joins the summary."""
+    identity, fingerprint = host_identity(host)
+    build = _build_text(saved.llama_bench)
+    comparison = saved.comparison
+    default_summary = {"rounds": saved.settings.get("rounds"), "stop_reason": saved.settings.get("stop_reason"),
+                       "disturbed": saved.disturbed,
+                       "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {},
+                       "settings": {"n_prompt": saved.settings.get("n_prompt"), "n_gen": saved.settings.get("n_gen"),
+                                    "n_depth": saved.settings.get("n_depth"), "reps": saved.settings.get("reps")},
+                       "rounds_ts": rounds_ts(saved)}
+    if saved.ceiling and "error" not in saved.ceiling:  # the placement's bytes and bandwidths: a calibration point
+        default_summary["ceiling"] = dict(saved.ceiling)
+        default_summary["ceiling_config"] = saved.configs[0].name if saved.configs else None  # the baseline's
+    path = str(saved.model.get("path") or "")
+    return NewRun(command=command, host=identity, host_fp=fingerprint, build=build, model_path=path,
+                  model_hash=model_hash(path), model_name=saved.model.get("name"), results=results_of(saved),
+                  summary={**default_summary, **(extra or {})}, label=saved.label,
+                  rounds=rounds_of_watch(saved.round_watch))
+
+
+def rounds_of_watch(reports: Sequence[Any], stage: str = "") -> tuple[StoredRound, ...]:
+    """The per-round host watch of a bench (tunehost.bench.watch.WatchReport, one per counted round) as stored rows."""
+    return tuple(StoredRound(stage, i + 1, True, bool(r.disturbed), r.to_json()) for i, r in enumerate(reports))
+
+
+def server_run(result: Any, *, host: Any = None) -> NewRun:
+    """The NewRun of a server bench (tunehost.bench.server.ServerBenchResult): one row per (server, test), the
+    servers' /props as provenance. The model is identified by its file's hash where the path /props names is a
+    readable file here (a server on this host), else by the path and alias the server reported."""
+    identity, fingerprint = host_identity(host)
+    first = result.servers[0] if result.servers else None
+    path = (first.model_path if first else None) or ""
+    try:
+        digest = model_hash(path) if path else ""
+    except TunehostError:
+        digest = ""
+    if not digest:
+        reported = f"{path}|{first.model_alias if first else ''}"
+        digest = "server:" + hashlib.sha256(reported.encode()).hexdigest()[:17]
+    rounds = int(result.settings.get("rounds") or 1)
+    rows = tuple(StoredResult(c.name, config_key(c.flags), tuple(c.flags), t.test, t.kind, float(t.centre), rounds)
+                 for c in result.configs for t in c.tests)
+    comparison = result.comparison
+    summary = {"rounds": rounds, "stop_reason": result.settings.get("stop_reason"),
+               "verdicts": {r.test: r.verdict for r in comparison.rows} if comparison else {},
+               "servers": [s.to_json() for s in result.servers], "client_overhead": dict(result.overhead),
+               "disturbed": bool(getattr(result, "disturbed", False))}
+    return NewRun(command="server-bench", host=identity, host_fp=fingerprint,
+                  build=first.build if first else None, model_path=path, model_hash=digest,
+                  model_name=first.model_alias if first else None, results=rows, summary=summary, label=result.label,
+                  rounds=rounds_of_watch(getattr(result, "round_watch", ())))
+
+
+def rounds_ts(saved: "SavedResult") -> dict[str, dict[str, list[float]]]:
+    """{config: {test: [one value per counted round]}}: what a later re-measure compares with (drift)."""
+    from tunehost.bench.results import rounds_of
+    from tunehost.bench.stats import round_value
+
+    out: dict[str, dict[str, list[float]]] = {}
+    for config in saved.configs:
+        per_test = rounds_of(saved.invocations, config.name)
+        out[config.name] = {test: [round(round_value(r), 4) for r in runs if r] for test, runs in per_test.items()}
+    return out
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What this host measured for one model: TG medians over its runs (the loop back into advise)."""
+
+    runs: int
+    tg_ts: float  # median over the runs of each run's best TG median
+    last: str  # date of the newest run
+
+    def text(self, ceiling_ts: float | None = None) -> str:
+        share = f" = {self.tg_ts / ceiling_ts:.0%} of the ceiling above" if ceiling_ts else ""
+        return (f"measured here: TG {self.tg_ts:.2f} t/s{share} (from {self.runs} run{'s' if self.runs != 1 else ''}"
+                f" on this host, {self.last[:10]})")
+
+    def to_json(self, ceiling_ts: float | None = None) -> dict[str, Any]:
+        return {"runs": self.runs, "tg_ts": round(self.tg_ts, 3), "last": self.last,
+                "efficiency": round(self.tg_ts / ceiling_ts, 4) if ceiling_ts else None}
+
+
+def runs_on_host(*, host: Any = None, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
+    """The runs recorded on this host (its fingerprint), newest first: what advise reads back. [] with no store
+    (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error): advise
+    must not fail for its store, `advise --calibrate` says why."""
+    try:
+        if not store_path().is_file():
+            return []
+        _, fingerprint = host_identity(host)
+        with open_store() as store:
+            return [r for r in store.runs(limit=limit) if r.host_fp == fingerprint]
+    except TunehostError:
+        if strict:
+            raise
+        return []
+
+
+def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None,
+                     runs: Sequence[StoredRun] | None = None) -> Measured | None:
+    """TG this host measured for this model (same model hash, same host fingerprint), or None: no store, no runs,
+    or a store that cannot be read. ``runs``: this host's runs already read (:func:`runs_on_host`)."""
+    import statistics
+
+    if runs is None:
+        runs = runs_on_host(host=host)
+    if not runs:
+        return None
+    try:
+        digest = model_hash(model_path)
+    except TunehostError:
+        return None
+    mine = [r for r in runs if r.model_hash == digest]
+    tgs = [max(t.median_ts for t in r.results if t.kind == "tg") for r in mine
+           if any(t.kind == "tg" for t in r.results)]
+    if not tgs:
+        return None
+    return Measured(runs=len(tgs), tg_ts=float(statistics.median(tgs)), last=mine[0].created)
+
+
+def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
+    """Bench and tune runs (of one host: :func:`runs_on_host`) as equations of advise's band model
+    (tunehost.advise.host_calibration): runs whose summary recorded the placement's ceiling, with the TG of the
+    configuration that ceiling was computed for. Anything malformed is left out."""
+    from tunehost.advise.host_calibration import HostPoint
+    from tunehost.facts.results import REFERENCE_COMMANDS
+
+    points = []
+    for run in runs:
+        if run.command not in REFERENCE_COMMANDS:
+            continue
+        ceiling, config = run.summary.get("ceiling"), run.summary.get("ceiling_config")
+        if not isinstance(ceiling, Mapping) or not isinstance(config, str):
+            continue
+        tg = run.tg(config)
+        if tg is None:
+            continue
+        point = HostPoint.from_run(run_id=run.id, created=run.created, command=run.command,
+                                   model=run.model_name or Path(run.model_path).name, model_hash=run.model_hash,
+                                   tg_ts=tg, ceiling=ceiling)
+        if point is not None:
+            points.append(point)
+    return points
+
+
+def host_calibration(*, host: Any = None, strict: bool = False,
+                     runs: Sequence[StoredRun] | None = None) -> "HostCalibration | None":
+    """advise's constants fitted to this host's recorded runs (``runs``: already read by :func:`runs_on_host`);
+    None: no store, no usable run, or (unless ``strict``) a store that cannot be read."""
+    from tunehost.advise.host_calibration import fit_host
+
+    points = calibration_points(runs_on_host(host=host, strict=strict) if runs is None else runs)
+    return fit_host(points) if points else None
+
+
+def _build_text(llama_bench: Mapping[str, Any]) -> str | None:
+    commit, number = llama_bench.get("build_commit"), llama_bench.get("build_number")
+    if not commit and number is None:
+        return None
+    return f"b{number} ({commit})" if number is not None else str(commit)
+
+
+# ---------------------------------------------------------------- doctor's `results` sample
+
+DOCTOR_SAMPLE_FORMAT = 1
+DOCTOR_SAMPLE_RUNS = 200  # the newest runs doctor looks at (speed-drift); older ones were re-measured or are stale
+DRIFT_ROW_KEYS = ("test", "then", "now", "change_percent", "low", "high", "verdict")
+
+
+def doctor_sample(limit: int = DOCTOR_SAMPLE_RUNS, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The raw `results` sample doctor records (samples/results.json, docs/snapshot.md): the newest ``limit`` runs
+    of the store, each with its host identity, llama.cpp build, model (file name and hash only, never its path),
+    TG median per configuration and, for a drift re-measure, its verdict, reference and what changed. Never
+    raises: no store is ``{"runs": []}`` (nothing is created), one that cannot be read is ``{"error": "..."}``.
+    Interpreted by tunehost.facts.results, so an old snapshot is re-judged by newer code."""
+    from tunehost.printable import one_line
+
+    path = store_path(environ)
+    out: dict[str, Any] = {"format": DOCTOR_SAMPLE_FORMAT, "limit": int(limit), "sampled_at": _now()}
+    if not path.is_file():
+        return {**out, "runs": []}
+    try:
+        with open_store(path) as store:
+            runs = store.runs(limit=limit)
+    except (TunehostError, OSError) as exc:  # the error line names the file: keep its name, not the home directory
+        return {**out, "error": one_line(str(exc).replace(str(path.parent), "<state dir>"), 300)}
+    return {**out, "runs": [_sampled_run(run) for run in runs]}
+
+
+def _sampled_run(run: StoredRun) -> dict[str, Any]:
+    from tunehost.facts.identity import FIELDS
+    from tunehost.facts.results import MAX_CONFIGS  # what the reader keeps of a run's TG medians
+    from tunehost.printable import one_line
+
+    summary = run.summary if isinstance(run.summary, Mapping) else {}
+    name = Path(str(run.model_name or run.model_path or "")).name  # a basename: no directory of the user's
+    tg: dict[str, float] = {}
+    for r in run.results:
+        if r.kind == "tg" and len(tg) < MAX_CONFIGS:
+            tg.setdefault(one_line(r.config, 80), r.median_ts)
+    settings = summary.get("settings") if isinstance(summary.get("settings"), Mapping) else {}
+    row: dict[str, Any] = {
+        "id": run.id, "created": run.created, "command": run.command, "host_fp": run.host_fp,
+        # the identity's own fields only: whatever else a store's JSON holds stays there
+        "host": {k: run.host.get(k) for k in FIELDS} if isinstance(run.host, Mapping) else {}, "build": run.build,
+        "model": {"name": one_line(name, 120), "hash": run.model_hash}, "tg": tg, "best": summary.get("best"),
+        # what drift needs of a reference (tunehost.cli.history.last_best): per-round values of its best config
+        # ... and measured on a quiet host (a disturbed run is no reference for "this box got slower")
+        "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")) and not summary.get("disturbed"),
+        "disturbed": bool(summary.get("disturbed")),
+        "objective": settings.get("objective"),
+    }
+    if run.command == "drift":
+        rows = summary.get("rows") if isinstance(summary.get("rows"), list) else []
+        row["drift"] = {"verdict": summary.get("verdict"), "since_run": summary.get("since_run"),
+                        "changed": summary.get("changed"),
+                        "rows": [{k: r.get(k) for k in DRIFT_ROW_KEYS} for r in rows if isinstance(r, Mapping)]}
+    return row
