@@ -144,4 +144,4 @@ def test_run_bounded_is_the_one_runner() -> None:
     root = Path(__file__).resolve().parents[2] / "tunehost"
     spawners = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                       if "subprocess.Popen(" in p.read_text() or "import sh\n" in p.read_text())
-    assert spawners == ["bench/serve.py", "host/proc.py", "probes/clock_probe.py"], spawners
+    assert spawners == ["bench/server/launch.py", "host/proc.py", "probes/clock_probe.py"], spawners

@@ -185,16 +185,10 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Find what in this Linux host holds llama.cpp back, fix it safely, and prove the result."""
 
 
-COMMAND_MODULES = ("doctor", "advise", "bench", "tune", "history", "tuning", "gate", "fleet")
+COMMAND_MODULES = ("doctor", "advise", "bench", "tune", "history", "apply", "gate", "fleet")
 
 for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"tunehost.cli.{_name}")
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"tunehost.cli.{_name}":
-            raise
-        continue
-    _module.register(app)
+    importlib.import_module(f"tunehost.cli.{_name}").register(app)
 
 
 def main() -> None:

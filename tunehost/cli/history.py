@@ -200,7 +200,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     from tunehost.bench.stats import compare_rounds
     from tunehost.cli.bench import progress_view, record_result
     from tunehost.facts.identity import HostIdentity, changes
-    from tunehost.store import host_identity, open_store
+    from tunehost.store import open_store, records
 
     with open_store() as store:
         found = last_best(store.runs(model_hash=digest, limit=1000))
@@ -240,7 +240,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         rows.append({"test": test, "then": _median(values), "now": _median([_median(r) for r in now]),
                      "change_percent": round(c.change_percent, 2), "low": c.low, "high": c.high,
                      "verdict": c.verdict, "rounds_then": len(values), "rounds_now": len(now)})
-    identity, _ = host_identity()
+    identity, _ = records.host_identity()
     what_changed = changes(HostIdentity.from_json(old.host), HostIdentity.from_json(identity))
     build_now = f"b{result.llama_bench.get('build_number')} ({result.llama_bench.get('build_commit')})"
     if old.build and old.build != build_now:

@@ -75,7 +75,7 @@ def tune_command(
     refused up front."""
     from tunehost.bench import runner
     from tunehost.bench.llama_bench import run_llama_bench
-    from tunehost.store import NewRun, StoredResult, config_key, host_identity, model_hash, open_for_recording
+    from tunehost.store import NewRun, StoredResult, config_key, model_hash, records, open_for_recording
     from tunehost.tune import race, space
 
     if fmt not in FORMATS:
@@ -115,7 +115,7 @@ def tune_command(
     settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
                                  objective=objective, allow_busy=allow_busy)
 
-    identity, fingerprint = host_identity()
+    identity, fingerprint = records.host_identity()
     digest = model_hash(resolved)
     store = open_for_recording(warn)
     journal = None

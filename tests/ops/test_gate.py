@@ -150,7 +150,7 @@ def test_the_host_is_judged_after_the_wait(monkeypatch):
     """The order that matters: a compile finishing during --wait-quiet must not be judged (and measured)."""
     from tunehost.cli import doctor as doctor_cli
     from tunehost.cli.gate import GateRun, run_gate
-    from tunehost.apply import gate as gate_logic
+    from tunehost.ops import gate as gate_logic
 
     calls = []
     real_wait, real_judge = gate_logic.wait_quiet, doctor_cli.judge
