@@ -8,6 +8,8 @@ experts live in RAM (`-ot exps=CPU`, `--n-cpu-moe`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tunehost.check import Check, Fix
 from tunehost.facts.chassis import VM_FIRMWARE, machine_of
 from tunehost.facts.memory_layout import Layout, layout, rating_of
@@ -34,6 +36,44 @@ def _gbs(value: float | None) -> str:
     return f"~{value:.0f} GB/s peak" if value else ""
 
 
+@dataclass(frozen=True)
+class _Speed:
+    """One judgement of the configured speed: the facts, the layout and what follows from them."""
+
+    ram: RamFacts
+    lay: Layout
+    eff: int  # the configured MT/s
+    cap: tuple[int, str] | None  # (MT/s, why) the memory cannot exceed here (RamSpeedCheck._cap)
+    notes: str  # the platform's quirks, appended to every message
+    evidence: dict
+
+    @property
+    def rated(self) -> int:
+        return self.lay.rated or 0
+
+    @property
+    def slowest(self):
+        """The module whose rating sets the speed (the layout's ratings decide)."""
+        lay = self.lay
+        return min((m for m in lay.modules if rating_of(m, lay.platform)), key=lambda m: rating_of(m, lay.platform) or 0)
+
+    @property
+    def loss(self) -> int:
+        """Percent of the rated bandwidth lost."""
+        return 100 - _pct(self.eff, self.rated)
+
+    @property
+    def head(self) -> str:
+        """"DDR4 runs at 2133 MT/s, rated 3200 by its part number X (33 % less bandwidth: ...)"."""
+        lay, eff, rated = self.lay, self.eff, self.rated
+        source = f"part number {self.slowest.part_rating.part}" if self.slowest.part_rating else "Speed field"
+        peak_now, peak_rated = lay.peak_gbs(eff), lay.peak_gbs(rated)
+        lost = (f" ({self.loss} % less bandwidth: {_gbs(peak_now)} instead of ~{peak_rated:.0f})"
+                if peak_now and peak_rated else f" ({self.loss} % less bandwidth)")
+        return (f"{lay.mem_type} runs at {eff} MT/s, {'slowest module ' if lay.mixed else ''}rated {rated} by its "
+                f"{source}{lost}")
+
+
 class RamSpeedCheck(Check):
     id = "ram-speed"
     title = "RAM speed and channels"
@@ -56,88 +96,91 @@ class RamSpeedCheck(Check):
 
     # -- speed vs rating ------------------------------------------------------------------------------------------
     def _speed(self, ram: RamFacts, lay: Layout, evidence: dict):
-        eff, rated, t = lay.effective, lay.rated, lay.mem_type
-        notes = self._quirk_notes(lay)
+        eff = lay.effective
         if eff is None:
             return self.skip("the firmware does not report the configured memory speed (Configured Memory Speed: "
                              "Unknown): cannot judge it", evidence)
+        c = _Speed(ram, lay, eff, self._cap(ram, lay), self._quirk_notes(lay), evidence)
+        if lay.rated is None or lay.unknown is not None:
+            return self._unrated(c)
+        if eff >= lay.rated * 0.995:  # 2666 vs 2667: firmware rounding of the same grade
+            return self._at_rating(c)
+        below = {"soldered": self._soldered_below, "server": self._server_speed, "mobile": self._mobile_below}
+        return below.get(lay.platform, self._desktop_below)(c)
+
+    def _unrated(self, c: "_Speed"):
+        """The modules' rating is not known: judge from the controller's cap and JEDEC, else skip with the reason."""
+        lay, eff, t, cap, notes, evidence = c.lay, c.eff, c.lay.mem_type, c.cap, c.notes, c.evidence
         unknown = lay.unknown
-        cap = self._cap(ram, lay)
-        if cap is not None and eff >= cap[0] * 0.98 and (rated is None or unknown is not None):
+        if cap is not None and eff >= cap[0] * 0.98:
             return self.ok(f"{t} at {eff} MT/s, the fastest this memory controller runs it ({cap[1]}); the modules' "
                            f"own rating is not reported{notes}", evidence)
         if unknown is not None and lay.gen and eff > JEDEC_MAX[lay.gen]:
             where = f", {self._channel_words(lay)}" if self._channel_words(lay) else ""
             return self.ok(f"{t} at {eff} MT/s, above every JEDEC speed: XMP/EXPO is on (the exact rating is not in "
                            f"the part number){where}{notes}", evidence)
-        if rated is None or unknown is not None:
-            if unknown is not None:
-                return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown: "
-                                 f"{unknown.rating_unknown}. If the label "
-                                 f"on the modules says more than {eff} MT/s, enable XMP/EXPO in the firmware setup",
-                                 evidence)
-            parts = sorted({m.device.part_number or "not reported" for m in lay.modules})
-            return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown (part number "
-                             f"{', '.join(parts)} not decoded, Speed not reported)", evidence)
-        slowest = min((m for m in lay.modules if rating_of(m, lay.platform)),
-                      key=lambda m: rating_of(m, lay.platform) or 0)
-        source = (f"part number {slowest.part_rating.part}" if slowest.part_rating else "Speed field")
-        peak_now, peak_rated = lay.peak_gbs(eff), lay.peak_gbs(rated)
-        channels = self._channel_words(lay)
+        if unknown is not None:
+            return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown: "
+                             f"{unknown.rating_unknown}. If the label "
+                             f"on the modules says more than {eff} MT/s, enable XMP/EXPO in the firmware setup",
+                             evidence)
+        parts = sorted({m.device.part_number or "not reported" for m in lay.modules})
+        return self.skip(f"{t} runs at {eff} MT/s, but the modules' rating is unknown (part number "
+                         f"{', '.join(parts)} not decoded, Speed not reported)", evidence)
 
-        if eff >= rated * 0.995:  # 2666 vs 2667: firmware rounding of the same grade
-            dpc = lay.dimms_per_channel
-            if lay.platform == "server" and cap is not None and eff < cap[0] * 0.98 and dpc and dpc >= 2:
-                return self.info(
-                    f"{t} at {eff} MT/s with {dpc} DIMMs per channel: the platform lowers the speed for that "
-                    f"population ({cap[1]} with one DIMM per channel){notes}", evidence,
-                    fix=Fix(f"Nothing is misconfigured. Fewer, larger RDIMMs (one per channel) would run at up to "
-                            f"{cap[0]} MT/s."), detail=WHY)
-            if lay.mixed:
-                rates = sorted({m.rating for m in lay.modules if m.rating})
-                held = f" ({slowest.name}, {slowest.device.part_number or 'part not reported'}, holds the others back)"
-                return self.info(
-                    f"Mixed modules rated {' and '.join(map(str, rates))} MT/s: all run at {eff} MT/s because the "
-                    f"slowest module sets the speed{held}{notes}", evidence,
-                    fix=Fix(f"Nothing is misconfigured. To run at {lay.rated_max} MT/s, replace the slower module(s) "
-                            f"with ones matching the faster one (ideally one matched kit)."),
-                    detail=WHY)
-            how = ""
-            if lay.profile and lay.gen and eff > JEDEC_BASE.get(lay.gen, eff):
-                how = " (XMP/EXPO on)"
-            where = f", {channels}" if channels else ""
-            bw = f": {_gbs(peak_now)}" if peak_now else ""
-            return self.ok(f"{t} at {eff} MT/s, the modules' rated speed{how}{where}{bw}{notes}", evidence)
-
-        loss = 100 - _pct(eff, rated)
-        lost = (f" ({loss} % less bandwidth: {_gbs(peak_now)} instead of ~{peak_rated:.0f})" if peak_now and peak_rated
-                else f" ({loss} % less bandwidth)")
-        head = f"{t} runs at {eff} MT/s, {'slowest module ' if lay.mixed else ''}rated {rated} by its {source}{lost}"
-
-        if lay.platform == "soldered":
+    def _at_rating(self, c: "_Speed"):
+        lay, eff, t, cap, notes, evidence = c.lay, c.eff, c.lay.mem_type, c.cap, c.notes, c.evidence
+        dpc = lay.dimms_per_channel
+        if lay.platform == "server" and cap is not None and eff < cap[0] * 0.98 and dpc and dpc >= 2:
             return self.info(
-                f"Soldered {head}: the platform firmware chose this speed; soldered memory has no XMP/EXPO and is "
-                f"not user-tunable{notes}", evidence,
-                fix=Fix("Nothing to change in the OS or the firmware setup: the speed of soldered memory is fixed by "
-                        "the vendor (a firmware update rarely raises it). Count on this bandwidth when sizing models."),
+                f"{t} at {eff} MT/s with {dpc} DIMMs per channel: the platform lowers the speed for that "
+                f"population ({cap[1]} with one DIMM per channel){notes}", evidence,
+                fix=Fix(f"Nothing is misconfigured. Fewer, larger RDIMMs (one per channel) would run at up to "
+                        f"{cap[0]} MT/s."), detail=WHY)
+        if lay.mixed:
+            slowest = c.slowest
+            rates = sorted({m.rating for m in lay.modules if m.rating})
+            held = f" ({slowest.name}, {slowest.device.part_number or 'part not reported'}, holds the others back)"
+            return self.info(
+                f"Mixed modules rated {' and '.join(map(str, rates))} MT/s: all run at {eff} MT/s because the "
+                f"slowest module sets the speed{held}{notes}", evidence,
+                fix=Fix(f"Nothing is misconfigured. To run at {lay.rated_max} MT/s, replace the slower module(s) "
+                        f"with ones matching the faster one (ideally one matched kit)."),
                 detail=WHY)
-        if lay.platform == "server":
-            return self._server_speed(ram, lay, head, eff, rated, cap, notes, evidence)
-        limit = cap if lay.platform == "mobile" else platform_memory_limit(ram.cpu_model, ram.product, lay.mem_type)
-        if lay.platform == "mobile" and limit and eff >= limit[0] * 0.98:
+        how = ""
+        if lay.profile and lay.gen and eff > JEDEC_BASE.get(lay.gen, eff):
+            how = " (XMP/EXPO on)"
+        channels = self._channel_words(lay)
+        where = f", {channels}" if channels else ""
+        peak_now = lay.peak_gbs(eff)
+        bw = f": {_gbs(peak_now)}" if peak_now else ""
+        return self.ok(f"{t} at {eff} MT/s, the modules' rated speed{how}{where}{bw}{notes}", evidence)
+
+    def _soldered_below(self, c: "_Speed"):
+        return self.info(
+            f"Soldered {c.head}: the platform firmware chose this speed; soldered memory has no XMP/EXPO and is "
+            f"not user-tunable{c.notes}", c.evidence,
+            fix=Fix("Nothing to change in the OS or the firmware setup: the speed of soldered memory is fixed by "
+                    "the vendor (a firmware update rarely raises it). Count on this bandwidth when sizing models."),
+            detail=WHY)
+
+    def _mobile_below(self, c: "_Speed"):
+        lay, limit, head, notes, evidence = c.lay, c.cap, c.head, c.notes, c.evidence
+        if limit and c.eff >= limit[0] * 0.98:
             return self.info(
                 f"{head}: CPU-limited, not a setting — {limit[1]}{notes}", evidence,
                 fix=Fix(f"Nothing to change: this CPU does not run memory above {limit[0]} MT/s."), detail=WHY)
-        if lay.platform == "mobile":
-            return self.warn(
-                f"{head}: the firmware runs the SODIMMs below their rating; most laptops and mini PCs offer no "
-                f"XMP/EXPO to change it ({lay.platform_why.replace('(', '').replace(')', '')}){notes}", evidence,
-                fix=Fix("Check the firmware setup for a memory-speed option and install firmware updates (some raise "
-                        "memory speed); otherwise this is the platform's limit. Mixed or odd-sized SODIMMs can also "
-                        "pull the speed down: use a matched pair.", (FIRMWARE, "sudo fwupdmgr get-updates")),
-                detail=WHY)
+        return self.warn(
+            f"{head}: the firmware runs the SODIMMs below their rating; most laptops and mini PCs offer no "
+            f"XMP/EXPO to change it ({lay.platform_why.replace('(', '').replace(')', '')}){notes}", evidence,
+            fix=Fix("Check the firmware setup for a memory-speed option and install firmware updates (some raise "
+                    "memory speed); otherwise this is the platform's limit. Mixed or odd-sized SODIMMs can also "
+                    "pull the speed down: use a matched pair.", (FIRMWARE, "sudo fwupdmgr get-updates")),
+            detail=WHY)
 
-        # desktop
+    def _desktop_below(self, c: "_Speed"):
+        lay, eff, rated, head, notes, evidence, loss = c.lay, c.eff, c.rated, c.head, c.notes, c.evidence, c.loss
+        limit = platform_memory_limit(c.ram.cpu_model, c.ram.product, lay.mem_type)
         below_jedec = ""
         if lay.gen and eff < JEDEC_BASE[lay.gen]:
             below_jedec = f", below even the JEDEC base {lay.gen}-{JEDEC_BASE[lay.gen]}"
@@ -169,29 +212,34 @@ class RamSpeedCheck(Check):
                         f"test; keep {eff} MT/s if it is not stable.", (FIRMWARE,)),
                 detail=WHY)
         if lay.gen and eff <= JEDEC_MAX[lay.gen]:
-            if lay.profile and eff > JEDEC_BASE[lay.gen] and loss <= 12:
-                return self._reduced_profile("above the JEDEC base speed, so a profile or a manual speed is applied",
-                                             head, loss, rated, notes, evidence)
-            if lay.profile:
-                extra = f"; {one_channel}" if one_channel else ""
-                return self.fail(
-                    f"XMP/EXPO is off: {head}{below_jedec}{extra}{notes}", evidence,
-                    fix=Fix(f"Enable the XMP (Intel) / EXPO (AMD) profile in the firmware setup ('XMP Profile 1', "
-                            f"'EXPO I', 'DOCP' on ASUS); the command reboots into it. Then `{VERIFY}` should show "
-                            f"{rated} MT/s.", (FIRMWARE,)),
-                    detail=WHY)
-            return self.warn(
-                f"{head}{below_jedec}: below the modules' JEDEC rating (the CPU's supported speed, the board, or a "
-                f"manual setting in the firmware){notes}", evidence,
-                fix=Fix(f"Check the memory frequency in the firmware setup (Auto or {rated}) and the CPU's supported "
-                        f"memory speed.", (FIRMWARE,)),
-                detail=WHY)
+            return self._at_jedec(c, below_jedec, one_channel)
         if loss <= 20:
             return self._reduced_profile("XMP/EXPO is applied", head, loss, rated, notes, evidence)
         return self.warn(
             f"{head}: XMP/EXPO seems applied but well below the kit's rating{notes}", evidence,
             fix=Fix(f"Load the kit's XMP/EXPO profile ({rated} MT/s) in the firmware setup, or the next lower speed "
                     f"that is stable.", (FIRMWARE,)),
+            detail=WHY)
+
+    def _at_jedec(self, c: "_Speed", below_jedec: str, one_channel: str | None):
+        """A desktop kit at or under a JEDEC speed, below its rating: XMP/EXPO off (or a manual setting)."""
+        lay, rated, head, notes, evidence, loss = c.lay, c.rated, c.head, c.notes, c.evidence, c.loss
+        if lay.profile and c.eff > JEDEC_BASE[lay.gen] and loss <= 12:
+            return self._reduced_profile("above the JEDEC base speed, so a profile or a manual speed is applied",
+                                         head, loss, rated, notes, evidence)
+        if lay.profile:
+            extra = f"; {one_channel}" if one_channel else ""
+            return self.fail(
+                f"XMP/EXPO is off: {head}{below_jedec}{extra}{notes}", evidence,
+                fix=Fix(f"Enable the XMP (Intel) / EXPO (AMD) profile in the firmware setup ('XMP Profile 1', "
+                        f"'EXPO I', 'DOCP' on ASUS); the command reboots into it. Then `{VERIFY}` should show "
+                        f"{rated} MT/s.", (FIRMWARE,)),
+                detail=WHY)
+        return self.warn(
+            f"{head}{below_jedec}: below the modules' JEDEC rating (the CPU's supported speed, the board, or a "
+            f"manual setting in the firmware){notes}", evidence,
+            fix=Fix(f"Check the memory frequency in the firmware setup (Auto or {rated}) and the CPU's supported "
+                    f"memory speed.", (FIRMWARE,)),
             detail=WHY)
 
     def _reduced_profile(self, how: str, head: str, loss: int, rated: int, notes: str, evidence: dict):
@@ -213,8 +261,8 @@ class RamSpeedCheck(Check):
         limit = lay.cpu.max_for(lay.mem_type) if lay.cpu is not None else None
         return (limit[0], f"the CPU ({ram.cpu_model}) supports at most {limit[1]}") if limit else None
 
-    def _server_speed(self, ram: RamFacts, lay: Layout, head: str, eff: int, rated: int,
-                      cap: tuple[int, str] | None, notes: str, evidence: dict):
+    def _server_speed(self, c: "_Speed"):
+        ram, lay, head, eff, rated, cap, notes, evidence = c.ram, c.lay, c.head, c.eff, c.rated, c.cap, c.notes, c.evidence
         dpc = lay.dimms_per_channel
         if cap is not None and eff >= min(rated, cap[0]) * 0.98:
             return self.info(
