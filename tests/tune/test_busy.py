@@ -133,7 +133,7 @@ def loaded(monkeypatch, tmp_path):
     """`tunehost tune` on a simulated 2-CPU host: llama-bench and the host watch are a LoadedBench."""
     from tunehost import store
     from tunehost.bench import llama_bench
-    from tunehost.cli import tune as tune_cli
+    from tunehost.ops import tune as tune_op
 
     binary = tmp_path / "llama-bench"
     binary.write_text("#!/bin/sh\n")
@@ -144,16 +144,16 @@ def loaded(monkeypatch, tmp_path):
     monkeypatch.setattr(llama_bench, "run_llama_bench", lambda b, args, timeout: state["bench"](args))
     monkeypatch.setattr(store.records, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
 
-    def plan_here(path, ctx):
+    def plan_here(path, ctx, facts):
         from tunehost.advise.plan import AdviseOptions, plan
         from tunehost.model import read_model
 
         facts = read_model(path)
         return plan(facts, HOST2, AdviseOptions(model_path=path, ctx=ctx or 512)), HOST2, facts
 
-    monkeypatch.setattr(tune_cli, "_plan", plan_here)
-    monkeypatch.setattr(tune_cli, "CLOCK", lambda: state["bench"].now)
-    monkeypatch.setattr(tune_cli, "_race_watch", lambda: state["bench"].watch())
+    monkeypatch.setattr(tune_op, "_plan", plan_here)
+    monkeypatch.setattr(tune_op, "CLOCK", lambda: state["bench"].now)
+    monkeypatch.setattr(tune_op, "race_watch", lambda host: state["bench"].watch())
     return state
 
 

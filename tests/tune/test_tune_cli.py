@@ -33,7 +33,7 @@ def boundary(monkeypatch, tmp_path):
     """llama-bench (a FakeBench: -t 4 is 30 % faster), its --help, the host view, the host identity."""
     from tunehost import store
     from tunehost.bench import llama_bench
-    from tunehost.cli import tune as tune_cli
+    from tunehost.ops import tune as tune_op
 
     binary = tmp_path / "llama-bench"
     binary.write_text("#!/bin/sh\n")
@@ -43,16 +43,16 @@ def boundary(monkeypatch, tmp_path):
     monkeypatch.setattr(llama_bench, "run_llama_bench", lambda b, args, timeout: state["fake"](args))
     monkeypatch.setattr(store.records, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
 
-    def plan_here(path, ctx):
+    def plan_here(path, ctx, facts):
         from tunehost.advise.plan import AdviseOptions, plan
         from tunehost.model import read_model
 
         facts = read_model(path)
         return plan(facts, state["host"], AdviseOptions(model_path=path, ctx=ctx or 512)), state["host"], facts
 
-    monkeypatch.setattr(tune_cli, "_plan", plan_here)
-    monkeypatch.setattr(tune_cli, "CLOCK", lambda: state["fake"].now)
-    monkeypatch.setattr(tune_cli, "_race_watch", lambda: quiet_watch(state["fake"]))
+    monkeypatch.setattr(tune_op, "_plan", plan_here)
+    monkeypatch.setattr(tune_op, "CLOCK", lambda: state["fake"].now)
+    monkeypatch.setattr(tune_op, "race_watch", lambda host: quiet_watch(state["fake"]))
     return state
 
 

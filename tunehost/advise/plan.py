@@ -111,6 +111,17 @@ class PlanBudget:
 
 
 @dataclass(frozen=True)
+class Shortfall:
+    """Why a plan does not fit: the memory it overflows ("VRAM" | "RAM" | "unified memory"), the bytes it needs
+    there and the bytes free, and the line that says so."""
+
+    memory: str
+    needed: int
+    free: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Plan:
     model: str
     model_name: str | None
@@ -134,6 +145,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     suggestions: tuple[str, ...] = ()
     alternatives: tuple[tuple[str, tuple[Flag, ...]], ...] = ()
+    shortfalls: tuple[Shortfall, ...] = ()  # why it does not fit (fits is False exactly when there is one)
 
     def flag(self, name: str) -> Flag | None:
         return self.launch().flag(name)
@@ -207,23 +219,28 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     placement = _place(model, settings, host, gpu, extra_gpu, options, warnings, notes)
     path, budget, ngl, n_cpu_moe, overrides, source = placement
 
-    fits = True
+    shortfalls: list[Shortfall] = []
     ram_need = budget.cpu_total + sum(r.ram for r in extras)
     gpu_need = budget.gpu_total + extra_gpu
     pool_free = None
     if path == "unified" and gpu is not None:
         pool_free = _unified_pool(gpu, host)
         if pool_free is not None and gpu_need + ram_need > pool_free:
-            fits = False
-            warnings.append(f"does not fit: the plan needs {gib(gpu_need + ram_need)} of unified memory, "
-                            f"{gib(pool_free)} is free (GPU carve-out + available RAM)")
+            shortfalls.append(Shortfall("unified memory", gpu_need + ram_need, pool_free,
+                                        f"does not fit: the plan needs {gib(gpu_need + ram_need)} of unified memory, "
+                                        f"{gib(pool_free)} is free (GPU carve-out + available RAM)"))
+            warnings.append(shortfalls[-1].text)
     elif path in ("gpu", "moe", "split") and gpu is not None and gpu.free_bytes is not None:
-        if gpu_need > gpu.free_bytes:
-            fits = False
+        if gpu_need > gpu.free_bytes:  # (the placement's own warning says so, when it has one)
+            shortfalls.append(Shortfall("VRAM", gpu_need, gpu.free_bytes,
+                                        f"does not fit in {gpu.name}'s {gib(gpu.free_bytes)} free VRAM: the plan "
+                                        f"needs {gib(gpu_need)}"))
     if path != "unified" and host.ram_available is not None and ram_need > host.ram_available:
-        fits = False
-        warnings.append(f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only {gib(host.ram_available)} "
-                        "is available (MemAvailable); it would page from disk")
+        shortfalls.append(Shortfall("RAM", ram_need, host.ram_available,
+                                    f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only "
+                                    f"{gib(host.ram_available)} is available (MemAvailable); it would page from disk"))
+        warnings.append(shortfalls[-1].text)
+    fits = not shortfalls
 
     if model.memory_note:
         notes.append(model.memory_note)
@@ -258,7 +275,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
         parallel=options.parallel, kv_type=kv_type, flags=tuple(flags), env=tuple(env), pin_cpus=pin,
         pin_reason=pin_reason, budget=budget_view, ceiling=ceiling, mlock_wanted=mlock_wanted, mlock_fix=mlock_fix,
         nice=nice, server=options.server, warnings=tuple(warnings), notes=tuple(dict.fromkeys(notes)),
-        suggestions=tuple(suggestions), alternatives=alternatives)
+        suggestions=tuple(suggestions), alternatives=alternatives, shortfalls=tuple(shortfalls))
 
 
 def apply_caps(p: Plan, caps: Any) -> Plan:
