@@ -246,14 +246,14 @@ def test_challengers_dropped_for_load_mark_the_outcome_disturbed_and_the_headlin
 
 
 def test_the_confirmation_never_drops_the_searchs_best_for_load():
-    from tunehost.tune.race import race_stage
+    from tunehost.tune.race import Stage, race_stage
 
     # the best uses more CPUs than the plan; a load comes during the confirmation: it waits, then stops
     bench = LoadedBench(lambda t: 0.4 if t > 40.0 else 0.0, cpus=16, seed=1, threads_speed={8: 1.0, 16: 1.0})
     plan = cand("plan", t="8", ub="512")
     best = cand("best", t="16", ub="256")
     measurer = Measurer(bench, clock=bench.clock, watch=bench.watch())
-    stage = race_stage("confirmation", plan, [best], measurer, SETTINGS, end_s=SETTINGS.budget_s)
+    stage = race_stage(Stage("confirmation", plan, (best,), measurer, SETTINGS, end_s=SETTINGS.budget_s))
     assert stage.stop_reason == "host busy" and not stage.dropped and not stage.load_dropped
     assert stage.winner == plan and stage.busy and "waited" in stage.busy
 

@@ -240,3 +240,23 @@ def test_progress_text_with_a_hostile_process_name_is_shown_not_read_as_markup(h
         progress._progress.refresh()
     assert "[/]" in out.getvalue() or hostile != "[/]"
     assert "\x1b[31mred" not in out.getvalue()
+
+
+def test_tune_opens_the_host_once(cli, model, boundary, monkeypatch):
+    """The CLI opens the host; the operation and everything below it use that one (issue 31)."""
+    import tunehost.host as host_layer
+    from tunehost.store import records
+
+    opened = []
+    real = host_layer.open_host
+
+    def counted(*args, **kwargs):
+        opened.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(host_layer, "open_host", counted)
+    given = []
+    monkeypatch.setattr(records, "host_identity", lambda host=None: given.append(host) or ({"cpu": "Test CPU"}, "fp"))
+    result = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16")
+    assert result.exit_code == 0, result.output
+    assert len(opened) == 1 and len(given) == 1 and given[0] is not None

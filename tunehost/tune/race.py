@@ -416,199 +416,284 @@ class StageOutcome:
         return line
 
 
-def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate], measurer: Measurer,
-               settings: TuneSettings, *, end_s: float, hard_end_s: float | None = None, alpha: float | None = None,
-               on_progress: Callable[[TuneProgress], None] | None = None,
-               resume: StageOutcome | None = None) -> StageOutcome:
-    """Race ``challengers`` against ``incumbent`` until one remains, the result is clear, or ``end_s`` (on the
-    measurer's budget clock) would be passed by another round once ``min_rounds`` ran (``hard_end_s``: even
-    before). ``resume``: an earlier outcome of this very stage, continued where it stopped (its intervals are
-    confidence sequences: valid at any number of rounds). ``on_progress`` gets a TuneProgress whose stage index
-    and count the caller fills in. See the module docstring for the rules."""
-    arms: list[Candidate] = [incumbent]
-    for c in challengers:
+@dataclass(frozen=True)
+class Stage:
+    """One stage to race: ``challengers`` against ``incumbent`` on ``measurer``, until ``end_s`` on the measurer's
+    budget clock once ``min_rounds`` ran (``hard_end_s``: even before). ``alpha``: the stage's error level (the
+    settings' by default). ``resume``: an earlier outcome of this very stage, continued where it stopped (its
+    intervals are confidence sequences: valid at any number of rounds). ``on_progress`` gets a TuneProgress whose
+    stage index and count the caller fills in."""
+
+    knob: str
+    incumbent: Candidate
+    challengers: tuple[Candidate, ...]
+    measurer: Measurer = field(compare=False)
+    settings: TuneSettings
+    end_s: float
+    hard_end_s: float | None = None
+    alpha: float | None = None
+    on_progress: Callable[[TuneProgress], None] | None = field(default=None, compare=False)
+    resume: StageOutcome | None = None
+
+    @property
+    def limit_s(self) -> float:
+        """The end no round may pass (the hard end when there is one)."""
+        return self.end_s if self.hard_end_s is None else self.hard_end_s
+
+
+def race_stage(stage: Stage) -> StageOutcome:
+    """Race the stage's challengers against its incumbent until one remains, the result is clear, or the budget
+    (:class:`Stage`) ends it. See the module docstring for the rules."""
+    arms: list[Candidate] = [stage.incumbent]
+    for c in stage.challengers:
         if c.args not in {a.args for a in arms}:
             arms.append(c)
     if len(arms) == 1:
-        return StageOutcome(knob, incumbent, incumbent, None, 0, (), "no alternative fits", 1, candidates=(incumbent,))
-    alpha = settings.alpha if alpha is None else alpha
-    pairs = len(arms) * (len(arms) - 1) // 2
-    confidence = 1.0 - alpha / pairs
-    kinds = settings.tests()
-    dropped: list[tuple[str, str]] = list(resume.dropped) if resume else []
-    alive = [a for a in arms if a.label not in {label for label, _ in dropped}]
-    scores: dict[Candidate, dict[int, float]] = {
-        a: dict(enumerate(resume.scores.get(a.label, ()))) if resume else {} for a in arms}
-    marks: list[RoundMark] = list(resume.marks) if resume else []
-    discarded = resume.discarded if resume else 0
-    disturbed_rounds = resume.disturbed_rounds if resume else 0
-    busy: str | None = resume.busy if resume else None
-    load_dropped: list[str] = list(resume.load_dropped) if resume else []
-    round_reports: list[WatchReport] = []
-    confirming = knob == "confirmation"
+        return StageOutcome(stage.knob, stage.incumbent, stage.incumbent, None, 0, (), "no alternative fits", 1,
+                            candidates=(stage.incumbent,))
+    race = _StageRace(stage, arms)
+    if stage.settings.warmup and stage.resume is None:
+        race.warm_up()
+    race.run()
+    return race.outcome()
 
-    def strict() -> bool:
+
+class _StageRace:
+    """The state of one stage's race: the arms still in it, their per-round scores, the rounds the host watch
+    counted or discarded, and why it stopped."""
+
+    def __init__(self, stage: Stage, arms: list[Candidate]):
+        resume = stage.resume
+        self.stage, self.arms = stage, arms
+        alpha = stage.settings.alpha if stage.alpha is None else stage.alpha
+        self.confidence = 1.0 - alpha / (len(arms) * (len(arms) - 1) // 2)  # Bonferroni over the pairs
+        self.kinds = stage.settings.tests()
+        self.dropped: list[tuple[str, str]] = list(resume.dropped) if resume else []
+        self.alive = [a for a in arms if a.label not in {label for label, _ in self.dropped}]
+        self.scores: dict[Candidate, dict[int, float]] = {
+            a: dict(enumerate(resume.scores.get(a.label, ()))) if resume else {} for a in arms}
+        self.marks: list[RoundMark] = list(resume.marks) if resume else []
+        self.discarded = resume.discarded if resume else 0
+        self.disturbed_rounds = resume.disturbed_rounds if resume else 0
+        self.busy: str | None = resume.busy if resume else None
+        self.load_dropped: list[str] = list(resume.load_dropped) if resume else []
+        self.round_reports: list[WatchReport] = []
+        self.rounds = resume.rounds if resume else 0
+        self.attempts = len(self.marks)
+        self.streak = 0
+        self.stop = "max rounds"
+        self.leader = stage.incumbent
+        self.last_round_s = 0.0
+        self.last: dict[Candidate, RoundsComparison] = {}  # each challenger's latest interval against the incumbent
+        if resume and resume.comparison is not None and resume.challenger:
+            for a in self.alive:
+                if a.label == resume.challenger:
+                    self.last[a] = resume.comparison
+
+    # ---- the round loop
+
+    def warm_up(self) -> None:
+        for group in groups_of(self.alive):
+            self.call(group, 1, False)
+
+    def run(self) -> None:
+        """Rounds until the stage stops (``self.stop`` says why)."""
+        while True:
+            if len(self.alive) == 1:
+                self.stop = "every challenger dropped"
+                return
+            report = self.play_round()
+            disturbed = report is not None and report.disturbed
+            if disturbed and self.busy is None and report is not None:
+                self.busy = report.reasons[0]
+            if disturbed and not self.stage.settings.allow_busy:
+                if self.discard(report):
+                    return
+                continue
+            self.streak = 0
+            if self.count(report, disturbed):
+                return
+
+    def play_round(self) -> WatchReport | None:
+        """Every arm alive once (the order reversed every other attempt); the round's watch report, judged."""
+        measurer, settings = self.stage.measurer, self.stage.settings
+        began = measurer.spent_s
+        reverse = self.attempts % 2 == 1
+        self.attempts += 1
+        groups = groups_of(self.alive)
+        self.round_reports.clear()
+        for group in (groups[::-1] if reverse else groups):
+            got = self.call(group, settings.reps, reverse)
+            for arm, results in (got or {}).items():
+                if arm in self.alive:
+                    self.scores[arm][self.rounds] = score(results, settings.objective)
+        self.last_round_s = measurer.spent_s - began
+        return self.judged(combine(self.round_reports))
+
+    def discard(self, report: WatchReport | None) -> bool:
+        """A disturbed round is never counted: its values leave the race and it is run again (after waiting for
+        quiet when the host stays busy). True when the stage stops here."""
+        stage = self.stage
+        for arm in self.arms:
+            self.scores[arm].pop(self.rounds, None)
+        self.marks.append(RoundMark(stage.knob, self.attempts, False, report))
+        self.discarded += 1
+        self.streak += 1
+        if self.streak >= stage.settings.busy_streak:
+            waited = self.wait_quiet(report)
+            if waited is None:  # the challengers that need the busy CPUs left the race: go on without them
+                return False
+            if not waited.quiet:
+                self.busy = (f"{report.reasons[0] if report else self.busy}; waited {waited.waited_s:.0f} s "
+                             "for quiet")
+                self.stop = "host busy"
+                return True
+            self.streak = 0
+        if stage.measurer.spent_s + self.last_round_s > stage.limit_s:
+            self.stop = "budget" if self.rounds >= stage.settings.min_rounds else "host busy"
+            return True
+        return False
+
+    def wait_quiet(self, report: WatchReport | None) -> QuietWait | None:
+        """Wait for quiet after disturbed rounds in a row. Challengers that keep more CPUs busy than the incumbent
+        are the first a load disturbs: when quiet does not come for them, they leave the race (never raced under
+        the load, and the outcome says so: it is marked disturbed) and None is returned. Never in the
+        confirmation: dropping the search's best there would turn "not raced" into "the plan is the fastest"."""
+        stage = self.stage
+        self.progress(None, f"waiting for quiet: {self.busy}")
+        base = cpus_of([stage.incumbent])
+        greedy = [] if stage.knob == "confirmation" else [
+            a for a in self.alive if a != stage.incumbent and base is not None and (cpus_of([a]) or 1 << 16) > base]
+        share = GREEDY_WAIT_SHARE if greedy else 1.0
+        waited = stage.measurer.wait_quiet((stage.limit_s - stage.measurer.spent_s) * share,
+                                           None if self.strict() else cpus_of(self.alive))
+        if waited.quiet or not greedy:
+            return waited
+        why = report.reasons[0] if report and report.reasons else self.busy
+        for arm in greedy:
+            self.drop(arm, f"needs CPUs that other processes kept busy ({why}); not raced under that load")
+            self.load_dropped.append(arm.label)
+        self.streak = 0
+        return None
+
+    def count(self, report: WatchReport | None, disturbed: bool) -> bool:
+        """A counted round: the intervals against the incumbent, the leader, the arms dropped beyond the noise.
+        True when the stage stops here."""
+        stage, settings = self.stage, self.stage.settings
+        incumbent = stage.incumbent
+        for arm in list(self.alive):  # an arm that failed this round after others ran: its partial round is dropped
+            if self.rounds not in self.scores[arm]:
+                self.drop(arm, "no result this round")
+        self.marks.append(RoundMark(stage.knob, self.attempts, True, report))
+        if disturbed:
+            self.disturbed_rounds += 1
+        self.rounds += 1
+        comparisons = {a: self.compare(incumbent, a) for a in self.alive if a != incumbent}
+        self.last.update(comparisons)
+        leader = max(comparisons, key=lambda a: comparisons[a].ratio, default=incumbent)
+        if leader != incumbent and comparisons[leader].ratio <= 1.0:
+            leader = incumbent
+        self.leader = leader
+        self.progress(comparisons[leader].ratio - 1.0 if leader != incumbent else None)
+        if self.rounds >= settings.min_rounds:
+            self.prune(comparisons)
+            challengers_left = [a for a in self.alive if a != incumbent]
+            if len(challengers_left) == 1 and comparisons[challengers_left[0]].verdict == "faster":
+                self.stop = "decided"
+                return True
+        if len(self.alive) == 1:
+            self.stop = "every challenger dropped"
+            return True
+        if self.rounds >= settings.max_rounds:
+            self.stop = f"max rounds ({settings.max_rounds})"
+            return True
+        # the stage's share ends it once it could decide (min_rounds); the hard end (the whole search's) always
+        spent = stage.measurer.spent_s + self.last_round_s
+        if (self.rounds >= settings.min_rounds and spent > stage.end_s) or spent > stage.limit_s:
+            self.stop = "budget"
+            return True
+        return False
+
+    def prune(self, comparisons: Mapping[Candidate, RoundsComparison]) -> None:
+        """Drop the arms that cannot beat the incumbent by the threshold, or lose to the leader beyond the noise."""
+        incumbent, threshold, leader = self.stage.incumbent, self.stage.settings.threshold, self.leader
+        for arm, comparison in comparisons.items():
+            if comparison.high < 1.0 + threshold:
+                self.drop(arm, f"cannot beat {incumbent.label} by {threshold:.0%} "
+                               f"({_interval(comparison)}, {self.rounds} rounds)")
+            elif arm != leader and leader != incumbent:
+                versus = self.compare(leader, arm)
+                if versus.high < 1.0:
+                    self.drop(arm, f"slower than {leader.label} beyond the noise ({_interval(versus)})")
+
+    def outcome(self) -> StageOutcome:
+        stage, incumbent = self.stage, self.stage.incumbent
+        final = {a: self.compare(incumbent, a) for a in self.alive if a != incumbent}
+        faster = [a for a in final if final[a].verdict == "faster"]
+        winner = max(faster, key=lambda a: final[a].ratio) if faster else incumbent
+        if winner != incumbent:
+            best: Candidate | None = winner
+        else:  # the incumbent stayed: the best any challenger showed (for the report)
+            best = max(self.last, key=lambda a: self.last[a].ratio, default=None)
+        return StageOutcome(stage.knob, incumbent, winner, self.last.get(best) if best is not None else None,
+                            self.rounds, tuple(self.dropped), self.stop, len(self.arms),
+                            {a.label: tuple(v for _, v in sorted(s.items())) for a, s in self.scores.items()},
+                            best.label if best is not None else None, discarded=self.discarded,
+                            disturbed_rounds=self.disturbed_rounds, busy=self.busy, marks=tuple(self.marks),
+                            candidates=tuple(self.arms), load_dropped=tuple(self.load_dropped))
+
+    # ---- the pieces
+
+    def compare(self, base: Candidate, arm: Candidate) -> RoundsComparison:
+        return _compare(self.scores[base], self.scores[arm], self.confidence, self.stage.settings)
+
+    def strict(self) -> bool:
         """Judge as if every CPU were busy: a threads or CPU-set stage, or arms that keep different numbers of
         CPUs busy. A load on the CPUs one arm leaves idle lands on the SMT siblings or the shared caches of the
         others: exactly the load that changes which thread count wins."""
-        return knob in CPU_KNOBS or len({cpus_of([a]) for a in alive}) > 1
+        return self.stage.knob in CPU_KNOBS or len({cpus_of([a]) for a in self.alive}) > 1
 
-    def judged(report: WatchReport | None) -> WatchReport | None:
-        if report is None or not strict():
+    def judged(self, report: WatchReport | None) -> WatchReport | None:
+        if report is None or not self.strict():
             return report
         return rejudge(replace(report, cpus_used=None))
 
-    def drop(arm: Candidate, why: str) -> None:
-        if arm == incumbent:
-            raise TunehostError(f"the configuration being tuned ({incumbent.label}) fails in llama-bench: {why}")
-        if arm in alive:
-            alive.remove(arm)
-            dropped.append((arm.label, why))
+    def drop(self, arm: Candidate, why: str) -> None:
+        if arm == self.stage.incumbent:
+            raise TunehostError(f"the configuration being tuned ({arm.label}) fails in llama-bench: {why}")
+        if arm in self.alive:
+            self.alive.remove(arm)
+            self.dropped.append((arm.label, why))
 
-    def call(group: Group, reps: int, reverse: bool) -> dict[Candidate, list[BenchResult]] | None:
-        args = [*settings.base_args(reps), *group.args(reverse)]
+    def call(self, group: Group, reps: int, reverse: bool) -> dict[Candidate, list[BenchResult]] | None:
+        """One llama-bench call for ``group``; a failing multi-value call is retried one arm at a time (to find
+        which value failed), a failing arm is dropped."""
+        measurer = self.stage.measurer
+        args = [*self.stage.settings.base_args(reps), *group.args(reverse)]
         try:
-            got = split_results(group, measurer.run(args), kinds, reverse)
+            got = split_results(group, measurer.run(args), self.kinds, reverse)
         except TunehostError as exc:
             if measurer.last_watch is not None:
-                round_reports.append(judged(measurer.last_watch))  # type: ignore[arg-type]
+                self.round_reports.append(self.judged(measurer.last_watch))  # type: ignore[arg-type]
             if len(group.arms) == 1:
-                drop(group.arms[0], str(exc))
+                self.drop(group.arms[0], str(exc))
                 return None
             out: dict[Candidate, list[BenchResult]] = {}  # find which value failed: each arm alone
             for arm in group.arms:
-                got_one = call(Group((arm,)), reps, False)
+                got_one = self.call(Group((arm,)), reps, False)
                 if got_one:
                     out.update(got_one)
             return out
         if measurer.last_watch is not None:
-            round_reports.append(judged(measurer.last_watch))  # type: ignore[arg-type]
+            self.round_reports.append(self.judged(measurer.last_watch))  # type: ignore[arg-type]
         return got
 
-    def progress(rounds: int, leader: Candidate, change: float | None, note: str | None = None) -> None:
-        if on_progress is not None:
-            on_progress(TuneProgress(knob, 0, 1, rounds, leader.label, change, len(alive), measurer.spent_s,
-                                     settings.budget_s, measurer.reused_steps, discarded, note))
-
-    if settings.warmup and resume is None:
-        for group in groups_of(alive):
-            call(group, 1, False)
-    rounds = resume.rounds if resume else 0
-    attempts = len(marks)
-    streak = 0
-    stop = "max rounds"
-    leader = incumbent
-    last_round_s = 0.0
-    last: dict[Candidate, RoundsComparison] = {}  # each challenger's latest interval against the incumbent
-    if resume and resume.comparison is not None and resume.challenger:
-        for a in alive:
-            if a.label == resume.challenger:
-                last[a] = resume.comparison
-    while True:
-        if len(alive) == 1:
-            stop = "every challenger dropped"
-            break
-        began = measurer.spent_s
-        reverse = attempts % 2 == 1
-        attempts += 1
-        groups = groups_of(alive)
-        round_reports.clear()
-        for group in (groups[::-1] if reverse else groups):
-            got = call(group, settings.reps, reverse)
-            for arm, results in (got or {}).items():
-                if arm in alive:
-                    scores[arm][rounds] = score(results, settings.objective)
-        last_round_s = measurer.spent_s - began
-        report = judged(combine(round_reports))
-        disturbed = report is not None and report.disturbed
-        if disturbed and busy is None and report is not None:
-            busy = report.reasons[0]
-        if disturbed and not settings.allow_busy:
-            # never counted: the round's values leave the race, it is run again (after waiting for quiet when the
-            # host stays busy)
-            for arm in arms:
-                scores[arm].pop(rounds, None)
-            marks.append(RoundMark(knob, attempts, False, report))
-            discarded += 1
-            streak += 1
-            if streak >= settings.busy_streak:
-                limit = end_s if hard_end_s is None else hard_end_s
-                progress(rounds, leader, None, f"waiting for quiet: {busy}")
-                # challengers that keep more CPUs busy than the incumbent are the first a load disturbs: when
-                # quiet does not come for them, they leave the race (never raced under the load, and the outcome
-                # says so: it is marked disturbed), the rest go on. Never in the confirmation: dropping the
-                # search's best there would turn "not raced" into "the plan is the fastest"
-                base = cpus_of([incumbent])
-                greedy = [] if confirming else [a for a in alive if a != incumbent and base is not None
-                                                and (cpus_of([a]) or 1 << 16) > base]
-                share = GREEDY_WAIT_SHARE if greedy else 1.0
-                waited = measurer.wait_quiet((limit - measurer.spent_s) * share, None if strict() else cpus_of(alive))
-                if not waited.quiet and greedy:
-                    why = report.reasons[0] if report and report.reasons else busy
-                    for arm in greedy:
-                        drop(arm, f"needs CPUs that other processes kept busy ({why}); not raced under that load")
-                        load_dropped.append(arm.label)
-                    streak = 0
-                    continue
-                if not waited.quiet:
-                    busy = f"{report.reasons[0] if report else busy}; waited {waited.waited_s:.0f} s for quiet"
-                    stop = "host busy"
-                    break
-                streak = 0
-            if measurer.spent_s + last_round_s > (end_s if hard_end_s is None else hard_end_s):
-                stop = "budget" if rounds >= settings.min_rounds else "host busy"
-                break
-            continue
-        streak = 0
-        for arm in list(alive):  # an arm that failed this round after others ran: its partial round is dropped
-            if rounds not in scores[arm]:
-                drop(arm, "no result this round")
-        marks.append(RoundMark(knob, attempts, True, report))
-        if disturbed:
-            disturbed_rounds += 1
-        rounds += 1
-        comparisons = {a: _compare(scores[incumbent], scores[a], confidence, settings) for a in alive if a != incumbent}
-        last.update(comparisons)
-        leader = max(comparisons, key=lambda a: comparisons[a].ratio, default=incumbent)
-        if leader != incumbent and comparisons[leader].ratio <= 1.0:
-            leader = incumbent
-        progress(rounds, leader, comparisons[leader].ratio - 1.0 if leader != incumbent else None)
-        if rounds >= settings.min_rounds:
-            for arm, comparison in comparisons.items():
-                if comparison.high < 1.0 + settings.threshold:
-                    drop(arm, f"cannot beat {incumbent.label} by {settings.threshold:.0%} "
-                              f"({_interval(comparison)}, {rounds} rounds)")
-                elif arm != leader and leader != incumbent:
-                    versus = _compare(scores[leader], scores[arm], confidence, settings)
-                    if versus.high < 1.0:
-                        drop(arm, f"slower than {leader.label} beyond the noise ({_interval(versus)})")
-            challengers_left = [a for a in alive if a != incumbent]
-            if len(challengers_left) == 1 and comparisons[challengers_left[0]].verdict == "faster":
-                stop = "decided"
-                break
-        if len(alive) == 1:
-            stop = "every challenger dropped"
-            break
-        if rounds >= settings.max_rounds:
-            stop = f"max rounds ({settings.max_rounds})"
-            break
-        # the stage's share ends it once it could decide (min_rounds); the hard end (the whole search's) always
-        if (rounds >= settings.min_rounds and measurer.spent_s + last_round_s > end_s) \
-                or measurer.spent_s + last_round_s > (end_s if hard_end_s is None else hard_end_s):
-            stop = "budget"
-            break
-    final = {a: _compare(scores[incumbent], scores[a], confidence, settings) for a in alive if a != incumbent}
-    faster = [a for a in final if final[a].verdict == "faster"]
-    winner = max(faster, key=lambda a: final[a].ratio) if faster else incumbent
-    if winner != incumbent:
-        best: Candidate | None = winner
-    else:  # the incumbent stayed: the best any challenger showed (for the report)
-        best = max(last, key=lambda a: last[a].ratio, default=None)
-    return StageOutcome(knob, incumbent, winner, last.get(best) if best is not None else None, rounds, tuple(dropped),
-                        stop, len(arms), {a.label: tuple(v for _, v in sorted(s.items())) for a, s in scores.items()},
-                        best.label if best is not None else None, discarded=discarded,
-                        disturbed_rounds=disturbed_rounds, busy=busy, marks=tuple(marks), candidates=tuple(arms),
-                        load_dropped=tuple(load_dropped))
+    def progress(self, change: float | None, note: str | None = None) -> None:
+        stage = self.stage
+        if stage.on_progress is not None:
+            stage.on_progress(TuneProgress(stage.knob, 0, 1, self.rounds, self.leader.label, change, len(self.alive),
+                                           stage.measurer.spent_s, stage.settings.budget_s,
+                                           stage.measurer.reused_steps, self.discarded, note))
 
 
 def cpus_of(arms: Sequence[Candidate]) -> int | None:
@@ -804,8 +889,8 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
             skipped.append((knob.name, "no budget left for it"))
             continue
         stage_began = measurer.spent_s
-        outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end,
-                             hard_end_s=search_end, on_progress=relay(index))
+        outcome = race_stage(Stage(knob.name, incumbent, tuple(challengers), measurer, settings, end_s=end,
+                                   hard_end_s=search_end, on_progress=relay(index)))
         stages.append(outcome)
         if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
             round_s = (measurer.spent_s - stage_began) / (outcome.rounds + outcome.discarded + 1) * 2 / outcome.arms
@@ -835,10 +920,10 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
             end = measurer.spent_s + max(0.0, last - measurer.spent_s) / max(1, waiting)
             if measurer.spent_s + round_s * stage.arms / 2 > end:
                 continue
-            again = race_stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings, end_s=end,
-                               hard_end_s=end, resume=stage,
-                               on_progress=relay(next((k for k, knob in enumerate(knobs) if knob.name == stage.knob),
-                                                      0)))
+            again = race_stage(Stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings, end_s=end,
+                                     hard_end_s=end, resume=stage,
+                                     on_progress=relay(next((k for k, knob in enumerate(knobs)
+                                                             if knob.name == stage.knob), 0))))
             stages[i] = again
             if again.stop_reason == "host busy":
                 stopped = f"the host stayed busy ({again.busy})"
@@ -856,8 +941,8 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
         # interval of the stage (Bonferroni), so it stays valid for the arm the race selected
         confirmation, winner = direct.comparison, incumbent
     elif incumbent != plan and stopped is None:
-        final = race_stage("confirmation", plan, [incumbent], measurer, settings, end_s=settings.budget_s,
-                           alpha=settings.alpha, on_progress=relay(len(knobs) - 1))
+        final = race_stage(Stage("confirmation", plan, (incumbent,), measurer, settings, end_s=settings.budget_s,
+                                 alpha=settings.alpha, on_progress=relay(len(knobs) - 1)))
         stages.append(final)
         confirmation = final.comparison
         if final.winner != plan:
