@@ -103,7 +103,12 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
             close()
     summary = None
     if store is not None and identity is not None:
-        summary = _record(store, identity, host, outcome, measurer.build, options, tune_key)
+        ceiling = None
+        if options.objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
+            # calibration point (a busy host's bandwidth is no calibration point)
+            ceiling = _tg_ceiling(options.model, outcome.winner.args, host)
+        summary = stored_summary(outcome, tune_key, options, ceiling)
+        _record(store, identity, outcome, measurer.build, options, summary)
     return TuneResult(outcome, prepared.settings, tune_key, summary, prepared.unit_check, measurer.journal_note)
 
 
@@ -183,34 +188,36 @@ class _StoreJournal:
         self.store.add_tune_step(self.key, seq, argv, duration_s, outcome)
 
 
-def _record(store: "Store", identity: tuple[dict[str, Any], str], host: "Host", outcome: race.TuneOutcome,
-            build: Any, options: TuneOptions, tune_key: str | None) -> dict[str, Any]:
-    """The tune as one stored run: the plan's and the winner's medians, the summary, every round; returns the
-    summary."""
+def stored_summary(outcome: race.TuneOutcome, tune_key: str | None, options: TuneOptions,
+                   ceiling: dict[str, Any] | None) -> dict[str, Any]:
+    """The stored run's summary: the outcome, the settings, and the winner's TG ceiling when it was measured
+    (advise's calibration point)."""
+    objective = options.objective
+    summary = dict(tune_summary(outcome, tune_key), settings={
+        "n_prompt": options.n_prompt if objective != "tg" else 0,
+        "n_gen": options.n_gen if objective != "pp" else 0, "reps": options.reps, "objective": objective})
+    if ceiling and "error" not in ceiling:
+        summary.update(ceiling=ceiling, ceiling_config=summary["best"])
+    return summary
+
+
+def _record(store: "Store", identity: tuple[dict[str, Any], str], outcome: race.TuneOutcome, build: Any,
+            options: TuneOptions, summary: dict[str, Any]) -> None:
+    """The tune as one stored run: the plan's and the winner's medians, the summary, every round."""
     from tunehost.store import NewRun, StoredResult, config_key, model_hash
 
-    objective = options.objective
     with store:
         results = []
         sides = [(PLAN_LABEL, outcome.plan)] + ([("winner", outcome.winner)] if outcome.improved else [])
         for name, c in sides:
             values = scores_of(outcome, c)
             if values:
-                results.append(StoredResult(name, config_key(c.args), c.args, objective, objective,
+                results.append(StoredResult(name, config_key(c.args), c.args, options.objective, options.objective,
                                             float(statistics.median(values)), len(values)))
-        summary = dict(tune_summary(outcome, tune_key), settings={
-            "n_prompt": options.n_prompt if objective != "tg" else 0,
-            "n_gen": options.n_gen if objective != "pp" else 0, "reps": options.reps, "objective": objective})
-        if objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
-            # calibration point (a busy host's bandwidth is no calibration point)
-            ceiling = _tg_ceiling(options.model, outcome.winner.args, host)
-            if ceiling and "error" not in ceiling:
-                summary.update(ceiling=ceiling, ceiling_config=summary["best"])
         store.record(NewRun(command="tune", host=identity[0], host_fp=identity[1], build=build,
                             model_path=options.model, model_hash=model_hash(options.model),
                             model_name=Path(options.model).name, results=tuple(results), summary=summary,
                             rounds=stored_rounds(outcome)))
-    return summary
 
 
 def stored_rounds(outcome: race.TuneOutcome) -> tuple[Any, ...]:

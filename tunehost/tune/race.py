@@ -801,22 +801,186 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
     what is left, then the confirmation against the plan."""
     if settings.objective not in OBJECTIVES:
         raise TunehostError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {settings.objective!r}")
-    search_end = settings.budget_s * (1.0 - settings.confirm_share)
-    incumbent = plan
-    stages: list[StageOutcome] = []
-    skipped: list[tuple[str, str]] = []
-    first_round_s: float | None = None
-    round_s = 0.0
+    run = _Tune(plan, tuple(knobs), measurer, settings, on_progress)
+    if not settings.allow_busy:  # (journaled even when nothing watches: a replay takes the same steps)
+        waited = run.wait_first_quiet()
+        if not waited.quiet:
+            return run.finish(plan, None, f"the host stayed busy ({waited.reason}); waited {waited.waited_s:.0f} s "
+                                          "for quiet")
+    early = run.search()
+    if early is not None:
+        return early
+    if run.stopped is None and (run.incumbent == plan or run.direct_stage(run.incumbent) is not None):
+        run.resume_undecided()  # no confirmation is needed: its reserve and what the stages left go to them
+    return run.conclude()
 
-    def gaps(stopped: str | None) -> tuple[tuple[str, str], ...]:
+
+class _Tune:
+    """The state of one tune: the incumbent, the stages raced and skipped, the round time estimate, why it
+    stopped."""
+
+    def __init__(self, plan: Candidate, knobs: tuple[Knob, ...], measurer: Measurer, settings: TuneSettings,
+                 on_progress: Callable[[TuneProgress], None] | None):
+        self.plan, self.knobs, self.measurer, self.settings = plan, knobs, measurer, settings
+        self.on_progress = on_progress
+        self.search_end = settings.budget_s * (1.0 - settings.confirm_share)
+        self.incumbent = plan
+        self.stages: list[StageOutcome] = []
+        self.skipped: list[tuple[str, str]] = []
+        self.first_round_s: float | None = None
+        self.round_s = 0.0
+        self.stopped: str | None = None
+
+    # ---- the steps
+
+    def wait_first_quiet(self) -> QuietWait:
+        """A load that holds a CPU changes which thread count or CPU set wins: start only on a quiet host."""
+        plan, measurer, settings = self.plan, self.measurer, self.settings
+        if self.on_progress is not None:
+            self.on_progress(TuneProgress("quiet", 0, len(self.knobs), 0, plan.label, None, 0, measurer.spent_s,
+                                          settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
+        # judged for every CPU when a stage will race thread counts or CPU sets (see _StageRace.strict())
+        cpu_stages = any(k.name in CPU_KNOBS and not k.not_searched for k in self.knobs)
+        return measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
+                                       QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), None if cpu_stages else cpus_of([plan]))
+
+    def search(self) -> TuneOutcome | None:
+        """Each knob's stage around the incumbent, in order; an outcome when the tune ends before the stages."""
+        measurer, settings = self.measurer, self.settings
+        for index, knob in enumerate(self.knobs):
+            if knob.not_searched:
+                self.skipped.append((knob.name, knob.not_searched))
+                continue
+            challengers = knob.variants(self.incumbent)
+            if not challengers:
+                self.skipped.append((knob.name, "no other value fits or applies here"))
+                continue
+            if self.first_round_s is None:
+                early = self.first_round()
+                if early is not None:
+                    return early
+            # the stages still to race around this incumbent (a knob with nothing to try takes no share of it)
+            left = max(1, sum(1 for k in self.knobs[index:]
+                              if not k.not_searched and (k is knob or k.variants(self.incumbent))))
+            end = measurer.spent_s + max(0.0, self.search_end - measurer.spent_s) / left
+            arms = 1 + len(challengers)
+            if measurer.spent_s + settings.min_rounds * self.round_s * arms / 2 > self.search_end:
+                self.skipped.append((knob.name, "no budget left for it"))
+                continue
+            stage_began = measurer.spent_s
+            outcome = race_stage(Stage(knob.name, self.incumbent, tuple(challengers), measurer, settings, end_s=end,
+                                       hard_end_s=self.search_end, on_progress=self.relay(index)))
+            self.stages.append(outcome)
+            if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
+                self.round_s = ((measurer.spent_s - stage_began) / (outcome.rounds + outcome.discarded + 1) * 2
+                                / outcome.arms)
+            self.incumbent = outcome.winner
+            if outcome.stop_reason == "host busy":
+                self.stopped = f"the host stayed busy ({outcome.busy})"
+                break
+        return None
+
+    def first_round(self) -> TuneOutcome | None:
+        """The plan alone once: how long is one call here? is the budget enough at all? (an outcome when the wait
+        for quiet left too little of it)."""
+        plan, measurer, settings = self.plan, self.measurer, self.settings
+        began = measurer.spent_s
+        try:
+            measurer.run([*settings.base_args(1), *plan.args])
+        except TunehostError as exc:
+            raise TunehostError(f"the configuration being tuned ({plan.label}) fails in llama-bench: {exc}") from None
+        # -r 1 is llama-bench's warm-up pass + 1 repetition; -r N is N + 1 passes; a round has two arms at least
+        first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
+        self.first_round_s = self.round_s = first_round_s  # a paired round: re-estimated after every stage
+        needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
+        # the budget is blamed only for what measuring takes: the waits for quiet are the host's doing
+        if needed > settings.budget_s - (began - measurer.waited_s):
+            raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
+                                f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
+                                f"give --budget {math.ceil(needed / 60.0)}m or more")
+        if needed > settings.budget_s - began:
+            return self.finish(plan, None, f"waiting for quiet took {measurer.waited_s:.0f} s of the "
+                                           f"{settings.budget_s:g} s budget and what is left is too short "
+                                           f"for a verdict ({settings.min_rounds} rounds of about "
+                                           f"{first_round_s:.0f} s)")
+        return None
+
+    def resume_undecided(self) -> None:
+        """The stages the budget stopped undecided, resumed with what is left (their intervals are anytime-valid)."""
+        plan, measurer, settings = self.plan, self.measurer, self.settings
+        for i, stage in enumerate(list(self.stages)):
+            if not self.eligible(stage):
+                continue
+            # a win here on top of an earlier one needs a confirmation: keep what a short one takes then
+            reserve = min(settings.budget_s * settings.confirm_share, 3 * settings.min_rounds * self.round_s)
+            last = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
+            waiting = sum(1 for s in self.stages[i:] if self.eligible(s))  # what is left is shared among them
+            end = measurer.spent_s + max(0.0, last - measurer.spent_s) / max(1, waiting)
+            if measurer.spent_s + self.round_s * stage.arms / 2 > end:
+                continue
+            index = next((k for k, knob in enumerate(self.knobs) if knob.name == stage.knob), 0)
+            again = race_stage(Stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings,
+                                     end_s=end, hard_end_s=end, resume=stage, on_progress=self.relay(index)))
+            self.stages[i] = again
+            if again.stop_reason == "host busy":
+                self.stopped = f"the host stayed busy ({again.busy})"
+                break
+            if again.winner != again.incumbent:
+                self.incumbent = again.winner
+                if stage.incumbent == plan:
+                    break  # a direct winner: the later stages raced around the plan, not around it
+
+    def eligible(self, stage: StageOutcome) -> bool:
+        """An undecided stage around the current incumbent or the plan that more rounds could still change."""
+        plan, incumbent = self.plan, self.incumbent
+        if not stage.undecided or stage.incumbent != incumbent and stage.incumbent != plan:
+            return False
+        # the best already won against the plan: re-racing a stage around the plan cannot add to it
+        return not (incumbent != plan and stage.incumbent == plan)
+
+    def conclude(self) -> TuneOutcome:
+        """The winner: the search's best when a stage raced it against the plan itself, else when a fresh
+        confirmation against the plan calls it faster."""
+        plan, incumbent, settings = self.plan, self.incumbent, self.settings
+        confirmation = None
+        winner = plan
+        direct = self.direct_stage(incumbent)
+        if incumbent != plan and direct is not None and direct.comparison is not None:
+            # the best was raced against the plan itself: that stage's interval holds together with every other
+            # interval of the stage (Bonferroni), so it stays valid for the arm the race selected
+            confirmation, winner = direct.comparison, incumbent
+        elif incumbent != plan and self.stopped is None:
+            final = race_stage(Stage("confirmation", plan, (incumbent,), self.measurer, settings,
+                                     end_s=settings.budget_s, alpha=settings.alpha,
+                                     on_progress=self.relay(len(self.knobs) - 1)))
+            self.stages.append(final)
+            confirmation = final.comparison
+            if final.winner != plan:
+                winner = final.winner
+            if final.stop_reason == "host busy":
+                self.stopped = f"the host stayed busy ({final.busy})"
+        return self.finish(winner, confirmation, self.stopped, best=incumbent)
+
+    # ---- the pieces
+
+    def direct_stage(self, best: Candidate) -> StageOutcome | None:
+        return next((s for s in self.stages if s.incumbent == self.plan and s.winner == best), None)
+
+    def relay(self, index: int) -> Callable[[TuneProgress], None] | None:
+        on_progress = self.on_progress
+        if on_progress is None:
+            return None
+        return lambda event: on_progress(replace(event, stage_index=index, stages=len(self.knobs)))
+
+    def gaps(self, stopped: str | None) -> tuple[tuple[str, str], ...]:
         """The knobs that could change the result but were not raced: skipped for budget, stopped by load, or
         never reached because the tune stopped."""
         out = []
-        for knob in knobs:
+        for knob in self.knobs:
             if knob.not_searched:
                 continue
-            why = next((w for name, w in skipped if name == knob.name), None)
-            stage = next((s for s in reversed(stages) if s.knob == knob.name), None)
+            why = next((w for name, w in self.skipped if name == knob.name), None)
+            stage = next((s for s in reversed(self.stages) if s.knob == knob.name), None)
             if why is not None:
                 if why.startswith("no budget left"):
                     out.append((knob.name, why))
@@ -827,129 +991,15 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                 out.append((knob.name, "the tune stopped first"))
         return tuple(out)
 
-    def finish(best: Candidate, winner: Candidate, confirmation: RoundsComparison | None,
-               stopped: str | None) -> TuneOutcome:
-        return TuneOutcome(not_searched=gaps(stopped), plan=plan, best=best, winner=winner, confirmation=confirmation, stages=tuple(stages),
-                           skipped=tuple(skipped), spent_s=measurer.spent_s, budget_s=settings.budget_s,
-                           steps=measurer.calls, reused_steps=measurer.reused_steps, reused_s=measurer.reused_s,
-                           stopped=stopped, allow_busy=settings.allow_busy, waited_s=measurer.waited_s)
-
-    def relay(index: int) -> Callable[[TuneProgress], None] | None:
-        if on_progress is None:
-            return None
-        return lambda event: on_progress(replace(event, stage_index=index, stages=len(knobs)))
-
-    if not settings.allow_busy:  # (journaled even when nothing watches: a replay takes the same steps)
-        # a load that holds a CPU changes which thread count or CPU set wins: start only on a quiet host
-        if on_progress is not None:
-            on_progress(TuneProgress("quiet", 0, len(knobs), 0, plan.label, None, 0, measurer.spent_s,
-                                     settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
-        # judged for every CPU when a stage will race thread counts or CPU sets (see race_stage's strict())
-        cpu_stages = any(k.name in CPU_KNOBS and not k.not_searched for k in knobs)
-        waited = measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
-                                         QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), None if cpu_stages else cpus_of([plan]))
-        if not waited.quiet:
-            return finish(plan, plan, None, f"the host stayed busy ({waited.reason}); waited {waited.waited_s:.0f} s "
-                                            "for quiet")
-
-    stopped: str | None = None
-    for index, knob in enumerate(knobs):
-        if knob.not_searched:
-            skipped.append((knob.name, knob.not_searched))
-            continue
-        challengers = knob.variants(incumbent)
-        if not challengers:
-            skipped.append((knob.name, "no other value fits or applies here"))
-            continue
-        if first_round_s is None:  # the plan alone once: how long is one call here? is the budget enough at all?
-            began = measurer.spent_s
-            try:
-                measurer.run([*settings.base_args(1), *plan.args])
-            except TunehostError as exc:
-                raise TunehostError(f"the configuration being tuned ({plan.label}) fails in llama-bench: {exc}") from None
-            # -r 1 is llama-bench's warm-up pass + 1 repetition; -r N is N + 1 passes; a round has two arms at least
-            first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
-            round_s = first_round_s  # a paired round of the incumbent: re-estimated after every stage
-            needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
-            # the budget is blamed only for what measuring takes: the waits for quiet are the host's doing
-            if needed > settings.budget_s - (began - measurer.waited_s):
-                raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
-                                    f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
-                                    f"give --budget {math.ceil(needed / 60.0)}m or more")
-            if needed > settings.budget_s - began:
-                return finish(plan, plan, None, f"waiting for quiet took {measurer.waited_s:.0f} s of the "
-                                                f"{settings.budget_s:g} s budget and what is left is too short "
-                                                f"for a verdict ({settings.min_rounds} rounds of about "
-                                                f"{first_round_s:.0f} s)")
-        # the stages still to race around this incumbent (a knob with nothing to try takes no share of the budget)
-        left = max(1, sum(1 for k in knobs[index:] if not k.not_searched and (k is knob or k.variants(incumbent))))
-        end = measurer.spent_s + max(0.0, search_end - measurer.spent_s) / left
-        arms = 1 + len(challengers)
-        if measurer.spent_s + settings.min_rounds * round_s * arms / 2 > search_end:
-            skipped.append((knob.name, "no budget left for it"))
-            continue
-        stage_began = measurer.spent_s
-        outcome = race_stage(Stage(knob.name, incumbent, tuple(challengers), measurer, settings, end_s=end,
-                                   hard_end_s=search_end, on_progress=relay(index)))
-        stages.append(outcome)
-        if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
-            round_s = (measurer.spent_s - stage_began) / (outcome.rounds + outcome.discarded + 1) * 2 / outcome.arms
-        incumbent = outcome.winner
-        if outcome.stop_reason == "host busy":
-            stopped = f"the host stayed busy ({outcome.busy})"
-            break
-
-    def direct_stage(best: Candidate) -> StageOutcome | None:
-        return next((s for s in stages if s.incumbent == plan and s.winner == best), None)
-
-    if stopped is None and (incumbent == plan or direct_stage(incumbent) is not None):
-        # no confirmation is needed: its reserve and what the stages left go to the stages still undecided
-        def eligible(stage: StageOutcome) -> bool:
-            if not stage.undecided or stage.incumbent != incumbent and stage.incumbent != plan:
-                return False
-            # the best already won against the plan: re-racing a stage around the plan cannot add to it
-            return not (incumbent != plan and stage.incumbent == plan)
-
-        for i, stage in enumerate(list(stages)):
-            if not eligible(stage):
-                continue
-            # a win here on top of an earlier one needs a confirmation: keep what a short one takes then
-            reserve = min(settings.budget_s * settings.confirm_share, 3 * settings.min_rounds * round_s)
-            last = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
-            waiting = sum(1 for s in stages[i:] if eligible(s))  # what is left is shared among them
-            end = measurer.spent_s + max(0.0, last - measurer.spent_s) / max(1, waiting)
-            if measurer.spent_s + round_s * stage.arms / 2 > end:
-                continue
-            again = race_stage(Stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings, end_s=end,
-                                     hard_end_s=end, resume=stage,
-                                     on_progress=relay(next((k for k, knob in enumerate(knobs)
-                                                             if knob.name == stage.knob), 0))))
-            stages[i] = again
-            if again.stop_reason == "host busy":
-                stopped = f"the host stayed busy ({again.busy})"
-                break
-            if again.winner != again.incumbent:
-                incumbent = again.winner
-                if stage.incumbent == plan:
-                    break  # a direct winner: the later stages raced around the plan, not around it
-
-    confirmation = None
-    winner = plan
-    direct = direct_stage(incumbent)
-    if incumbent != plan and direct is not None and direct.comparison is not None:
-        # the best was raced against the plan itself: that stage's interval holds together with every other
-        # interval of the stage (Bonferroni), so it stays valid for the arm the race selected
-        confirmation, winner = direct.comparison, incumbent
-    elif incumbent != plan and stopped is None:
-        final = race_stage(Stage("confirmation", plan, (incumbent,), measurer, settings, end_s=settings.budget_s,
-                                 alpha=settings.alpha, on_progress=relay(len(knobs) - 1)))
-        stages.append(final)
-        confirmation = final.comparison
-        if final.winner != plan:
-            winner = final.winner
-        if final.stop_reason == "host busy":
-            stopped = f"the host stayed busy ({final.busy})"
-    return finish(incumbent, winner, confirmation, stopped)
+    def finish(self, winner: Candidate, confirmation: RoundsComparison | None, stopped: str | None, *,
+               best: Candidate | None = None) -> TuneOutcome:
+        """The outcome; ``best`` (what the stages selected) is the winner unless given."""
+        m, settings = self.measurer, self.settings
+        return TuneOutcome(not_searched=self.gaps(stopped), plan=self.plan, best=winner if best is None else best,
+                           winner=winner, confirmation=confirmation, stages=tuple(self.stages),
+                           skipped=tuple(self.skipped), spent_s=m.spent_s, budget_s=settings.budget_s,
+                           steps=m.calls, reused_steps=m.reused_steps, reused_s=m.reused_s, stopped=stopped,
+                           allow_busy=settings.allow_busy, waited_s=m.waited_s)
 
 
 def with_label(candidate: Candidate, label: str) -> Candidate:

@@ -206,12 +206,12 @@ def candidate(label: str, launch: LaunchConfig, supported: frozenset[str] | None
 
 
 def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset[str] | None,
-          objective: str = "tg", n_prompt: int = 512, declared: Sequence[KnobSpec] = KNOBS) -> list[Knob]:
+          objective: str = "tg", n_prompt: int = 512) -> list[Knob]:
     """The stages for a plan on ``path`` (gpu | moe | split | unified | cpu), for ``objective`` (tg | pp |
-    balanced) with prompts of ``n_prompt`` tokens: one per declared knob, in order."""
+    balanced) with prompts of ``n_prompt`` tokens: one per declared knob (:data:`KNOBS`), in order."""
     space = Space(model, host, path, supported, objective, n_prompt)
     fits = _fits_checker(model, host, path)
-    return [Knob(spec.name, _variants(spec, space, fits), dict(spec.not_for).get(objective)) for spec in declared]
+    return [Knob(spec.name, _variants(spec, space, fits), dict(spec.not_for).get(objective)) for spec in KNOBS]
 
 
 def _variants(spec: KnobSpec, space: Space, fits: Callable[[LaunchConfig], bool]) -> Callable[[Candidate], list[Candidate]]:
