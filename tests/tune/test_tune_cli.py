@@ -260,3 +260,11 @@ def test_tune_opens_the_host_once(cli, model, boundary, monkeypatch):
     result = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16")
     assert result.exit_code == 0, result.output
     assert len(opened) == 1 and len(given) == 1 and given[0] is not None
+
+
+def test_a_model_that_does_not_fit_names_the_memory_it_overflows(cli, model, boundary):
+    boundary["host"] = HostView(online_cpus=(0,), cores=((0,),), pin_cpus=(0,), threads=1, ram_available=1024)
+    result = cli("tune", "--model", str(model))
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "at this context (does not fit: the CPU side needs " in result.stderr
+    assert "only 0.0 GiB is available (MemAvailable)" in result.stderr
