@@ -87,9 +87,13 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
     leaves the store untouched); it returns None when the store cannot be written."""
     prepared = _prepare(host, facts, options)
     store = open_store()
-    identity = _identity(host, facts) if store is not None else None
-    tune_key = _tune_key(store, identity[1], options, prepared) if store is not None and identity else None
-    journal = _StoreJournal(store, tune_key) if store is not None and tune_key is not None else None
+    identity: tuple[dict[str, Any], str] | None = None
+    tune_key: str | None = None
+    journal: _StoreJournal | None = None
+    if store is not None:  # the journal a killed tune resumes from
+        identity = _identity(host, facts)
+        tune_key = _tune_key(store, identity[1], options, prepared)
+        journal = _StoreJournal(store, tune_key)
     watch = race_watch(host)
     measurer = race.Measurer(_invoke(prepared.binary, options.budget_s), journal, clock=CLOCK, watch=watch,
                              budget_s=options.budget_s)
