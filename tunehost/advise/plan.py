@@ -219,27 +219,11 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     placement = _place(model, settings, host, gpu, extra_gpu, options, warnings, notes)
     path, budget, ngl, n_cpu_moe, overrides, source = placement
 
-    shortfalls: list[Shortfall] = []
     ram_need = budget.cpu_total + sum(r.ram for r in extras)
     gpu_need = budget.gpu_total + extra_gpu
-    pool_free = None
-    if path == "unified" and gpu is not None:
-        pool_free = _unified_pool(gpu, host)
-        if pool_free is not None and gpu_need + ram_need > pool_free:
-            shortfalls.append(Shortfall("unified memory", gpu_need + ram_need, pool_free,
-                                        f"does not fit: the plan needs {gib(gpu_need + ram_need)} of unified memory, "
-                                        f"{gib(pool_free)} is free (GPU carve-out + available RAM)"))
-            warnings.append(shortfalls[-1].text)
-    elif path in ("gpu", "moe", "split") and gpu is not None and gpu.free_bytes is not None:
-        if gpu_need > gpu.free_bytes:  # (the placement's own warning says so, when it has one)
-            shortfalls.append(Shortfall("VRAM", gpu_need, gpu.free_bytes,
-                                        f"does not fit in {gpu.name}'s {gib(gpu.free_bytes)} free VRAM: the plan "
-                                        f"needs {gib(gpu_need)}"))
-    if path != "unified" and host.ram_available is not None and ram_need > host.ram_available:
-        shortfalls.append(Shortfall("RAM", ram_need, host.ram_available,
-                                    f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only "
-                                    f"{gib(host.ram_available)} is available (MemAvailable); it would page from disk"))
-        warnings.append(shortfalls[-1].text)
+    pool_free = _unified_pool(gpu, host) if path == "unified" and gpu is not None else None
+    shortfalls = _shortfalls(path, gpu, host, (gpu_need, ram_need), pool_free)
+    warnings.extend(s.text for s in shortfalls if s.memory != "VRAM")  # (VRAM: the placement's warning says so)
     fits = not shortfalls
 
     if model.memory_note:
@@ -346,6 +330,28 @@ def _choose_gpu(host: HostView) -> tuple[GpuView | None, str | None]:
     if not host.gpus_known:
         return None, "GPU facts unknown: planning for the CPU"
     return None, None
+
+
+def _shortfalls(path: str, gpu: GpuView | None, host: HostView, need: tuple[int, int],
+                pool_free: int | None) -> list[Shortfall]:
+    """Where the plan does not fit: ``need`` is (GPU side, RAM side) in bytes."""
+    gpu_need, ram_need = need
+    out = []
+    if path == "unified":
+        if pool_free is not None and gpu_need + ram_need > pool_free:
+            out.append(Shortfall("unified memory", gpu_need + ram_need, pool_free,
+                                 f"does not fit: the plan needs {gib(gpu_need + ram_need)} of unified memory, "
+                                 f"{gib(pool_free)} is free (GPU carve-out + available RAM)"))
+        return out
+    if path in ("gpu", "moe", "split") and gpu is not None and gpu.free_bytes is not None \
+            and gpu_need > gpu.free_bytes:
+        out.append(Shortfall("VRAM", gpu_need, gpu.free_bytes, f"does not fit in {gpu.name}'s "
+                             f"{gib(gpu.free_bytes)} free VRAM: the plan needs {gib(gpu_need)}"))
+    if host.ram_available is not None and ram_need > host.ram_available:
+        out.append(Shortfall("RAM", ram_need, host.ram_available,
+                             f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only "
+                             f"{gib(host.ram_available)} is available (MemAvailable); it would page from disk"))
+    return out
 
 
 def _unified_pool(gpu: GpuView, host: HostView) -> int | None:
