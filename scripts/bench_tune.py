@@ -58,14 +58,16 @@ class Setup:
     def __init__(self, args: argparse.Namespace):
         from tunehost.bench import runner
         from tunehost.bench.llama_bench import run_llama_bench
-        from tunehost.cli.tune import _plan
+        from tunehost.facts import HostFacts
+        from tunehost.host import open_host
+        from tunehost.ops.tune import plan_for
         from tunehost.tune import race
 
         self.args = args
         self.model = str(resolve_model(args.model).resolve())
         self.binary = runner.resolve_binary(args.llama_bench)
         self.supported = runner._supported(self.binary)
-        self.made, self.view, self.facts = _plan(self.model, args.ctx)
+        self.made, self.view, self.facts = plan_for(self.model, args.ctx, HostFacts(open_host()))
         self.plan = race.Candidate("advise's plan", self.made.launch(),
                                    runner.plan_to_bench_flags(self.made.launch(), self.supported))
         self.cores = len(self.view.cores) or os.cpu_count() or 1

@@ -301,3 +301,17 @@ def test_a_probe_is_followed_and_tunehost_s_own_estimate_is_said_beside_it() -> 
     assert any("written as --n-cpu-moe" in n for n in probed.notes)
     same = _plan("12700f-3060", "qwen30b", fit=FitPlacement(-1, tuple(range(n_own)), (), "llama-fit-params"))
     assert not any("own estimate" in n for n in same.notes)
+
+
+def test_a_plan_that_does_not_fit_says_which_memory_in_typed_shortfalls() -> None:
+    """`tunehost tune` refuses a plan by its shortfalls, never by matching warning text (issue 31)."""
+    tight = replace(HOSTS["12700f-3060"], ram_available=4 * GiB)
+    p = plan(MODELS["qwen30b"](), tight, AdviseOptions("/m.gguf"))
+    assert not p.fits and [s.memory for s in p.shortfalls] == ["RAM"]
+    (short,) = p.shortfalls
+    assert short.free == 4 * GiB and short.needed > short.free and short.text in p.warnings
+    small = replace(HOSTS["12700f-3060"], gpus=(GpuView(0, "NVIDIA GeForce RTX 3060", "nvidia", 6 * GiB, 6 * GiB),),
+                    ram_available=27 * GiB)
+    split = plan(MODELS["gemma12b"](), small, AdviseOptions("/m.gguf", ram_bandwidth_gbps=50.0))
+    # a split that fits: its warning says the full offload "does not fit", and still no shortfall
+    assert split.fits and split.shortfalls == () and any("does not fit" in w for w in split.warnings)

@@ -133,7 +133,7 @@ def loaded(monkeypatch, tmp_path):
     """`tunehost tune` on a simulated 2-CPU host: llama-bench and the host watch are a LoadedBench."""
     from tunehost import store
     from tunehost.bench import llama_bench
-    from tunehost.cli import tune as tune_cli
+    from tunehost.ops import tune as tune_op
 
     binary = tmp_path / "llama-bench"
     binary.write_text("#!/bin/sh\n")
@@ -144,16 +144,16 @@ def loaded(monkeypatch, tmp_path):
     monkeypatch.setattr(llama_bench, "run_llama_bench", lambda b, args, timeout: state["bench"](args))
     monkeypatch.setattr(store.records, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
 
-    def plan_here(path, ctx):
+    def plan_here(path, ctx, facts):
         from tunehost.advise.plan import AdviseOptions, plan
         from tunehost.model import read_model
 
         facts = read_model(path)
         return plan(facts, HOST2, AdviseOptions(model_path=path, ctx=ctx or 512)), HOST2, facts
 
-    monkeypatch.setattr(tune_cli, "_plan", plan_here)
-    monkeypatch.setattr(tune_cli, "CLOCK", lambda: state["bench"].now)
-    monkeypatch.setattr(tune_cli, "_race_watch", lambda: state["bench"].watch())
+    monkeypatch.setattr(tune_op, "_plan", plan_here)
+    monkeypatch.setattr(tune_op, "CLOCK", lambda: state["bench"].now)
+    monkeypatch.setattr(tune_op, "race_watch", lambda host: state["bench"].watch())
     return state
 
 
@@ -246,14 +246,14 @@ def test_challengers_dropped_for_load_mark_the_outcome_disturbed_and_the_headlin
 
 
 def test_the_confirmation_never_drops_the_searchs_best_for_load():
-    from tunehost.tune.race import race_stage
+    from tunehost.tune.race import Stage, race_stage
 
     # the best uses more CPUs than the plan; a load comes during the confirmation: it waits, then stops
     bench = LoadedBench(lambda t: 0.4 if t > 40.0 else 0.0, cpus=16, seed=1, threads_speed={8: 1.0, 16: 1.0})
     plan = cand("plan", t="8", ub="512")
     best = cand("best", t="16", ub="256")
     measurer = Measurer(bench, clock=bench.clock, watch=bench.watch())
-    stage = race_stage("confirmation", plan, [best], measurer, SETTINGS, end_s=SETTINGS.budget_s)
+    stage = race_stage(Stage("confirmation", plan, (best,), measurer, SETTINGS, end_s=SETTINGS.budget_s))
     assert stage.stop_reason == "host busy" and not stage.dropped and not stage.load_dropped
     assert stage.winner == plan and stage.busy and "waited" in stage.busy
 

@@ -14,7 +14,7 @@ from tunehost.bench.llama_bench import BenchResult
 from tunehost.errors import TunehostError
 from tunehost.bench.runner import plan_to_bench_flags
 from tunehost.launch import Flag, LaunchConfig
-from tunehost.tune.race import Candidate, Knob, Measurer, TuneSettings, groups_of, race_stage, tune
+from tunehost.tune.race import Candidate, Knob, Measurer, Stage, TuneSettings, groups_of, race_stage, tune
 
 # the busy 2-vCPU VM's noise (tests/bench/test_bench_simulation.py): invocation offset, repetition noise
 BETWEEN, WITHIN = 0.067, 0.048
@@ -161,7 +161,7 @@ def test_a_killed_tune_resumes_from_its_journal_and_measures_only_the_rest():
 
 def test_a_stage_with_one_arm_measures_nothing():
     fake = FakeBench({})
-    outcome = race_stage("x", PLAN, [PLAN], Measurer(fake, clock=fake.clock), SETTINGS, end_s=100)
+    outcome = race_stage(Stage("x", PLAN, (PLAN,), Measurer(fake, clock=fake.clock), SETTINGS, end_s=100))
     assert outcome.winner == PLAN and outcome.rounds == 0 and fake.invocations == []
 
 

@@ -65,3 +65,74 @@ def test_cpu_sets_on_a_hybrid_cpu_are_p_cores_one_per_core_all_and_none(tmp_path
     plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
     stages = {k.name: k for k in knobs(facts, flat, made.path, SUPPORTED)}
     assert [c.label for c in stages["cpu set"].variants(plan_c)] == ["no pinning"]  # the plan already pins all
+
+
+def _advised(model, host, objective: str = "tg", n_prompt: int = 512, **options):
+    """advise's plan for `model` on `host` as tune's incumbent, and tune's stages around it (by knob name)."""
+    made = plan(model, host, AdviseOptions(model_path="/models/m.gguf", **options))
+    assert made.fits, made.warnings
+    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    stages = {k.name: k for k in knobs(model, host, made.path, SUPPORTED, objective, n_prompt)}
+    return stages, plan_c, made.path
+
+
+def _plans_advise_emits(tmp_path):
+    """Plans advise makes: a CPU host (tg, and balanced with a long prompt), speculative decoding (f16 KV), a dense
+    model split over a small GPU and a MoE model with experts in RAM."""
+    from dataclasses import replace
+
+    from tests.advise.test_plan import HOSTS, MODELS
+    from tunehost.advise.host_view import GpuView
+
+    tiny = read_model(str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2)))
+    small_gpu = replace(HOSTS["12700f-3060"], gpus=(GpuView(0, "NVIDIA GeForce RTX 3060", "nvidia", 6 << 30, 6 << 30),))
+    return {
+        "cpu, tg": _advised(tiny, HOST, ctx=512),
+        "cpu, balanced 8192": _advised(tiny, HOST, "balanced", 8192, ctx=512),
+        "cpu, mtp (f16 KV)": _advised(tiny, HOST, ctx=512, spec="mtp"),
+        "split": _advised(MODELS["gemma12b"](), small_gpu, ram_bandwidth_gbps=50.0),
+        "moe": _advised(MODELS["qwen30b"](), HOSTS["12700f-3060"]),
+    }
+
+
+def test_every_declared_knob_gives_a_challenger_for_some_plan_advise_emits(tmp_path):
+    """A knob that can never produce a candidate other than the incumbent on a plan advise actually makes is dead
+    (as --prio was: advise never emits it and the knob only removed it)."""
+    from tunehost.tune.space import KNOBS
+
+    plans = _plans_advise_emits(tmp_path)
+    assert {path for _, _, path in plans.values()} == {"cpu", "split", "moe"}
+    dead = []
+    for spec in KNOBS:
+        raced = {name: [c.label for c in stages[spec.name].variants(plan_c)]
+                 for name, (stages, plan_c, _) in plans.items() if stages[spec.name].not_searched is None}
+        if not any(labels for labels in raced.values()):
+            dead.append(spec.name)
+        for labels in raced.values():  # never the incumbent itself, never two twins
+            assert "advise's plan" not in labels and len(labels) == len(set(labels))
+    assert dead == [], f"declared knobs that never race on an advised plan: {dead}"
+
+
+def test_priority_races_both_ways_from_advise_s_plan(tmp_path):
+    from dataclasses import replace
+
+    path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
+    facts = read_model(path)
+    stages, plan_c, _ = _advised(facts, HOST, ctx=512)
+    assert plan_c.launch.flag("--prio") is None and plan_c.launch.pin_cpus == (0, 1, 2)  # CPU 3 left free
+    (raised,) = stages["priority"].variants(plan_c)
+    assert raised.label == "--prio 2" and raised.launch.value("--prio") == "2" and raised.launch.nice == -10
+    assert raised.args[raised.args.index("--prio") + 1] == "2"  # llama-bench spells it the same (llama-bench.cpp)
+    (back,) = stages["priority"].variants(raised)
+    assert back.label == "no --prio" and back.launch.flag("--prio") is None and back.launch.nice is None
+    assert back.args == plan_c.args
+    # real-time threads on every CPU could starve the system: not raced when the pinning leaves no CPU free
+    everything = Candidate("all", replace(plan_c.launch, pin_cpus=(0, 1, 2, 3)),
+                           plan_to_bench_flags(replace(plan_c.launch, pin_cpus=(0, 1, 2, 3)), SUPPORTED))
+    assert stages["priority"].variants(everything) == []
+    unpinned = Candidate("none", replace(plan_c.launch, pin_cpus=None),
+                         plan_to_bench_flags(replace(plan_c.launch, pin_cpus=None), SUPPORTED))
+    assert stages["priority"].variants(unpinned) == []
+    # a llama-bench without --prio cannot express it
+    no_prio = {k.name: k for k in knobs(facts, HOST, "cpu", SUPPORTED - {"--prio"})}
+    assert no_prio["priority"].variants(plan_c) == []

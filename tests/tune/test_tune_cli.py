@@ -33,7 +33,7 @@ def boundary(monkeypatch, tmp_path):
     """llama-bench (a FakeBench: -t 4 is 30 % faster), its --help, the host view, the host identity."""
     from tunehost import store
     from tunehost.bench import llama_bench
-    from tunehost.cli import tune as tune_cli
+    from tunehost.ops import tune as tune_op
 
     binary = tmp_path / "llama-bench"
     binary.write_text("#!/bin/sh\n")
@@ -43,16 +43,16 @@ def boundary(monkeypatch, tmp_path):
     monkeypatch.setattr(llama_bench, "run_llama_bench", lambda b, args, timeout: state["fake"](args))
     monkeypatch.setattr(store.records, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
 
-    def plan_here(path, ctx):
+    def plan_here(path, ctx, facts):
         from tunehost.advise.plan import AdviseOptions, plan
         from tunehost.model import read_model
 
         facts = read_model(path)
         return plan(facts, state["host"], AdviseOptions(model_path=path, ctx=ctx or 512)), state["host"], facts
 
-    monkeypatch.setattr(tune_cli, "_plan", plan_here)
-    monkeypatch.setattr(tune_cli, "CLOCK", lambda: state["fake"].now)
-    monkeypatch.setattr(tune_cli, "_race_watch", lambda: quiet_watch(state["fake"]))
+    monkeypatch.setattr(tune_op, "_plan", plan_here)
+    monkeypatch.setattr(tune_op, "CLOCK", lambda: state["fake"].now)
+    monkeypatch.setattr(tune_op, "race_watch", lambda host: quiet_watch(state["fake"]))
     return state
 
 
@@ -240,3 +240,31 @@ def test_progress_text_with_a_hostile_process_name_is_shown_not_read_as_markup(h
         progress._progress.refresh()
     assert "[/]" in out.getvalue() or hostile != "[/]"
     assert "\x1b[31mred" not in out.getvalue()
+
+
+def test_tune_opens_the_host_once(cli, model, boundary, monkeypatch):
+    """The CLI opens the host; the operation and everything below it use that one (issue 31)."""
+    import tunehost.host as host_layer
+    from tunehost.store import records
+
+    opened = []
+    real = host_layer.open_host
+
+    def counted(*args, **kwargs):
+        opened.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(host_layer, "open_host", counted)
+    given = []
+    monkeypatch.setattr(records, "host_identity", lambda host=None: given.append(host) or ({"cpu": "Test CPU"}, "fp"))
+    result = cli("tune", "--model", str(model), "--budget", "2h", "-n", "16")
+    assert result.exit_code == 0, result.output
+    assert len(opened) == 1 and len(given) == 1 and given[0] is not None
+
+
+def test_a_model_that_does_not_fit_names_the_memory_it_overflows(cli, model, boundary):
+    boundary["host"] = HostView(online_cpus=(0,), cores=((0,),), pin_cpus=(0,), threads=1, ram_available=1024)
+    result = cli("tune", "--model", str(model))
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "at this context (does not fit: the CPU side needs " in result.stderr
+    assert "only 0.0 GiB is available (MemAvailable)" in result.stderr

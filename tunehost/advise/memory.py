@@ -27,9 +27,13 @@ What this mirrors in llama.cpp (verified in ggml-org/llama.cpp, see docs in the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from tunehost.model import RS_ROLLBACK_ARCHS, ModelFacts
+
+if TYPE_CHECKING:
+    from tunehost.launch import LaunchConfig
 
 MiB = 1024 * 1024
 HEADROOM_TEXT = 512 * MiB  # CUDA context, cuBLAS workspace and allocator slack for a text-only server
@@ -101,6 +105,23 @@ class ServerSettings:
     mmproj: bool = False  # -mm given: larger headroom
     fit: bool = True  # -fit (on by default): with -c 0 and one KV stream per slot, every slot gets the trained context
     n_rs_seq: int = 0  # recurrent-state snapshots per slot: --spec-draft-n-max with MTP/EAGLE3 drafting (default 3)
+
+    @classmethod
+    def from_launch(cls, launch: "LaunchConfig") -> "ServerSettings":
+        """The settings a launch configuration states; what it leaves unset (or states as 0 or a non-number) is
+        llama.cpp's default, this class's."""
+        default = {f.name: f.default for f in fields(cls)}
+
+        def number(flag: str, name: str) -> int:
+            try:
+                return int(launch.value(flag) or 0) or default[name]
+            except ValueError:
+                return default[name]
+
+        return cls(n_ctx=number("-c", "n_ctx"), n_parallel=number("-np", "n_parallel"),
+                   type_k=launch.value("-ctk") or default["type_k"], type_v=launch.value("-ctv") or default["type_v"],
+                   n_batch=number("-b", "n_batch"), n_ubatch=number("-ub", "n_ubatch"),
+                   flash_attn=launch.value("-fa") != "off" if launch.value("-fa") else default["flash_attn"])
 
     def slots(self) -> tuple[int, bool]:
         """(sequences, unified) after llama-server resolves -np auto."""

@@ -111,6 +111,17 @@ class PlanBudget:
 
 
 @dataclass(frozen=True)
+class Shortfall:
+    """Why a plan does not fit: the memory it overflows ("VRAM" | "RAM" | "unified memory"), the bytes it needs
+    there and the bytes free, and the line that says so."""
+
+    memory: str
+    needed: int
+    free: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Plan:
     model: str
     model_name: str | None
@@ -134,6 +145,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     suggestions: tuple[str, ...] = ()
     alternatives: tuple[tuple[str, tuple[Flag, ...]], ...] = ()
+    shortfalls: tuple[Shortfall, ...] = ()  # why it does not fit (fits is False exactly when there is one)
 
     def flag(self, name: str) -> Flag | None:
         return self.launch().flag(name)
@@ -207,23 +219,12 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     placement = _place(model, settings, host, gpu, extra_gpu, options, warnings, notes)
     path, budget, ngl, n_cpu_moe, overrides, source = placement
 
-    fits = True
     ram_need = budget.cpu_total + sum(r.ram for r in extras)
     gpu_need = budget.gpu_total + extra_gpu
-    pool_free = None
-    if path == "unified" and gpu is not None:
-        pool_free = _unified_pool(gpu, host)
-        if pool_free is not None and gpu_need + ram_need > pool_free:
-            fits = False
-            warnings.append(f"does not fit: the plan needs {gib(gpu_need + ram_need)} of unified memory, "
-                            f"{gib(pool_free)} is free (GPU carve-out + available RAM)")
-    elif path in ("gpu", "moe", "split") and gpu is not None and gpu.free_bytes is not None:
-        if gpu_need > gpu.free_bytes:
-            fits = False
-    if path != "unified" and host.ram_available is not None and ram_need > host.ram_available:
-        fits = False
-        warnings.append(f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only {gib(host.ram_available)} "
-                        "is available (MemAvailable); it would page from disk")
+    pool_free = _unified_pool(gpu, host) if path == "unified" and gpu is not None else None
+    shortfalls = _shortfalls(path, gpu, host, (gpu_need, ram_need), pool_free)
+    warnings.extend(s.text for s in shortfalls if s.memory != "VRAM")  # (VRAM: the placement's warning says so)
+    fits = not shortfalls
 
     if model.memory_note:
         notes.append(model.memory_note)
@@ -258,7 +259,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
         parallel=options.parallel, kv_type=kv_type, flags=tuple(flags), env=tuple(env), pin_cpus=pin,
         pin_reason=pin_reason, budget=budget_view, ceiling=ceiling, mlock_wanted=mlock_wanted, mlock_fix=mlock_fix,
         nice=nice, server=options.server, warnings=tuple(warnings), notes=tuple(dict.fromkeys(notes)),
-        suggestions=tuple(suggestions), alternatives=alternatives)
+        suggestions=tuple(suggestions), alternatives=alternatives, shortfalls=tuple(shortfalls))
 
 
 def apply_caps(p: Plan, caps: Any) -> Plan:
@@ -329,6 +330,28 @@ def _choose_gpu(host: HostView) -> tuple[GpuView | None, str | None]:
     if not host.gpus_known:
         return None, "GPU facts unknown: planning for the CPU"
     return None, None
+
+
+def _shortfalls(path: str, gpu: GpuView | None, host: HostView, need: tuple[int, int],
+                pool_free: int | None) -> list[Shortfall]:
+    """Where the plan does not fit: ``need`` is (GPU side, RAM side) in bytes."""
+    gpu_need, ram_need = need
+    out = []
+    if path == "unified":
+        if pool_free is not None and gpu_need + ram_need > pool_free:
+            out.append(Shortfall("unified memory", gpu_need + ram_need, pool_free,
+                                 f"does not fit: the plan needs {gib(gpu_need + ram_need)} of unified memory, "
+                                 f"{gib(pool_free)} is free (GPU carve-out + available RAM)"))
+        return out
+    if path in ("gpu", "moe", "split") and gpu is not None and gpu.free_bytes is not None \
+            and gpu_need > gpu.free_bytes:
+        out.append(Shortfall("VRAM", gpu_need, gpu.free_bytes, f"does not fit in {gpu.name}'s "
+                             f"{gib(gpu.free_bytes)} free VRAM: the plan needs {gib(gpu_need)}"))
+    if host.ram_available is not None and ram_need > host.ram_available:
+        out.append(Shortfall("RAM", ram_need, host.ram_available,
+                             f"does not fit: the CPU side needs {gib(ram_need)} of RAM, only "
+                             f"{gib(host.ram_available)} is available (MemAvailable); it would page from disk"))
+    return out
 
 
 def _unified_pool(gpu: GpuView, host: HostView) -> int | None:

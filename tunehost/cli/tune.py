@@ -5,11 +5,9 @@ docs/tune.md explains the race, the search space and how a killed tune resumes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -24,7 +22,6 @@ if TYPE_CHECKING:
     from tunehost.tune.race import TuneOutcome
 
 FORMATS = ("human", "shell", "systemd", "json")
-CLOCK = time.monotonic  # the budget clock's source (tests drive it with a simulated llama-bench's clock)
 
 
 def register(app: typer.Typer) -> None:
@@ -73,15 +70,15 @@ def tune_command(
     --format systemd: the unit's account (a dynamic user, --service-user NAME, or you with --user) is checked
     against llama-server and the model before any measurement, as advise does; a unit that could not start is
     refused up front."""
-    from tunehost.bench import runner
-    from tunehost.bench.llama_bench import run_llama_bench
-    from tunehost.store import NewRun, StoredResult, config_key, model_hash, records, open_for_recording
-    from tunehost.tune import race, space
+    from tunehost.advise.unit_access import unit_kind
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.ops import tune as op
+    from tunehost.store import open_for_recording
+    from tunehost.tune import race
 
     if fmt not in FORMATS:
         raise TunehostError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    from tunehost.advise.unit_access import unit_kind
-
     kind = unit_kind(fmt, user_unit, service_user)
     if objective not in race.OBJECTIVES:
         raise TunehostError(f"--objective must be one of {', '.join(race.OBJECTIVES)}, not {objective!r}")
@@ -96,186 +93,33 @@ def tune_command(
     def warn(line: str) -> None:
         err.print(f"warning: {line}", markup=False, highlight=False)
 
-    resolved = str(model.expanduser().resolve())
-    made, view, facts_model = _plan(resolved, ctx)
-    if not made.fits:
-        raise TunehostError("the model does not fit on this host at this context ("
-                            + "; ".join(w for w in made.warnings if "does not fit" in w or "fit" in w)[:300]
-                            + "): nothing to tune; see `tunehost advise` for what would fit")
-    binary = runner.resolve_binary(llama_bench)
-    supported = runner._supported(binary)
-    launch = _with_server(made.launch(), binary, view)
-    unit_check = None
-    if fmt == "systemd":  # before any measurement: a unit that could not start is refused up front
-        from tunehost.advise.unit_access import check_unit
-
-        unit_check = check_unit(_live_host(), launch, kind)
-    plan_candidate = race.Candidate("advise's plan", launch, runner.plan_to_bench_flags(launch, supported))
-    knobs = space.knobs(facts_model, view, made.path, supported, objective, n_prompt)
-    settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
-                                 objective=objective, allow_busy=allow_busy)
-
-    identity, fingerprint = records.host_identity()
-    digest = model_hash(resolved)
-    store = open_for_recording(warn)
-    journal = None
-    tune_key = None
-    if store is not None:
-        stat = binary.stat()
-        prefix = hashlib.sha256(json.dumps([fingerprint, digest, str(binary), stat.st_size, int(stat.st_mtime),
-                                            objective, n_prompt, n_gen, reps, budget_s, list(plan_candidate.args)]
-                                           + (["allow-busy"] if allow_busy else []))
-                                .encode()).hexdigest()[:16]
-        attempts = store.tune_keys(prefix)
-        last = attempts[-1] if attempts else None
-        if last is not None and not fresh and not store.tune_finished(last):
-            tune_key = last
-        else:
-            tune_key = f"{prefix}-{len(attempts) + 1}"
-        journal = _StoreJournal(store, tune_key)
-
-    def invoke(args: Any) -> Any:
-        return run_llama_bench(binary, args, timeout=max(60.0, budget_s))
-
-    watch = _race_watch()
-    measurer = race.Measurer(invoke, journal, clock=CLOCK, watch=watch, budget_s=budget_s)
-    if measurer.stored_steps and fmt == "human":
-        err.print(f"resuming an interrupted tune: {measurer.stored_steps} llama-bench runs are in the store",
+    def resuming(steps: int) -> None:
+        err.print(f"resuming an interrupted tune: {steps} llama-bench runs are in the store",
                   markup=False, highlight=False)
-    interactive = sys.stderr.isatty() and sys.stdout.isatty()
-    try:
-        with _TuneView(err, enabled=interactive) as view_progress:
-            lines = _TuneLines(err) if not interactive else None
-            outcome = race.tune(plan_candidate, knobs, measurer, settings,
-                                on_progress=lines.update if lines is not None else view_progress.update)
-    finally:
-        close = getattr(watch, "close", None)
-        if close is not None:
-            close()
-    if measurer.journal_note is not None:
-        warn(measurer.journal_note)
 
-    build = measurer.build
-    if store is not None:
-        with store:
-            results = []
-            sides = [("advise's plan", outcome.plan)] + ([("winner", outcome.winner)] if outcome.improved else [])
-            for name, c in sides:
-                values = _scores_of(outcome, c)
-                if values:
-                    results.append(StoredResult(name, config_key(c.args), c.args, objective, objective,
-                                                _median(values), len(values)))
-            summary = dict(tune_summary(outcome, tune_key), settings={
-                "n_prompt": n_prompt if objective != "tg" else 0, "n_gen": n_gen if objective != "pp" else 0,
-                "reps": reps, "objective": objective})
-            if objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
-                # calibration point (a busy host's bandwidth is no calibration point)
-                ceiling = runner.tg_ceiling(resolved, outcome.winner.args, _live_host())
-                if ceiling and "error" not in ceiling:
-                    summary.update(ceiling=ceiling, ceiling_config=summary["best"])
-            store.record(NewRun(command="tune", host=identity, host_fp=fingerprint, build=build,
-                                model_path=resolved, model_hash=digest, model_name=Path(resolved).name,
-                                results=tuple(results), summary=summary, rounds=stored_rounds(outcome)))
-    render(outcome, settings, fmt, make_console(), unit_check=unit_check)
+    options = op.TuneOptions(model=str(model.expanduser().resolve()), ctx=ctx, objective=objective,
+                             n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s, llama_bench=llama_bench,
+                             fresh=fresh, allow_busy=allow_busy, unit=kind if fmt == "systemd" else None)
+    host = open_host()
+    interactive = sys.stderr.isatty() and sys.stdout.isatty()
+    with _TuneView(err, enabled=interactive) as view_progress:
+        lines = _TuneLines(err) if not interactive else None
+        hooks = op.TuneHooks(progress=lines.update if lines is not None else view_progress.update,
+                             resuming=resuming if fmt == "human" else None)
+        result = op.tune(host, HostFacts(host), lambda: open_for_recording(warn), options, hooks)
+    if result.journal_note is not None:
+        warn(result.journal_note)
+    outcome = result.outcome
+    render(outcome, result.settings, fmt, make_console(), unit_check=result.unit_check)
     if not outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
         raise typer.Exit(EXIT_BUSY)
 
 
-def _race_watch() -> Any:
-    """What watches the host around each llama-bench call (tests replace it with a simulated load)."""
-    from tunehost.bench.watch import CallWatcher, HostWatcher
-
-    return CallWatcher(HostWatcher(_live_host()))
-
-
-def stored_rounds(outcome: "TuneOutcome") -> tuple[Any, ...]:
-    """Every round the tune's host watch saw, counted or discarded, as the store keeps them."""
-    from tunehost.store import StoredRound
-
-    return tuple(StoredRound(m.stage, m.round, m.counted, m.disturbed, m.watch.to_json() if m.watch else {})
-                 for m in outcome.marks)
-
-
-class _StoreJournal:
-    def __init__(self, store: Any, key: str):
-        self.store, self.key = store, key
-
-    def steps(self) -> list[tuple[int, list[str], float, Any]]:
-        return self.store.tune_steps(self.key)
-
-    def add(self, seq: int, argv: Any, duration_s: float, outcome: Any) -> None:
-        self.store.add_tune_step(self.key, seq, argv, duration_s, outcome)
-
-
-def _live_host() -> Any:
-    from tunehost.host import open_host
-
-    return open_host()
-
-
-def _with_server(launch: Any, bench: Path, view: Any) -> Any:
-    """The launch with the llama-server of the build that is measured (beside llama-bench), else the one the host
-    view found; unchanged (`llama-server`, from PATH) when there is neither."""
-    from dataclasses import replace
-
-    beside = bench.parent / "llama-server"
-    if beside.is_file():
-        return replace(launch, server=str(beside))
-    found = getattr(view, "llama_server", None)
-    return replace(launch, server=found) if found else launch
-
-
-def _plan(model: str, ctx: int | None) -> tuple[Any, Any, Any]:
-    """advise's plan for ``model`` here (no probes: tune measures instead), the host view and the model facts."""
-    from tunehost.advise.host_view import HostView
-    from tunehost.advise.plan import AdviseOptions, plan
-    from tunehost.facts import HostFacts
-    from tunehost.host import open_host
-    from tunehost.model import read_model
-
-    facts_model = read_model(model)
-    view = HostView.from_facts(HostFacts(open_host()))
-    return plan(facts_model, view, AdviseOptions(model_path=model, ctx=ctx)), view, facts_model
-
-
-def _scores_of(outcome: "TuneOutcome", candidate: Any) -> tuple[float, ...]:
-    """The candidate's per-round scores in the last stage that measured it."""
-    for stage in reversed(outcome.stages):
-        values = stage.scores.get(candidate.label)
-        if values and (candidate.label != "advise's plan" or stage.incumbent == outcome.plan):
-            return values
-    return ()
-
-
-def _median(values: tuple[float, ...]) -> float:
-    import statistics
-
-    return float(statistics.median(values))
-
-
 def tune_summary(outcome: "TuneOutcome", tune_key: str | None) -> dict[str, Any]:
-    c = outcome.confirmation
-    return {
-        "tune_key": tune_key, "best": "winner" if outcome.improved else "advise's plan", "improved": outcome.improved, "winner": outcome.winner.label,
-        "winner_flags": list(outcome.winner.args), "winner_launch": outcome.winner.launch.to_json(),
-        "plan_flags": list(outcome.plan.args), "selected": outcome.best.label,
-        "confirmation": None if c is None else {"ratio": c.ratio, "low": c.low if c.low > 0 else None,
-                                                "high": c.high if math.isfinite(c.high) else None,
-                                                "verdict": c.verdict, "rounds": c.rounds},
-        "stages": [{"knob": s.knob, "incumbent": s.incumbent.label, "winner": s.winner.label, "rounds": s.rounds,
-                    "arms": s.arms, "stop": s.stop_reason, "dropped": [list(d) for d in s.dropped]}
-                   for s in outcome.stages],
-        "skipped": [list(s) for s in outcome.skipped], "spent_s": round(outcome.spent_s, 1),
-        "budget_s": outcome.budget_s, "steps": outcome.steps, "reused_steps": outcome.reused_steps,
-        "reused_s": round(outcome.reused_s, 1),
-        "winner_rounds": [round(v, 4) for v in _scores_of(outcome, outcome.winner)],
-        # the host watch: disturbed = the result is a busy host's (stopped for load, or counted disturbed rounds)
-        "disturbed": outcome.disturbed, "allow_busy": outcome.allow_busy, "stopped": outcome.stopped,
-        "busy_reason": outcome.busy_reason, "discarded_rounds": outcome.discarded_rounds,
-        "disturbed_rounds": outcome.disturbed_rounds, "waited_s": round(outcome.waited_s, 1),
-        "load_dropped": list(outcome.load_dropped), "not_searched": [list(n) for n in outcome.not_searched],
-        "has_result": outcome.has_result,
-    }
+    """The outcome as JSON (tunehost.ops.tune.tune_summary: what the store keeps)."""
+    from tunehost.ops.tune import tune_summary as summary
+
+    return summary(outcome, tune_key)
 
 
 def headline(outcome: "TuneOutcome", objective: str) -> str:

@@ -416,199 +416,284 @@ class StageOutcome:
         return line
 
 
-def race_stage(knob: str, incumbent: Candidate, challengers: Sequence[Candidate], measurer: Measurer,
-               settings: TuneSettings, *, end_s: float, hard_end_s: float | None = None, alpha: float | None = None,
-               on_progress: Callable[[TuneProgress], None] | None = None,
-               resume: StageOutcome | None = None) -> StageOutcome:
-    """Race ``challengers`` against ``incumbent`` until one remains, the result is clear, or ``end_s`` (on the
-    measurer's budget clock) would be passed by another round once ``min_rounds`` ran (``hard_end_s``: even
-    before). ``resume``: an earlier outcome of this very stage, continued where it stopped (its intervals are
-    confidence sequences: valid at any number of rounds). ``on_progress`` gets a TuneProgress whose stage index
-    and count the caller fills in. See the module docstring for the rules."""
-    arms: list[Candidate] = [incumbent]
-    for c in challengers:
+@dataclass(frozen=True)
+class Stage:
+    """One stage to race: ``challengers`` against ``incumbent`` on ``measurer``, until ``end_s`` on the measurer's
+    budget clock once ``min_rounds`` ran (``hard_end_s``: even before). ``alpha``: the stage's error level (the
+    settings' by default). ``resume``: an earlier outcome of this very stage, continued where it stopped (its
+    intervals are confidence sequences: valid at any number of rounds). ``on_progress`` gets a TuneProgress whose
+    stage index and count the caller fills in."""
+
+    knob: str
+    incumbent: Candidate
+    challengers: tuple[Candidate, ...]
+    measurer: Measurer = field(compare=False)
+    settings: TuneSettings
+    end_s: float
+    hard_end_s: float | None = None
+    alpha: float | None = None
+    on_progress: Callable[[TuneProgress], None] | None = field(default=None, compare=False)
+    resume: StageOutcome | None = None
+
+    @property
+    def limit_s(self) -> float:
+        """The end no round may pass (the hard end when there is one)."""
+        return self.end_s if self.hard_end_s is None else self.hard_end_s
+
+
+def race_stage(stage: Stage) -> StageOutcome:
+    """Race the stage's challengers against its incumbent until one remains, the result is clear, or the budget
+    (:class:`Stage`) ends it. See the module docstring for the rules."""
+    arms: list[Candidate] = [stage.incumbent]
+    for c in stage.challengers:
         if c.args not in {a.args for a in arms}:
             arms.append(c)
     if len(arms) == 1:
-        return StageOutcome(knob, incumbent, incumbent, None, 0, (), "no alternative fits", 1, candidates=(incumbent,))
-    alpha = settings.alpha if alpha is None else alpha
-    pairs = len(arms) * (len(arms) - 1) // 2
-    confidence = 1.0 - alpha / pairs
-    kinds = settings.tests()
-    dropped: list[tuple[str, str]] = list(resume.dropped) if resume else []
-    alive = [a for a in arms if a.label not in {label for label, _ in dropped}]
-    scores: dict[Candidate, dict[int, float]] = {
-        a: dict(enumerate(resume.scores.get(a.label, ()))) if resume else {} for a in arms}
-    marks: list[RoundMark] = list(resume.marks) if resume else []
-    discarded = resume.discarded if resume else 0
-    disturbed_rounds = resume.disturbed_rounds if resume else 0
-    busy: str | None = resume.busy if resume else None
-    load_dropped: list[str] = list(resume.load_dropped) if resume else []
-    round_reports: list[WatchReport] = []
-    confirming = knob == "confirmation"
+        return StageOutcome(stage.knob, stage.incumbent, stage.incumbent, None, 0, (), "no alternative fits", 1,
+                            candidates=(stage.incumbent,))
+    race = _StageRace(stage, arms)
+    if stage.settings.warmup and stage.resume is None:
+        race.warm_up()
+    race.run()
+    return race.outcome()
 
-    def strict() -> bool:
+
+class _StageRace:
+    """The state of one stage's race: the arms still in it, their per-round scores, the rounds the host watch
+    counted or discarded, and why it stopped."""
+
+    def __init__(self, stage: Stage, arms: list[Candidate]):
+        resume = stage.resume
+        self.stage, self.arms = stage, arms
+        alpha = stage.settings.alpha if stage.alpha is None else stage.alpha
+        self.confidence = 1.0 - alpha / (len(arms) * (len(arms) - 1) // 2)  # Bonferroni over the pairs
+        self.kinds = stage.settings.tests()
+        self.dropped: list[tuple[str, str]] = list(resume.dropped) if resume else []
+        self.alive = [a for a in arms if a.label not in {label for label, _ in self.dropped}]
+        self.scores: dict[Candidate, dict[int, float]] = {
+            a: dict(enumerate(resume.scores.get(a.label, ()))) if resume else {} for a in arms}
+        self.marks: list[RoundMark] = list(resume.marks) if resume else []
+        self.discarded = resume.discarded if resume else 0
+        self.disturbed_rounds = resume.disturbed_rounds if resume else 0
+        self.busy: str | None = resume.busy if resume else None
+        self.load_dropped: list[str] = list(resume.load_dropped) if resume else []
+        self.round_reports: list[WatchReport] = []
+        self.rounds = resume.rounds if resume else 0
+        self.attempts = len(self.marks)
+        self.streak = 0
+        self.stop = "max rounds"
+        self.leader = stage.incumbent
+        self.last_round_s = 0.0
+        self.last: dict[Candidate, RoundsComparison] = {}  # each challenger's latest interval against the incumbent
+        if resume and resume.comparison is not None and resume.challenger:
+            for a in self.alive:
+                if a.label == resume.challenger:
+                    self.last[a] = resume.comparison
+
+    # ---- the round loop
+
+    def warm_up(self) -> None:
+        for group in groups_of(self.alive):
+            self.call(group, 1, False)
+
+    def run(self) -> None:
+        """Rounds until the stage stops (``self.stop`` says why)."""
+        while True:
+            if len(self.alive) == 1:
+                self.stop = "every challenger dropped"
+                return
+            report = self.play_round()
+            disturbed = report is not None and report.disturbed
+            if disturbed and self.busy is None and report is not None:
+                self.busy = report.reasons[0]
+            if disturbed and not self.stage.settings.allow_busy:
+                if self.discard(report):
+                    return
+                continue
+            self.streak = 0
+            if self.count(report, disturbed):
+                return
+
+    def play_round(self) -> WatchReport | None:
+        """Every arm alive once (the order reversed every other attempt); the round's watch report, judged."""
+        measurer, settings = self.stage.measurer, self.stage.settings
+        began = measurer.spent_s
+        reverse = self.attempts % 2 == 1
+        self.attempts += 1
+        groups = groups_of(self.alive)
+        self.round_reports.clear()
+        for group in (groups[::-1] if reverse else groups):
+            got = self.call(group, settings.reps, reverse)
+            for arm, results in (got or {}).items():
+                if arm in self.alive:
+                    self.scores[arm][self.rounds] = score(results, settings.objective)
+        self.last_round_s = measurer.spent_s - began
+        return self.judged(combine(self.round_reports))
+
+    def discard(self, report: WatchReport | None) -> bool:
+        """A disturbed round is never counted: its values leave the race and it is run again (after waiting for
+        quiet when the host stays busy). True when the stage stops here."""
+        stage = self.stage
+        for arm in self.arms:
+            self.scores[arm].pop(self.rounds, None)
+        self.marks.append(RoundMark(stage.knob, self.attempts, False, report))
+        self.discarded += 1
+        self.streak += 1
+        if self.streak >= stage.settings.busy_streak:
+            waited = self.wait_quiet(report)
+            if waited is None:  # the challengers that need the busy CPUs left the race: go on without them
+                return False
+            if not waited.quiet:
+                self.busy = (f"{report.reasons[0] if report else self.busy}; waited {waited.waited_s:.0f} s "
+                             "for quiet")
+                self.stop = "host busy"
+                return True
+            self.streak = 0
+        if stage.measurer.spent_s + self.last_round_s > stage.limit_s:
+            self.stop = "budget" if self.rounds >= stage.settings.min_rounds else "host busy"
+            return True
+        return False
+
+    def wait_quiet(self, report: WatchReport | None) -> QuietWait | None:
+        """Wait for quiet after disturbed rounds in a row. Challengers that keep more CPUs busy than the incumbent
+        are the first a load disturbs: when quiet does not come for them, they leave the race (never raced under
+        the load, and the outcome says so: it is marked disturbed) and None is returned. Never in the
+        confirmation: dropping the search's best there would turn "not raced" into "the plan is the fastest"."""
+        stage = self.stage
+        self.progress(None, f"waiting for quiet: {self.busy}")
+        base = cpus_of([stage.incumbent])
+        greedy = [] if stage.knob == "confirmation" else [
+            a for a in self.alive if a != stage.incumbent and base is not None and (cpus_of([a]) or 1 << 16) > base]
+        share = GREEDY_WAIT_SHARE if greedy else 1.0
+        waited = stage.measurer.wait_quiet((stage.limit_s - stage.measurer.spent_s) * share,
+                                           None if self.strict() else cpus_of(self.alive))
+        if waited.quiet or not greedy:
+            return waited
+        why = report.reasons[0] if report and report.reasons else self.busy
+        for arm in greedy:
+            self.drop(arm, f"needs CPUs that other processes kept busy ({why}); not raced under that load")
+            self.load_dropped.append(arm.label)
+        self.streak = 0
+        return None
+
+    def count(self, report: WatchReport | None, disturbed: bool) -> bool:
+        """A counted round: the intervals against the incumbent, the leader, the arms dropped beyond the noise.
+        True when the stage stops here."""
+        stage, settings = self.stage, self.stage.settings
+        incumbent = stage.incumbent
+        for arm in list(self.alive):  # an arm that failed this round after others ran: its partial round is dropped
+            if self.rounds not in self.scores[arm]:
+                self.drop(arm, "no result this round")
+        self.marks.append(RoundMark(stage.knob, self.attempts, True, report))
+        if disturbed:
+            self.disturbed_rounds += 1
+        self.rounds += 1
+        comparisons = {a: self.compare(incumbent, a) for a in self.alive if a != incumbent}
+        self.last.update(comparisons)
+        leader = max(comparisons, key=lambda a: comparisons[a].ratio, default=incumbent)
+        if leader != incumbent and comparisons[leader].ratio <= 1.0:
+            leader = incumbent
+        self.leader = leader
+        self.progress(comparisons[leader].ratio - 1.0 if leader != incumbent else None)
+        if self.rounds >= settings.min_rounds:
+            self.prune(comparisons)
+            challengers_left = [a for a in self.alive if a != incumbent]
+            if len(challengers_left) == 1 and comparisons[challengers_left[0]].verdict == "faster":
+                self.stop = "decided"
+                return True
+        if len(self.alive) == 1:
+            self.stop = "every challenger dropped"
+            return True
+        if self.rounds >= settings.max_rounds:
+            self.stop = f"max rounds ({settings.max_rounds})"
+            return True
+        # the stage's share ends it once it could decide (min_rounds); the hard end (the whole search's) always
+        spent = stage.measurer.spent_s + self.last_round_s
+        if (self.rounds >= settings.min_rounds and spent > stage.end_s) or spent > stage.limit_s:
+            self.stop = "budget"
+            return True
+        return False
+
+    def prune(self, comparisons: Mapping[Candidate, RoundsComparison]) -> None:
+        """Drop the arms that cannot beat the incumbent by the threshold, or lose to the leader beyond the noise."""
+        incumbent, threshold, leader = self.stage.incumbent, self.stage.settings.threshold, self.leader
+        for arm, comparison in comparisons.items():
+            if comparison.high < 1.0 + threshold:
+                self.drop(arm, f"cannot beat {incumbent.label} by {threshold:.0%} "
+                               f"({_interval(comparison)}, {self.rounds} rounds)")
+            elif arm != leader and leader != incumbent:
+                versus = self.compare(leader, arm)
+                if versus.high < 1.0:
+                    self.drop(arm, f"slower than {leader.label} beyond the noise ({_interval(versus)})")
+
+    def outcome(self) -> StageOutcome:
+        stage, incumbent = self.stage, self.stage.incumbent
+        final = {a: self.compare(incumbent, a) for a in self.alive if a != incumbent}
+        faster = [a for a in final if final[a].verdict == "faster"]
+        winner = max(faster, key=lambda a: final[a].ratio) if faster else incumbent
+        if winner != incumbent:
+            best: Candidate | None = winner
+        else:  # the incumbent stayed: the best any challenger showed (for the report)
+            best = max(self.last, key=lambda a: self.last[a].ratio, default=None)
+        return StageOutcome(stage.knob, incumbent, winner, self.last.get(best) if best is not None else None,
+                            self.rounds, tuple(self.dropped), self.stop, len(self.arms),
+                            {a.label: tuple(v for _, v in sorted(s.items())) for a, s in self.scores.items()},
+                            best.label if best is not None else None, discarded=self.discarded,
+                            disturbed_rounds=self.disturbed_rounds, busy=self.busy, marks=tuple(self.marks),
+                            candidates=tuple(self.arms), load_dropped=tuple(self.load_dropped))
+
+    # ---- the pieces
+
+    def compare(self, base: Candidate, arm: Candidate) -> RoundsComparison:
+        return _compare(self.scores[base], self.scores[arm], self.confidence, self.stage.settings)
+
+    def strict(self) -> bool:
         """Judge as if every CPU were busy: a threads or CPU-set stage, or arms that keep different numbers of
         CPUs busy. A load on the CPUs one arm leaves idle lands on the SMT siblings or the shared caches of the
         others: exactly the load that changes which thread count wins."""
-        return knob in CPU_KNOBS or len({cpus_of([a]) for a in alive}) > 1
+        return self.stage.knob in CPU_KNOBS or len({cpus_of([a]) for a in self.alive}) > 1
 
-    def judged(report: WatchReport | None) -> WatchReport | None:
-        if report is None or not strict():
+    def judged(self, report: WatchReport | None) -> WatchReport | None:
+        if report is None or not self.strict():
             return report
         return rejudge(replace(report, cpus_used=None))
 
-    def drop(arm: Candidate, why: str) -> None:
-        if arm == incumbent:
-            raise TunehostError(f"the configuration being tuned ({incumbent.label}) fails in llama-bench: {why}")
-        if arm in alive:
-            alive.remove(arm)
-            dropped.append((arm.label, why))
+    def drop(self, arm: Candidate, why: str) -> None:
+        if arm == self.stage.incumbent:
+            raise TunehostError(f"the configuration being tuned ({arm.label}) fails in llama-bench: {why}")
+        if arm in self.alive:
+            self.alive.remove(arm)
+            self.dropped.append((arm.label, why))
 
-    def call(group: Group, reps: int, reverse: bool) -> dict[Candidate, list[BenchResult]] | None:
-        args = [*settings.base_args(reps), *group.args(reverse)]
+    def call(self, group: Group, reps: int, reverse: bool) -> dict[Candidate, list[BenchResult]] | None:
+        """One llama-bench call for ``group``; a failing multi-value call is retried one arm at a time (to find
+        which value failed), a failing arm is dropped."""
+        measurer = self.stage.measurer
+        args = [*self.stage.settings.base_args(reps), *group.args(reverse)]
         try:
-            got = split_results(group, measurer.run(args), kinds, reverse)
+            got = split_results(group, measurer.run(args), self.kinds, reverse)
         except TunehostError as exc:
             if measurer.last_watch is not None:
-                round_reports.append(judged(measurer.last_watch))  # type: ignore[arg-type]
+                self.round_reports.append(self.judged(measurer.last_watch))  # type: ignore[arg-type]
             if len(group.arms) == 1:
-                drop(group.arms[0], str(exc))
+                self.drop(group.arms[0], str(exc))
                 return None
             out: dict[Candidate, list[BenchResult]] = {}  # find which value failed: each arm alone
             for arm in group.arms:
-                got_one = call(Group((arm,)), reps, False)
+                got_one = self.call(Group((arm,)), reps, False)
                 if got_one:
                     out.update(got_one)
             return out
         if measurer.last_watch is not None:
-            round_reports.append(judged(measurer.last_watch))  # type: ignore[arg-type]
+            self.round_reports.append(self.judged(measurer.last_watch))  # type: ignore[arg-type]
         return got
 
-    def progress(rounds: int, leader: Candidate, change: float | None, note: str | None = None) -> None:
-        if on_progress is not None:
-            on_progress(TuneProgress(knob, 0, 1, rounds, leader.label, change, len(alive), measurer.spent_s,
-                                     settings.budget_s, measurer.reused_steps, discarded, note))
-
-    if settings.warmup and resume is None:
-        for group in groups_of(alive):
-            call(group, 1, False)
-    rounds = resume.rounds if resume else 0
-    attempts = len(marks)
-    streak = 0
-    stop = "max rounds"
-    leader = incumbent
-    last_round_s = 0.0
-    last: dict[Candidate, RoundsComparison] = {}  # each challenger's latest interval against the incumbent
-    if resume and resume.comparison is not None and resume.challenger:
-        for a in alive:
-            if a.label == resume.challenger:
-                last[a] = resume.comparison
-    while True:
-        if len(alive) == 1:
-            stop = "every challenger dropped"
-            break
-        began = measurer.spent_s
-        reverse = attempts % 2 == 1
-        attempts += 1
-        groups = groups_of(alive)
-        round_reports.clear()
-        for group in (groups[::-1] if reverse else groups):
-            got = call(group, settings.reps, reverse)
-            for arm, results in (got or {}).items():
-                if arm in alive:
-                    scores[arm][rounds] = score(results, settings.objective)
-        last_round_s = measurer.spent_s - began
-        report = judged(combine(round_reports))
-        disturbed = report is not None and report.disturbed
-        if disturbed and busy is None and report is not None:
-            busy = report.reasons[0]
-        if disturbed and not settings.allow_busy:
-            # never counted: the round's values leave the race, it is run again (after waiting for quiet when the
-            # host stays busy)
-            for arm in arms:
-                scores[arm].pop(rounds, None)
-            marks.append(RoundMark(knob, attempts, False, report))
-            discarded += 1
-            streak += 1
-            if streak >= settings.busy_streak:
-                limit = end_s if hard_end_s is None else hard_end_s
-                progress(rounds, leader, None, f"waiting for quiet: {busy}")
-                # challengers that keep more CPUs busy than the incumbent are the first a load disturbs: when
-                # quiet does not come for them, they leave the race (never raced under the load, and the outcome
-                # says so: it is marked disturbed), the rest go on. Never in the confirmation: dropping the
-                # search's best there would turn "not raced" into "the plan is the fastest"
-                base = cpus_of([incumbent])
-                greedy = [] if confirming else [a for a in alive if a != incumbent and base is not None
-                                                and (cpus_of([a]) or 1 << 16) > base]
-                share = GREEDY_WAIT_SHARE if greedy else 1.0
-                waited = measurer.wait_quiet((limit - measurer.spent_s) * share, None if strict() else cpus_of(alive))
-                if not waited.quiet and greedy:
-                    why = report.reasons[0] if report and report.reasons else busy
-                    for arm in greedy:
-                        drop(arm, f"needs CPUs that other processes kept busy ({why}); not raced under that load")
-                        load_dropped.append(arm.label)
-                    streak = 0
-                    continue
-                if not waited.quiet:
-                    busy = f"{report.reasons[0] if report else busy}; waited {waited.waited_s:.0f} s for quiet"
-                    stop = "host busy"
-                    break
-                streak = 0
-            if measurer.spent_s + last_round_s > (end_s if hard_end_s is None else hard_end_s):
-                stop = "budget" if rounds >= settings.min_rounds else "host busy"
-                break
-            continue
-        streak = 0
-        for arm in list(alive):  # an arm that failed this round after others ran: its partial round is dropped
-            if rounds not in scores[arm]:
-                drop(arm, "no result this round")
-        marks.append(RoundMark(knob, attempts, True, report))
-        if disturbed:
-            disturbed_rounds += 1
-        rounds += 1
-        comparisons = {a: _compare(scores[incumbent], scores[a], confidence, settings) for a in alive if a != incumbent}
-        last.update(comparisons)
-        leader = max(comparisons, key=lambda a: comparisons[a].ratio, default=incumbent)
-        if leader != incumbent and comparisons[leader].ratio <= 1.0:
-            leader = incumbent
-        progress(rounds, leader, comparisons[leader].ratio - 1.0 if leader != incumbent else None)
-        if rounds >= settings.min_rounds:
-            for arm, comparison in comparisons.items():
-                if comparison.high < 1.0 + settings.threshold:
-                    drop(arm, f"cannot beat {incumbent.label} by {settings.threshold:.0%} "
-                              f"({_interval(comparison)}, {rounds} rounds)")
-                elif arm != leader and leader != incumbent:
-                    versus = _compare(scores[leader], scores[arm], confidence, settings)
-                    if versus.high < 1.0:
-                        drop(arm, f"slower than {leader.label} beyond the noise ({_interval(versus)})")
-            challengers_left = [a for a in alive if a != incumbent]
-            if len(challengers_left) == 1 and comparisons[challengers_left[0]].verdict == "faster":
-                stop = "decided"
-                break
-        if len(alive) == 1:
-            stop = "every challenger dropped"
-            break
-        if rounds >= settings.max_rounds:
-            stop = f"max rounds ({settings.max_rounds})"
-            break
-        # the stage's share ends it once it could decide (min_rounds); the hard end (the whole search's) always
-        if (rounds >= settings.min_rounds and measurer.spent_s + last_round_s > end_s) \
-                or measurer.spent_s + last_round_s > (end_s if hard_end_s is None else hard_end_s):
-            stop = "budget"
-            break
-    final = {a: _compare(scores[incumbent], scores[a], confidence, settings) for a in alive if a != incumbent}
-    faster = [a for a in final if final[a].verdict == "faster"]
-    winner = max(faster, key=lambda a: final[a].ratio) if faster else incumbent
-    if winner != incumbent:
-        best: Candidate | None = winner
-    else:  # the incumbent stayed: the best any challenger showed (for the report)
-        best = max(last, key=lambda a: last[a].ratio, default=None)
-    return StageOutcome(knob, incumbent, winner, last.get(best) if best is not None else None, rounds, tuple(dropped),
-                        stop, len(arms), {a.label: tuple(v for _, v in sorted(s.items())) for a, s in scores.items()},
-                        best.label if best is not None else None, discarded=discarded,
-                        disturbed_rounds=disturbed_rounds, busy=busy, marks=tuple(marks), candidates=tuple(arms),
-                        load_dropped=tuple(load_dropped))
+    def progress(self, change: float | None, note: str | None = None) -> None:
+        stage = self.stage
+        if stage.on_progress is not None:
+            stage.on_progress(TuneProgress(stage.knob, 0, 1, self.rounds, self.leader.label, change, len(self.alive),
+                                           stage.measurer.spent_s, stage.settings.budget_s,
+                                           stage.measurer.reused_steps, self.discarded, note))
 
 
 def cpus_of(arms: Sequence[Candidate]) -> int | None:
@@ -716,22 +801,186 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
     what is left, then the confirmation against the plan."""
     if settings.objective not in OBJECTIVES:
         raise TunehostError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {settings.objective!r}")
-    search_end = settings.budget_s * (1.0 - settings.confirm_share)
-    incumbent = plan
-    stages: list[StageOutcome] = []
-    skipped: list[tuple[str, str]] = []
-    first_round_s: float | None = None
-    round_s = 0.0
+    run = _Tune(plan, tuple(knobs), measurer, settings, on_progress)
+    if not settings.allow_busy:  # (journaled even when nothing watches: a replay takes the same steps)
+        waited = run.wait_first_quiet()
+        if not waited.quiet:
+            return run.finish(plan, None, f"the host stayed busy ({waited.reason}); waited {waited.waited_s:.0f} s "
+                                          "for quiet")
+    early = run.search()
+    if early is not None:
+        return early
+    if run.stopped is None and (run.incumbent == plan or run.direct_stage(run.incumbent) is not None):
+        run.resume_undecided()  # no confirmation is needed: its reserve and what the stages left go to them
+    return run.conclude()
 
-    def gaps(stopped: str | None) -> tuple[tuple[str, str], ...]:
+
+class _Tune:
+    """The state of one tune: the incumbent, the stages raced and skipped, the round time estimate, why it
+    stopped."""
+
+    def __init__(self, plan: Candidate, knobs: tuple[Knob, ...], measurer: Measurer, settings: TuneSettings,
+                 on_progress: Callable[[TuneProgress], None] | None):
+        self.plan, self.knobs, self.measurer, self.settings = plan, knobs, measurer, settings
+        self.on_progress = on_progress
+        self.search_end = settings.budget_s * (1.0 - settings.confirm_share)
+        self.incumbent = plan
+        self.stages: list[StageOutcome] = []
+        self.skipped: list[tuple[str, str]] = []
+        self.first_round_s: float | None = None
+        self.round_s = 0.0
+        self.stopped: str | None = None
+
+    # ---- the steps
+
+    def wait_first_quiet(self) -> QuietWait:
+        """A load that holds a CPU changes which thread count or CPU set wins: start only on a quiet host."""
+        plan, measurer, settings = self.plan, self.measurer, self.settings
+        if self.on_progress is not None:
+            self.on_progress(TuneProgress("quiet", 0, len(self.knobs), 0, plan.label, None, 0, measurer.spent_s,
+                                          settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
+        # judged for every CPU when a stage will race thread counts or CPU sets (see _StageRace.strict())
+        cpu_stages = any(k.name in CPU_KNOBS and not k.not_searched for k in self.knobs)
+        return measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
+                                       QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), None if cpu_stages else cpus_of([plan]))
+
+    def search(self) -> TuneOutcome | None:
+        """Each knob's stage around the incumbent, in order; an outcome when the tune ends before the stages."""
+        measurer, settings = self.measurer, self.settings
+        for index, knob in enumerate(self.knobs):
+            if knob.not_searched:
+                self.skipped.append((knob.name, knob.not_searched))
+                continue
+            challengers = knob.variants(self.incumbent)
+            if not challengers:
+                self.skipped.append((knob.name, "no other value fits or applies here"))
+                continue
+            if self.first_round_s is None:
+                early = self.first_round()
+                if early is not None:
+                    return early
+            # the stages still to race around this incumbent (a knob with nothing to try takes no share of it)
+            left = max(1, sum(1 for k in self.knobs[index:]
+                              if not k.not_searched and (k is knob or k.variants(self.incumbent))))
+            end = measurer.spent_s + max(0.0, self.search_end - measurer.spent_s) / left
+            arms = 1 + len(challengers)
+            if measurer.spent_s + settings.min_rounds * self.round_s * arms / 2 > self.search_end:
+                self.skipped.append((knob.name, "no budget left for it"))
+                continue
+            stage_began = measurer.spent_s
+            outcome = race_stage(Stage(knob.name, self.incumbent, tuple(challengers), measurer, settings, end_s=end,
+                                       hard_end_s=self.search_end, on_progress=self.relay(index)))
+            self.stages.append(outcome)
+            if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
+                self.round_s = ((measurer.spent_s - stage_began) / (outcome.rounds + outcome.discarded + 1) * 2
+                                / outcome.arms)
+            self.incumbent = outcome.winner
+            if outcome.stop_reason == "host busy":
+                self.stopped = f"the host stayed busy ({outcome.busy})"
+                break
+        return None
+
+    def first_round(self) -> TuneOutcome | None:
+        """The plan alone once: how long is one call here? is the budget enough at all? (an outcome when the wait
+        for quiet left too little of it)."""
+        plan, measurer, settings = self.plan, self.measurer, self.settings
+        began = measurer.spent_s
+        try:
+            measurer.run([*settings.base_args(1), *plan.args])
+        except TunehostError as exc:
+            raise TunehostError(f"the configuration being tuned ({plan.label}) fails in llama-bench: {exc}") from None
+        # -r 1 is llama-bench's warm-up pass + 1 repetition; -r N is N + 1 passes; a round has two arms at least
+        first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
+        self.first_round_s = self.round_s = first_round_s  # a paired round: re-estimated after every stage
+        needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
+        # the budget is blamed only for what measuring takes: the waits for quiet are the host's doing
+        if needed > settings.budget_s - (began - measurer.waited_s):
+            raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
+                                f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
+                                f"give --budget {math.ceil(needed / 60.0)}m or more")
+        if needed > settings.budget_s - began:
+            return self.finish(plan, None, f"waiting for quiet took {measurer.waited_s:.0f} s of the "
+                                           f"{settings.budget_s:g} s budget and what is left is too short "
+                                           f"for a verdict ({settings.min_rounds} rounds of about "
+                                           f"{first_round_s:.0f} s)")
+        return None
+
+    def resume_undecided(self) -> None:
+        """The stages the budget stopped undecided, resumed with what is left (their intervals are anytime-valid)."""
+        plan, measurer, settings = self.plan, self.measurer, self.settings
+        for i, stage in enumerate(list(self.stages)):
+            if not self.eligible(stage):
+                continue
+            # a win here on top of an earlier one needs a confirmation: keep what a short one takes then
+            reserve = min(settings.budget_s * settings.confirm_share, 3 * settings.min_rounds * self.round_s)
+            last = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
+            waiting = sum(1 for s in self.stages[i:] if self.eligible(s))  # what is left is shared among them
+            end = measurer.spent_s + max(0.0, last - measurer.spent_s) / max(1, waiting)
+            if measurer.spent_s + self.round_s * stage.arms / 2 > end:
+                continue
+            index = next((k for k, knob in enumerate(self.knobs) if knob.name == stage.knob), 0)
+            again = race_stage(Stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings,
+                                     end_s=end, hard_end_s=end, resume=stage, on_progress=self.relay(index)))
+            self.stages[i] = again
+            if again.stop_reason == "host busy":
+                self.stopped = f"the host stayed busy ({again.busy})"
+                break
+            if again.winner != again.incumbent:
+                self.incumbent = again.winner
+                if stage.incumbent == plan:
+                    break  # a direct winner: the later stages raced around the plan, not around it
+
+    def eligible(self, stage: StageOutcome) -> bool:
+        """An undecided stage around the current incumbent or the plan that more rounds could still change."""
+        plan, incumbent = self.plan, self.incumbent
+        if not stage.undecided or stage.incumbent != incumbent and stage.incumbent != plan:
+            return False
+        # the best already won against the plan: re-racing a stage around the plan cannot add to it
+        return not (incumbent != plan and stage.incumbent == plan)
+
+    def conclude(self) -> TuneOutcome:
+        """The winner: the search's best when a stage raced it against the plan itself, else when a fresh
+        confirmation against the plan calls it faster."""
+        plan, incumbent, settings = self.plan, self.incumbent, self.settings
+        confirmation = None
+        winner = plan
+        direct = self.direct_stage(incumbent)
+        if incumbent != plan and direct is not None and direct.comparison is not None:
+            # the best was raced against the plan itself: that stage's interval holds together with every other
+            # interval of the stage (Bonferroni), so it stays valid for the arm the race selected
+            confirmation, winner = direct.comparison, incumbent
+        elif incumbent != plan and self.stopped is None:
+            final = race_stage(Stage("confirmation", plan, (incumbent,), self.measurer, settings,
+                                     end_s=settings.budget_s, alpha=settings.alpha,
+                                     on_progress=self.relay(len(self.knobs) - 1)))
+            self.stages.append(final)
+            confirmation = final.comparison
+            if final.winner != plan:
+                winner = final.winner
+            if final.stop_reason == "host busy":
+                self.stopped = f"the host stayed busy ({final.busy})"
+        return self.finish(winner, confirmation, self.stopped, best=incumbent)
+
+    # ---- the pieces
+
+    def direct_stage(self, best: Candidate) -> StageOutcome | None:
+        return next((s for s in self.stages if s.incumbent == self.plan and s.winner == best), None)
+
+    def relay(self, index: int) -> Callable[[TuneProgress], None] | None:
+        on_progress = self.on_progress
+        if on_progress is None:
+            return None
+        return lambda event: on_progress(replace(event, stage_index=index, stages=len(self.knobs)))
+
+    def gaps(self, stopped: str | None) -> tuple[tuple[str, str], ...]:
         """The knobs that could change the result but were not raced: skipped for budget, stopped by load, or
         never reached because the tune stopped."""
         out = []
-        for knob in knobs:
+        for knob in self.knobs:
             if knob.not_searched:
                 continue
-            why = next((w for name, w in skipped if name == knob.name), None)
-            stage = next((s for s in reversed(stages) if s.knob == knob.name), None)
+            why = next((w for name, w in self.skipped if name == knob.name), None)
+            stage = next((s for s in reversed(self.stages) if s.knob == knob.name), None)
             if why is not None:
                 if why.startswith("no budget left"):
                     out.append((knob.name, why))
@@ -742,129 +991,15 @@ def tune(plan: Candidate, knobs: Sequence[Knob], measurer: Measurer, settings: T
                 out.append((knob.name, "the tune stopped first"))
         return tuple(out)
 
-    def finish(best: Candidate, winner: Candidate, confirmation: RoundsComparison | None,
-               stopped: str | None) -> TuneOutcome:
-        return TuneOutcome(not_searched=gaps(stopped), plan=plan, best=best, winner=winner, confirmation=confirmation, stages=tuple(stages),
-                           skipped=tuple(skipped), spent_s=measurer.spent_s, budget_s=settings.budget_s,
-                           steps=measurer.calls, reused_steps=measurer.reused_steps, reused_s=measurer.reused_s,
-                           stopped=stopped, allow_busy=settings.allow_busy, waited_s=measurer.waited_s)
-
-    def relay(index: int) -> Callable[[TuneProgress], None] | None:
-        if on_progress is None:
-            return None
-        return lambda event: on_progress(replace(event, stage_index=index, stages=len(knobs)))
-
-    if not settings.allow_busy:  # (journaled even when nothing watches: a replay takes the same steps)
-        # a load that holds a CPU changes which thread count or CPU set wins: start only on a quiet host
-        if on_progress is not None:
-            on_progress(TuneProgress("quiet", 0, len(knobs), 0, plan.label, None, 0, measurer.spent_s,
-                                     settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
-        # judged for every CPU when a stage will race thread counts or CPU sets (see race_stage's strict())
-        cpu_stages = any(k.name in CPU_KNOBS and not k.not_searched for k in knobs)
-        waited = measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
-                                         QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), None if cpu_stages else cpus_of([plan]))
-        if not waited.quiet:
-            return finish(plan, plan, None, f"the host stayed busy ({waited.reason}); waited {waited.waited_s:.0f} s "
-                                            "for quiet")
-
-    stopped: str | None = None
-    for index, knob in enumerate(knobs):
-        if knob.not_searched:
-            skipped.append((knob.name, knob.not_searched))
-            continue
-        challengers = knob.variants(incumbent)
-        if not challengers:
-            skipped.append((knob.name, "no other value fits or applies here"))
-            continue
-        if first_round_s is None:  # the plan alone once: how long is one call here? is the budget enough at all?
-            began = measurer.spent_s
-            try:
-                measurer.run([*settings.base_args(1), *plan.args])
-            except TunehostError as exc:
-                raise TunehostError(f"the configuration being tuned ({plan.label}) fails in llama-bench: {exc}") from None
-            # -r 1 is llama-bench's warm-up pass + 1 repetition; -r N is N + 1 passes; a round has two arms at least
-            first_round_s = (measurer.spent_s - began) * (max(1, settings.reps) + 1) / 2 * 2
-            round_s = first_round_s  # a paired round of the incumbent: re-estimated after every stage
-            needed = settings.min_rounds * first_round_s / (1.0 - settings.confirm_share)
-            # the budget is blamed only for what measuring takes: the waits for quiet are the host's doing
-            if needed > settings.budget_s - (began - measurer.waited_s):
-                raise TunehostError(f"--budget {settings.budget_s:g} s is too short: one paired round takes about "
-                                    f"{first_round_s:.0f} s here and a verdict needs {settings.min_rounds} rounds; "
-                                    f"give --budget {math.ceil(needed / 60.0)}m or more")
-            if needed > settings.budget_s - began:
-                return finish(plan, plan, None, f"waiting for quiet took {measurer.waited_s:.0f} s of the "
-                                                f"{settings.budget_s:g} s budget and what is left is too short "
-                                                f"for a verdict ({settings.min_rounds} rounds of about "
-                                                f"{first_round_s:.0f} s)")
-        # the stages still to race around this incumbent (a knob with nothing to try takes no share of the budget)
-        left = max(1, sum(1 for k in knobs[index:] if not k.not_searched and (k is knob or k.variants(incumbent))))
-        end = measurer.spent_s + max(0.0, search_end - measurer.spent_s) / left
-        arms = 1 + len(challengers)
-        if measurer.spent_s + settings.min_rounds * round_s * arms / 2 > search_end:
-            skipped.append((knob.name, "no budget left for it"))
-            continue
-        stage_began = measurer.spent_s
-        outcome = race_stage(knob.name, incumbent, challengers, measurer, settings, end_s=end,
-                             hard_end_s=search_end, on_progress=relay(index))
-        stages.append(outcome)
-        if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
-            round_s = (measurer.spent_s - stage_began) / (outcome.rounds + outcome.discarded + 1) * 2 / outcome.arms
-        incumbent = outcome.winner
-        if outcome.stop_reason == "host busy":
-            stopped = f"the host stayed busy ({outcome.busy})"
-            break
-
-    def direct_stage(best: Candidate) -> StageOutcome | None:
-        return next((s for s in stages if s.incumbent == plan and s.winner == best), None)
-
-    if stopped is None and (incumbent == plan or direct_stage(incumbent) is not None):
-        # no confirmation is needed: its reserve and what the stages left go to the stages still undecided
-        def eligible(stage: StageOutcome) -> bool:
-            if not stage.undecided or stage.incumbent != incumbent and stage.incumbent != plan:
-                return False
-            # the best already won against the plan: re-racing a stage around the plan cannot add to it
-            return not (incumbent != plan and stage.incumbent == plan)
-
-        for i, stage in enumerate(list(stages)):
-            if not eligible(stage):
-                continue
-            # a win here on top of an earlier one needs a confirmation: keep what a short one takes then
-            reserve = min(settings.budget_s * settings.confirm_share, 3 * settings.min_rounds * round_s)
-            last = settings.budget_s if stage.incumbent == plan else settings.budget_s - reserve
-            waiting = sum(1 for s in stages[i:] if eligible(s))  # what is left is shared among them
-            end = measurer.spent_s + max(0.0, last - measurer.spent_s) / max(1, waiting)
-            if measurer.spent_s + round_s * stage.arms / 2 > end:
-                continue
-            again = race_stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings, end_s=end,
-                               hard_end_s=end, resume=stage,
-                               on_progress=relay(next((k for k, knob in enumerate(knobs) if knob.name == stage.knob),
-                                                      0)))
-            stages[i] = again
-            if again.stop_reason == "host busy":
-                stopped = f"the host stayed busy ({again.busy})"
-                break
-            if again.winner != again.incumbent:
-                incumbent = again.winner
-                if stage.incumbent == plan:
-                    break  # a direct winner: the later stages raced around the plan, not around it
-
-    confirmation = None
-    winner = plan
-    direct = direct_stage(incumbent)
-    if incumbent != plan and direct is not None and direct.comparison is not None:
-        # the best was raced against the plan itself: that stage's interval holds together with every other
-        # interval of the stage (Bonferroni), so it stays valid for the arm the race selected
-        confirmation, winner = direct.comparison, incumbent
-    elif incumbent != plan and stopped is None:
-        final = race_stage("confirmation", plan, [incumbent], measurer, settings, end_s=settings.budget_s,
-                           alpha=settings.alpha, on_progress=relay(len(knobs) - 1))
-        stages.append(final)
-        confirmation = final.comparison
-        if final.winner != plan:
-            winner = final.winner
-        if final.stop_reason == "host busy":
-            stopped = f"the host stayed busy ({final.busy})"
-    return finish(incumbent, winner, confirmation, stopped)
+    def finish(self, winner: Candidate, confirmation: RoundsComparison | None, stopped: str | None, *,
+               best: Candidate | None = None) -> TuneOutcome:
+        """The outcome; ``best`` (what the stages selected) is the winner unless given."""
+        m, settings = self.measurer, self.settings
+        return TuneOutcome(not_searched=self.gaps(stopped), plan=self.plan, best=winner if best is None else best,
+                           winner=winner, confirmation=confirmation, stages=tuple(self.stages),
+                           skipped=tuple(self.skipped), spent_s=m.spent_s, budget_s=settings.budget_s,
+                           steps=m.calls, reused_steps=m.reused_steps, reused_s=m.reused_s, stopped=stopped,
+                           allow_busy=settings.allow_busy, waited_s=m.waited_s)
 
 
 def with_label(candidate: Candidate, label: str) -> Candidate:

@@ -1,7 +1,8 @@
 """What `tunehost tune` searches: the knobs around advise's plan, each value checked against advise's memory model.
 
-One knob per stage, in this order (the ones that matter most on a CPU first); each gives the challengers of the
-current incumbent:
+Each knob is one declaration in :data:`KNOBS` (in the manner of TuneD's declared get/set plugin commands): its
+name, the values to try around the current incumbent, what a value changes in the LaunchConfig, and when the knob
+applies. One knob per stage, in this order (the ones that matter most on a CPU first):
 
 - ``threads``: -t (and -tb) = the plan's, the physical cores, every online CPU, one less than the plan's;
 - ``cpu set``: the plan's pinning (one logical CPU per performance core) against one logical CPU per core (E-cores
@@ -14,7 +15,11 @@ current incumbent:
 - ``mmap``: --no-mmap (weights read into RAM) against mmap, only when RAM holds the CPU side plus 1 GiB;
 - ``repack``: --no-repack against llama.cpp's default CPU weight repacking (CPU placements);
 - ``offload``: -ngl one and two layers fewer (split) / --n-cpu-moe one and two more (MoE): less VRAM, so they fit;
-- ``priority``: without --prio (where the plan raises it).
+- ``priority``: --prio 2 against none, both ways from what the incumbent has. llama.cpp's --prio 2 (common/arg.cpp;
+  ``set_process_priority`` and ggml-cpu's ``ggml_thread_apply_priority``) is nice -10 for the process and
+  SCHED_FIFO 80 for the compute threads; raced only while the incumbent's pinning leaves a CPU to the system
+  (real-time threads on every CPU could starve it). Without root or CAP_SYS_NICE llama-bench refuses it and the
+  challenger is dropped with llama-bench's error.
 
 ``ubatch`` and ``batch`` are not searched for ``--objective tg``: llama-bench's tg test decodes one token per
 llama_decode call, so neither can change it (they decide prompt processing: pp and balanced search them).
@@ -26,10 +31,11 @@ does not fit the free VRAM or available RAM is never measured. llama-bench optio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from tunehost.advise.memory import ServerSettings
 from tunehost.bench.runner import plan_to_bench_flags
 from tunehost.launch import LaunchConfig
 from tunehost.tune.race import Candidate, Knob
@@ -42,6 +48,157 @@ UBATCHES = (128, 256, 512, 1024)
 BATCHES = (512, 1024, 2048, 4096, 8192)
 NOT_FOR_TG = "llama-bench's tg test decodes one token at a time: -ub and -b change only prompt processing"
 KV_TYPES = ("f16", "q8_0")
+PRIO = "2"  # llama.cpp's GGML_SCHED_PRIO_HIGH: setpriority -10, compute threads SCHED_FIFO 80 (ggml-cpu.c)
+PRIO_NICE = -10  # what --prio 2 sets the process to (common.cpp set_process_priority): the unit's Nice=
+
+
+@dataclass(frozen=True)
+class Space:
+    """What every knob may look at: the model, the host, the plan's path, llama-bench's options, the objective."""
+
+    model: "ModelFacts"
+    host: "HostView"
+    path: str  # gpu | moe | split | unified | cpu
+    supported: frozenset[str] | None
+    objective: str = "tg"
+    n_prompt: int = 512
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """One declared knob: ``values(launch, space)`` the values to try around the incumbent's launch,
+    ``change(launch, value)`` the launch with that value, ``label(value)`` its name in the race; ``applies(space)``
+    when the knob is raced at all; ``not_for`` objectives it cannot change (then it is skipped, said so)."""
+
+    name: str
+    values: Callable[[LaunchConfig, Space], Iterable[Any]] = field(compare=False)
+    change: Callable[[LaunchConfig, Any], LaunchConfig] = field(compare=False)
+    label: Callable[[Any], str] = field(compare=False)
+    applies: Callable[[Space], bool] = field(default=lambda space: True, compare=False)
+    not_for: tuple[tuple[str, str], ...] = ()  # (objective, why)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _effective(values: Sequence[int], current: int, cap: int) -> list[int]:
+    """Values that change what llama.cpp does: min(value, cap) differs from the current one's and from each
+    other's (a batch of 1024 runs a 512-token prompt as 512 would)."""
+    seen = {min(current, cap)}
+    out = []
+    for v in values:
+        if min(v, cap) not in seen:
+            seen.add(min(v, cap))
+            out.append(v)
+    return out
+
+
+def _switch(flag: str, *also_removed: str) -> dict[str, Any]:
+    """A switch (``--no-mmap``): the other state than the incumbent's; True = the switch given."""
+    return dict(values=lambda launch, space: [launch.flag(flag) is None],
+                change=lambda launch, on: launch.with_flag(flag, None) if on else launch.without(flag, *also_removed))
+
+
+# ---------------------------------------------------------------- the values each knob tries
+
+
+def _thread_counts(launch: LaunchConfig, space: Space) -> list[int]:
+    current = _int(launch.value("-t"))
+    cores = len(space.host.cores) or None
+    online = len(space.host.online_cpus or ()) or None
+    return list(dict.fromkeys(v for v in (cores, online, (current - 1) if current and current > 1 else None) if v))
+
+
+def _cpu_sets(launch: LaunchConfig, space: Space) -> list[tuple[str, tuple[int, ...] | None]]:
+    host = space.host
+    options: list[tuple[str, tuple[int, ...] | None]] = []
+    current = tuple(launch.pin_cpus or ())
+    one_per_core = tuple(sorted(core[0] for core in host.cores if core))
+    if one_per_core and one_per_core not in (current, tuple(host.online_cpus or ())):
+        options.append(("one CPU per core", one_per_core))  # E-cores too
+    if host.online_cpus and tuple(host.online_cpus) != current:
+        options.append(("all CPUs", tuple(host.online_cpus)))
+    if launch.pin_cpus:
+        options.append(("no pinning", None))
+    return options
+
+
+def _ubatches(launch: LaunchConfig, space: Space) -> list[int]:
+    s = ServerSettings.from_launch(launch)
+    return _effective([v for v in UBATCHES if v <= s.n_batch], s.n_ubatch, min(s.n_batch, space.n_prompt))
+
+
+def _batches(launch: LaunchConfig, space: Space) -> list[int]:
+    s = ServerSettings.from_launch(launch)
+    return _effective([v for v in BATCHES if v >= s.n_ubatch], s.n_batch, space.n_prompt)
+
+
+def _kv_types(launch: LaunchConfig, space: Space) -> list[str]:
+    from tunehost.advise.memory import kv_type_fits
+
+    return [t for t in KV_TYPES if t == "f16" or kv_type_fits(space.model, t)]
+
+
+def _with_kv(launch: LaunchConfig, kv: str) -> LaunchConfig:
+    out = launch.with_flag("-ctk", kv).with_flag("-ctv", kv)
+    return out if kv == "f16" else out.with_flag("-fa", "on")  # a quantized V cache needs flash attention
+
+
+def _flash(launch: LaunchConfig, space: Space) -> list[str]:
+    return ["on", "off"] if ServerSettings.from_launch(launch).type_v == "f16" else []
+
+
+def _offloads(launch: LaunchConfig, space: Space) -> list[tuple[str, int]]:
+    if space.path == "split":
+        ngl = _int(launch.value("-ngl"))
+        return [("-ngl", ngl - d) for d in (1, 2) if ngl and ngl - d > 0]
+    n = _int(launch.value("--n-cpu-moe"))
+    return [("--n-cpu-moe", n + d) for d in (1, 2) if n is not None and n + d <= space.model.block_count]
+
+
+def _priorities(launch: LaunchConfig, space: Space) -> list[str | None]:
+    """No --prio where the incumbent has it; --prio 2 where it has none and its pinning leaves a CPU free."""
+    if launch.flag("--prio"):
+        return [None]
+    spare = set(space.host.online_cpus or ()) - set(launch.pin_cpus or ())
+    return [PRIO] if launch.pin_cpus and spare else []
+
+
+def _with_prio(launch: LaunchConfig, prio: str | None) -> LaunchConfig:
+    if prio is None:
+        return replace(launch.without("--prio"), nice=None)
+    return replace(launch.with_flag("--prio", prio), nice=PRIO_NICE)
+
+
+def _llama_bench_has(option: str) -> Callable[[Space], bool]:
+    return lambda space: space.supported is None or option in space.supported
+
+
+# ---------------------------------------------------------------- the knobs, in stage order
+
+KNOBS: tuple[KnobSpec, ...] = (
+    KnobSpec("threads", _thread_counts, lambda launch, v: launch.with_flag("-t", str(v)).with_flag("-tb", str(v)),
+             lambda v: f"-t {v}"),
+    KnobSpec("cpu set", _cpu_sets, lambda launch, v: replace(launch, pin_cpus=v[1]), lambda v: v[0]),
+    KnobSpec("ubatch", _ubatches, lambda launch, v: launch.with_flag("-ub", str(v)), lambda v: f"-ub {v}",
+             not_for=(("tg", NOT_FOR_TG),)),
+    KnobSpec("batch", _batches, lambda launch, v: launch.with_flag("-b", str(v)), lambda v: f"-b {v}",
+             not_for=(("tg", NOT_FOR_TG),)),
+    KnobSpec("kv cache", _kv_types, _with_kv, lambda v: f"KV {v}"),
+    KnobSpec("flash attention", _flash, lambda launch, v: launch.with_flag("-fa", v), lambda v: f"-fa {v}"),
+    KnobSpec("mmap", **_switch("--no-mmap", "--mlock"), label=lambda on: "--no-mmap" if on else "mmap",
+             applies=lambda space: space.path != "gpu"),
+    KnobSpec("repack", **_switch("--no-repack"), label=lambda on: "--no-repack" if on else "repack",
+             applies=lambda space: space.path in ("cpu", "split", "moe") and _llama_bench_has("--repack")(space)),
+    KnobSpec("offload", _offloads, lambda launch, v: launch.with_flag(v[0], str(v[1])), lambda v: f"{v[0]} {v[1]}",
+             applies=lambda space: space.path in ("split", "moe")),
+    KnobSpec("priority", _priorities, _with_prio, lambda v: "no --prio" if v is None else f"--prio {v}",
+             applies=_llama_bench_has("--prio")),
+)
 
 
 def candidate(label: str, launch: LaunchConfig, supported: frozenset[str] | None) -> Candidate:
@@ -51,132 +208,40 @@ def candidate(label: str, launch: LaunchConfig, supported: frozenset[str] | None
 def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset[str] | None,
           objective: str = "tg", n_prompt: int = 512) -> list[Knob]:
     """The stages for a plan on ``path`` (gpu | moe | split | unified | cpu), for ``objective`` (tg | pp |
-    balanced) with prompts of ``n_prompt`` tokens."""
+    balanced) with prompts of ``n_prompt`` tokens: one per declared knob (:data:`KNOBS`), in order."""
+    space = Space(model, host, path, supported, objective, n_prompt)
     fits = _fits_checker(model, host, path)
+    return [Knob(spec.name, _variants(spec, space, fits), dict(spec.not_for).get(objective)) for spec in KNOBS]
 
-    def make(label: str, launch: LaunchConfig) -> Candidate:
-        return candidate(label, launch, supported)
 
-    def keep(incumbent: Candidate, options: Sequence[tuple[str, LaunchConfig]]) -> list[Candidate]:
-        out = []
-        for label, launch in options:
-            c = make(label, launch)
+def _variants(spec: KnobSpec, space: Space, fits: Callable[[LaunchConfig], bool]) -> Callable[[Candidate], list[Candidate]]:
+    """The knob's challengers of an incumbent: each value's launch that changes llama-bench's flags, fits advise's
+    memory model and is not another value's twin."""
+
+    def variants(incumbent: Candidate) -> list[Candidate]:
+        if not spec.applies(space):
+            return []
+        out: list[Candidate] = []
+        for value in spec.values(incumbent.launch, space):
+            launch = spec.change(incumbent.launch, value)
+            c = candidate(spec.label(value), launch, space.supported)
             if c.args != incumbent.args and fits(launch) and c.args not in {o.args for o in out}:
                 out.append(c)
         return out
 
-    def threads(inc: Candidate) -> list[Candidate]:
-        current = _int(inc.launch.value("-t"))
-        cores = len(host.cores) or None
-        online = len(host.online_cpus or ()) or None
-        values = [v for v in (cores, online, (current - 1) if current and current > 1 else None) if v]
-        return keep(inc, [(f"-t {v}", inc.launch.with_flag("-t", str(v)).with_flag("-tb", str(v)))
-                          for v in dict.fromkeys(values)])
-
-    def cpu_set(inc: Candidate) -> list[Candidate]:
-        options = []
-        current = tuple(inc.launch.pin_cpus or ())
-        one_per_core = tuple(sorted(core[0] for core in host.cores if core))
-        if one_per_core and one_per_core not in (current, tuple(host.online_cpus or ())):
-            options.append(("one CPU per core", replace(inc.launch, pin_cpus=one_per_core)))  # E-cores too
-        if host.online_cpus and tuple(host.online_cpus) != current:
-            options.append(("all CPUs", replace(inc.launch, pin_cpus=tuple(host.online_cpus))))
-        if inc.launch.pin_cpus:
-            options.append(("no pinning", replace(inc.launch, pin_cpus=None)))
-        return keep(inc, options)
-
-    def effective(values: Sequence[int], current: int, cap: int) -> list[int]:
-        """Values that change what llama.cpp does: min(value, cap) differs from the current one's and from each
-        other's (a batch of 1024 runs a 512-token prompt as 512 would)."""
-        seen = {min(current, cap)}
-        out = []
-        for v in values:
-            if min(v, cap) not in seen:
-                seen.add(min(v, cap))
-                out.append(v)
-        return out
-
-    def ubatch(inc: Candidate) -> list[Candidate]:
-        batch = _int(inc.launch.value("-b")) or 2048
-        current = _int(inc.launch.value("-ub")) or 512
-        values = effective([v for v in UBATCHES if v <= batch], current, min(batch, n_prompt))
-        return keep(inc, [(f"-ub {v}", inc.launch.with_flag("-ub", str(v))) for v in values])
-
-    def batch(inc: Candidate) -> list[Candidate]:
-        ubatch = _int(inc.launch.value("-ub")) or 512
-        current = _int(inc.launch.value("-b")) or 2048
-        values = effective([v for v in BATCHES if v >= ubatch], current, n_prompt)
-        return keep(inc, [(f"-b {v}", inc.launch.with_flag("-b", str(v))) for v in values])
-
-    def kv(inc: Candidate) -> list[Candidate]:
-        from tunehost.advise.memory import kv_type_fits
-
-        options = []
-        for t in KV_TYPES:
-            if t != "f16" and not kv_type_fits(model, t):
-                continue
-            launch = inc.launch.with_flag("-ctk", t).with_flag("-ctv", t)
-            if t != "f16":
-                launch = launch.with_flag("-fa", "on")  # a quantized V cache needs flash attention
-            options.append((f"KV {t}", launch))
-        return keep(inc, options)
-
-    def flash(inc: Candidate) -> list[Candidate]:
-        if (inc.launch.value("-ctv") or "f16") != "f16":
-            return []
-        return keep(inc, [(f"-fa {v}", inc.launch.with_flag("-fa", v)) for v in ("on", "off")])
-
-    def mmap(inc: Candidate) -> list[Candidate]:
-        if path == "gpu":
-            return []
-        if inc.launch.flag("--no-mmap"):
-            return keep(inc, [("mmap", inc.launch.without("--no-mmap", "--mlock"))])
-        return keep(inc, [("--no-mmap", inc.launch.with_flag("--no-mmap", None))])
-
-    def repack(inc: Candidate) -> list[Candidate]:
-        if path not in ("cpu", "split", "moe") or supported is not None and "--repack" not in supported:
-            return []
-        if inc.launch.flag("--no-repack"):
-            return keep(inc, [("repack", inc.launch.without("--no-repack"))])
-        return keep(inc, [("--no-repack", inc.launch.with_flag("--no-repack", None))])
-
-    def offload(inc: Candidate) -> list[Candidate]:
-        if path == "split":
-            ngl = _int(inc.launch.value("-ngl"))
-            return keep(inc, [(f"-ngl {ngl - d}", inc.launch.with_flag("-ngl", str(ngl - d)))
-                              for d in (1, 2) if ngl and ngl - d > 0])
-        if path == "moe":
-            n = _int(inc.launch.value("--n-cpu-moe"))
-            return keep(inc, [(f"--n-cpu-moe {n + d}", inc.launch.with_flag("--n-cpu-moe", str(n + d)))
-                              for d in (1, 2) if n is not None and n + d <= model.block_count])
-        return []
-
-    def priority(inc: Candidate) -> list[Candidate]:
-        if not inc.launch.flag("--prio"):
-            return []
-        return keep(inc, [("no --prio", replace(inc.launch.without("--prio"), nice=None))])
-
-    not_tg = NOT_FOR_TG if objective == "tg" else None
-    return [Knob("threads", threads), Knob("cpu set", cpu_set), Knob("ubatch", ubatch, not_tg),
-            Knob("batch", batch, not_tg), Knob("kv cache", kv),
-            Knob("flash attention", flash), Knob("mmap", mmap), Knob("repack", repack), Knob("offload", offload),
-            Knob("priority", priority)]
+    return variants
 
 
-def _fits_checker(model: "ModelFacts", host: "HostView", path: str) -> Any:
+def _fits_checker(model: "ModelFacts", host: "HostView", path: str) -> Callable[[LaunchConfig], bool]:
     """launch -> whether advise's memory model says it fits (RAM available, free VRAM of the largest GPU)."""
-    from tunehost.advise.memory import ServerSettings, layer_budget, moe_budget
+    from tunehost.advise.memory import layer_budget, moe_budget
     from tunehost.advise.plan import RAM_SPARE
 
     free_vram = max((g.free_bytes or 0 for g in host.discrete_gpus), default=None)
 
     def fits(launch: LaunchConfig) -> bool:
         try:
-            settings = ServerSettings(
-                n_ctx=_int(launch.value("-c")) or 0, n_parallel=_int(launch.value("-np")) or 1,
-                type_k=launch.value("-ctk") or "f16", type_v=launch.value("-ctv") or "f16",
-                n_batch=_int(launch.value("-b")) or 2048, n_ubatch=_int(launch.value("-ub")) or 512,
-                flash_attn=(launch.value("-fa") or "on") != "off")
+            settings = ServerSettings.from_launch(launch)
             ngl = _int(launch.value("-ngl"))
             ncmoe = _int(launch.value("--n-cpu-moe"))
             if path == "moe" and ncmoe is not None:
@@ -194,10 +259,3 @@ def _fits_checker(model: "ModelFacts", host: "HostView", path: str) -> Any:
         return True
 
     return fits
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
