@@ -75,6 +75,7 @@ def tune_command(
     refused up front."""
     from tunehost.bench import runner
     from tunehost.bench.llama_bench import run_llama_bench
+    from tunehost.facts import HostFacts
     from tunehost.store import NewRun, StoredResult, config_key, host_identity, model_hash, open_for_recording
     from tunehost.tune import race, space
 
@@ -110,12 +111,12 @@ def tune_command(
         from tunehost.advise.unit_access import check_unit
 
         unit_check = check_unit(_live_host(), launch, kind)
-    plan_candidate = race.Candidate("advise's plan", launch, runner.plan_to_bench_flags(launch, supported))
+    plan_candidate = race.Candidate("advise's plan", launch, runner.bench_flags(launch, supported).flags)
     knobs = space.knobs(facts_model, view, made.path, supported, objective, n_prompt)
     settings = race.TuneSettings(model=resolved, n_prompt=n_prompt, n_gen=n_gen, reps=reps, budget_s=budget_s,
                                  objective=objective, allow_busy=allow_busy)
 
-    identity, fingerprint = host_identity()
+    identity, fingerprint = host_identity(HostFacts(_live_host()))
     digest = model_hash(resolved)
     store = open_for_recording(warn)
     journal = None
@@ -170,7 +171,7 @@ def tune_command(
                 "reps": reps, "objective": objective})
             if objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
                 # calibration point (a busy host's bandwidth is no calibration point)
-                ceiling = runner.tg_ceiling(resolved, outcome.winner.args, _live_host())
+                ceiling = runner.tg_ceiling(resolved, outcome.winner.args, HostFacts(_live_host()))
                 if ceiling and "error" not in ceiling:
                     summary.update(ceiling=ceiling, ceiling_config=summary["best"])
             store.record(NewRun(command="tune", host=identity, host_fp=fingerprint, build=build,

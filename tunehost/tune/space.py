@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tunehost.bench.runner import plan_to_bench_flags
+from tunehost.bench.runner import bench_flags
 from tunehost.launch import LaunchConfig
 from tunehost.tune.race import Candidate, Knob
 
@@ -45,7 +45,7 @@ KV_TYPES = ("f16", "q8_0")
 
 
 def candidate(label: str, launch: LaunchConfig, supported: frozenset[str] | None) -> Candidate:
-    return Candidate(label, launch, plan_to_bench_flags(launch, supported))
+    return Candidate(label, launch, bench_flags(launch, supported).flags)
 
 
 def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset[str] | None,
