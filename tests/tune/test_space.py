@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.advise.conftest import dense_tensors, write_gguf
 from tests.tune.test_tune_cli import HOST, SUPPORTED
 from tunehost.advise.plan import AdviseOptions, plan
-from tunehost.bench.runner import plan_to_bench_flags
+from tunehost.bench.runner import bench_flags
 from tunehost.model import read_model
 from tunehost.tune.race import Candidate
 from tunehost.tune.space import NOT_FOR_TG, knobs
@@ -16,7 +16,7 @@ def _setup(tmp_path, objective: str, n_prompt: int = 512):
     path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
     facts = read_model(path)
     made = plan(facts, HOST, AdviseOptions(model_path=path, ctx=512))
-    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
     return {k.name: k for k in knobs(facts, HOST, made.path, SUPPORTED, objective, n_prompt)}, plan_c
 
 
@@ -37,7 +37,7 @@ def test_batch_values_are_the_ones_that_change_prompt_processing(tmp_path):
     assert [c.label for c in long_stages["batch"].variants(plan_long)] == ["-b 512", "-b 1024", "-b 4096", "-b 8192"]
     assert [c.label for c in long_stages["ubatch"].variants(plan_long)] == ["-ub 128", "-ub 256", "-ub 1024"]
     small_batch = Candidate("b", plan_long.launch.with_flag("-b", "1024"),
-                            plan_to_bench_flags(plan_long.launch.with_flag("-b", "1024"), SUPPORTED))
+                            bench_flags(plan_long.launch.with_flag("-b", "1024"), SUPPORTED).flags)
     # -ub at most -b
     assert all(int(c.launch.value("-ub")) <= 1024 for c in long_stages["ubatch"].variants(small_batch))
     assert all("-b" in c.args for c in long_stages["batch"].variants(plan_long))
@@ -55,13 +55,13 @@ def test_cpu_sets_on_a_hybrid_cpu_are_p_cores_one_per_core_all_and_none(tmp_path
     path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
     facts = read_model(path)
     made = plan(facts, hybrid, AdviseOptions(model_path=path, ctx=512))
-    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
     assert plan_c.launch.pin_cpus == (0, 2)
     stages = {k.name: k for k in knobs(facts, hybrid, made.path, SUPPORTED)}
     sets = {c.label: c.launch.pin_cpus for c in stages["cpu set"].variants(plan_c)}
     assert sets == {"one CPU per core": (0, 2, 4, 5, 6, 7), "all CPUs": tuple(range(8)), "no pinning": None}
     flat = replace(hybrid, cores=((0,), (1,)), online_cpus=(0, 1), pin_cpus=(0, 1), hybrid=False, efficiency_cpus=())
     made = plan(facts, flat, AdviseOptions(model_path=path, ctx=512))
-    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
     stages = {k.name: k for k in knobs(facts, flat, made.path, SUPPORTED)}
     assert [c.label for c in stages["cpu set"].variants(plan_c)] == ["no pinning"]  # the plan already pins all
