@@ -202,7 +202,8 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     from tunehost.facts.identity import HostIdentity, changes
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.store import host_identity, open_store
+    from tunehost.store import open_store
+    from tunehost.store.records import host_identity
 
     with open_store() as store:
         found = last_best(store.runs(model_hash=digest, limit=1000))

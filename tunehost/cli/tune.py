@@ -76,7 +76,8 @@ def tune_command(
     from tunehost.bench import runner
     from tunehost.bench.llama_bench import run_llama_bench
     from tunehost.facts import HostFacts
-    from tunehost.store import NewRun, StoredResult, config_key, host_identity, model_hash, open_for_recording
+    from tunehost.store import NewRun, StoredResult, config_key, model_hash, open_for_recording
+    from tunehost.store.records import host_identity
     from tunehost.tune import race, space
 
     if fmt not in FORMATS:
