@@ -152,8 +152,15 @@ def bench(
         result = _measure(BenchRequest(settings, base_flags, cand_flags, advised), err, json_out=json_out)
     if save is not None:
         saved_results.save(result, save)
-    comparison = saved_results.compare_saved(before, result) if before is not None else None
+    _render(result, before, compare, save, json_out=json_out)
 
+
+def _render(result: "SavedResult", before: "SavedResult | None", compare: Path | None, save: Path | None, *,
+            json_out: bool) -> None:
+    """The result (--json: the saved schema; with --compare, both and their comparison) on stdout."""
+    from tunehost.bench import results as saved_results
+
+    comparison = saved_results.compare_saved(before, result) if before is not None else None
     if json_out:
         if before is not None and comparison is not None:
             document: dict[str, Any] = {"schema": "tunehost-bench-compare/1", "comparison": comparison.to_json(),
@@ -186,8 +193,8 @@ def _measure(request: "BenchRequest", err: "Console", *, json_out: bool) -> "Sav
     facts = HostFacts(open_host())  # planning, the host summary, the ceiling, the watch and the store read these
     planned = plan_bench(request, facts)
     if planned.advised_flags is not None and not json_out:
-        err.print("advised llama-bench flags: " + (shlex.join(planned.advised_flags.flags) or "(llama-bench defaults)"),
-                  markup=False, highlight=False)
+        shown = shlex.join(planned.advised_flags.flags) or "(llama-bench defaults)"
+        err.print(f"advised llama-bench flags: {shown}", markup=False, highlight=False)
     with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty()) as progress:
         outcome = run_bench(planned, facts, MeasureHooks(on_progress=progress.update, on_status=progress.status))
     _warn(err, outcome.warnings)

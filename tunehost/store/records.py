@@ -131,9 +131,9 @@ class Measured:
 
 
 def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
-    """The runs recorded on the host of ``facts`` (its fingerprint), newest first: what advise reads back. [] with no store
-    (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error): advise
-    must not fail for its store, `advise --calibrate` says why."""
+    """The runs recorded on the host of ``facts`` (its fingerprint), newest first: what advise reads back. [] with
+    no store (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error):
+    advise must not fail for its store, `advise --calibrate` says why."""
     try:
         if not store_path().is_file():
             return []
