@@ -84,11 +84,12 @@ def workload(name: str, binary: Path, pairs: int) -> dict:
 def fixed_cost(model_name: str) -> dict:
     from tunehost.bench.runner import tg_ceiling
     from tunehost.bench.watch import describe_host
+    from tunehost.facts import HostFacts
     from tunehost.host import open_host
 
     model = make_test_model.ensure_model(model_name)
     started = time.perf_counter()
-    describe_host(open_host())
+    describe_host(HostFacts(open_host()))
     described = time.perf_counter() - started
     started = time.perf_counter()
     tg_ceiling(model)

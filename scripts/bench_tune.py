@@ -69,7 +69,7 @@ class Setup:
         self.supported = runner._supported(self.binary)
         self.made, self.view, self.facts = plan_for(self.model, args.ctx, HostFacts(open_host()))
         self.plan = race.Candidate("advise's plan", self.made.launch(),
-                                   runner.plan_to_bench_flags(self.made.launch(), self.supported))
+                                   runner.bench_flags(self.made.launch(), self.supported).flags)
         self.cores = len(self.view.cores) or os.cpu_count() or 1
         self.invoke = lambda a: run_llama_bench(self.binary, a, timeout=600)
 
@@ -82,9 +82,9 @@ class Setup:
     def candidate(self, label: str, launch) -> "object":
         from tunehost.tune.race import Candidate
 
-        from tunehost.bench.runner import plan_to_bench_flags
+        from tunehost.bench.runner import bench_flags
 
-        return Candidate(label, launch, plan_to_bench_flags(launch, self.supported))
+        return Candidate(label, launch, bench_flags(launch, self.supported).flags)
 
     def space(self) -> list:
         out = []
@@ -102,7 +102,7 @@ class Setup:
         def knob(name, values):
             def variants(inc):
                 return [self.candidate(label, change(inc.launch)) for label, change in values
-                        if runner.plan_to_bench_flags(change(inc.launch), self.supported) != inc.args]
+                        if runner.bench_flags(change(inc.launch), self.supported).flags != inc.args]
             return Knob(name, variants)
 
         return [

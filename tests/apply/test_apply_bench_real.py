@@ -19,8 +19,8 @@ def test_apply_bench_shows_a_before_after_table(cli, tmp_path, monkeypatch, llam
     # (bench_hook.measure -> runner.measure_model -> the real binary) runs here with the short test sizes and a 2 s
     # budget instead (the warm-up and the minimum rounds still run), as tests/bench/test_bench_real_cli.py does
     real_measure_model = runner.measure_model
-    monkeypatch.setattr(runner, "measure_model", lambda model, **kw: real_measure_model(
-        model, **{"n_prompt": 16, "n_gen": 8, "budget_s": 2.0, **kw}))
+    monkeypatch.setattr(runner, "measure_model", lambda model, facts, **kw: real_measure_model(
+        model, facts, **{"n_prompt": 16, "n_gen": 8, "budget_s": 2.0, **kw}))
     result = cli("apply", "--profile", "throughput", "--yes", "--bench", str(tiny_model))
     assert result.exit_code == 0, result.output + result.stderr
     out = result.stdout

@@ -182,7 +182,7 @@ def test_bench_measures_before_and_after_the_change(cli, root, monkeypatch, tmp_
     seen = []
     speeds = {"before": ([100.0, 101, 99], [40.0, 40.5, 39.5]), "after": ([100.0, 100.5, 99.5], [50.0, 50.5, 49.5])}
 
-    def fake_measure(model, label):
+    def fake_measure(model, label, facts):
         seen.append((model, label, thp.read_text().strip()))
         return saved(*speeds[label], label=label)
 

@@ -12,6 +12,8 @@ from tests.bench.test_runner import SUPPORTED, FakeBench, reading
 from tests.conftest import CORPUS, write_tiny_gguf
 from tunehost.bench import runner, watch
 from tunehost.errors import TunehostError
+from tunehost.launch import LaunchConfig, flags_from
+from tunehost.ops import bench as ops_bench
 
 
 class Boundary:
@@ -189,12 +191,15 @@ def test_compare_with_a_foreign_file_is_one_error(cli, monkeypatch, model, tmp_p
 def test_advised_candidate_comes_from_the_planner_mapping(cli, monkeypatch, model):
     Boundary(monkeypatch)
     seen = {}
+    bench_flags = runner.bench_flags
 
-    def advised(path, supported):
+    def mapped(launch, supported):
         seen["supported"] = supported
-        return ("-t", "1")
+        return bench_flags(launch, supported)
 
-    monkeypatch.setattr(runner, "advised_flags", advised)
+    monkeypatch.setattr(ops_bench, "advised_launch",
+                        lambda path, facts: LaunchConfig(str(path), flags_from([("-t", "1")])))
+    monkeypatch.setattr(runner, "bench_flags", mapped)
     result = cli("bench", "--model", str(model), "-p", "16", "-n", "8", "--advised", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -202,6 +207,8 @@ def test_advised_candidate_comes_from_the_planner_mapping(cli, monkeypatch, mode
 
 
 def test_a_bench_run_records_its_placement_as_a_calibration_point_for_advise(cli, monkeypatch, model):
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
     from tunehost.store import host_calibration
 
     Boundary(monkeypatch, speeds={"default": 30.0})
@@ -210,7 +217,7 @@ def test_a_bench_run_records_its_placement_as_a_calibration_point_for_advise(cli
            "bytes_per_token": 800_000_000, "tg_ceiling_ts": 50.0}
     monkeypatch.setattr(runner, "tg_ceiling", lambda model, *args, **kwargs: doc)
     assert cli("bench", "--model", str(model), "-p", "16", "-n", "8").exit_code == 0
-    fit = host_calibration().get("cpu")
+    fit = host_calibration(facts=HostFacts(open_host())).get("cpu")
     assert fit is not None and fit.runs == 1 and fit.points[0].tg_ts == pytest.approx(30.0, rel=0.05)
     assert fit.points[0].ram_bytes == 800_000_000 and fit.points[0].ram_gbps == 40.0
     shown = cli("advise", "--calibrate")

@@ -14,6 +14,7 @@ from tests.conftest import SNAPSHOTS, write_tiny_gguf
 from tunehost.advise.host_calibration import (BUSY_SOURCE, DIMM_SOURCE, MEASURED_SOURCE, STORE_SOURCE, HostPoint,
                                               StoredBandwidth, quiet_bandwidth)
 from tunehost.bench import runner
+from tunehost.facts import HostFacts
 from tunehost.host import open_host
 from tunehost.probes import bandwidth
 
@@ -37,14 +38,14 @@ def probes(monkeypatch):
 
 def _ceiling(monkeypatch, model, *, busy, stored=None, dimms=True):
     monkeypatch.setattr(runner, "busy_now", lambda host: busy)
-    host = open_host(SNAPSHOTS / "desktop-12700f-rtx3060") if dimms else None
+    facts = HostFacts(open_host(SNAPSHOTS / "desktop-12700f-rtx3060")) if dimms else None
     asked = []
 
     def from_store():
         asked.append(1)
         return stored
 
-    doc = REAL_TG_CEILING(model, ["-ngl", "0"], host, stored_bandwidth=from_store)
+    doc = REAL_TG_CEILING(model, ["-ngl", "0"], facts, stored_bandwidth=from_store)
     return doc, asked
 
 
@@ -147,13 +148,14 @@ def test_a_busy_measurement_is_no_calibration_point():
 
 
 def test_a_quiet_run_recorded_by_bench_is_what_a_busy_one_uses_later(cli, monkeypatch, model, probes):
-    from tunehost.cli.bench import stored_quiet_bandwidth
+    from tunehost.ops.bench import stored_quiet_bandwidth
 
-    assert stored_quiet_bandwidth() is None  # an empty store
+    here = HostFacts(open_host())
+    assert stored_quiet_bandwidth(here) is None  # an empty store
     doc, _ = _ceiling(monkeypatch, model, busy=None)
     doc = dict(doc, ram_measured_gbps=31.0)
     _bench(cli, monkeypatch, model, doc)
-    got = stored_quiet_bandwidth()
+    got = stored_quiet_bandwidth(here)
     assert got is not None and got.gbps == 31.0 and got.runs == 1
     # later, on a busy host: the real ceiling, the real store; the probe is not run, the stored figure is used
     Boundary(monkeypatch, speeds={"default": 30.0})

@@ -14,6 +14,8 @@ from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
 from tunehost.bench.watch import CpuTimes, HostReading, Temperature, judge
 from tunehost.errors import TunehostError
+from tunehost.facts import HostFacts
+from tunehost.launch import LaunchConfig, flags_from
 
 SUPPORTED = frozenset({"-m", "-p", "-n", "-r", "-t", "-fa", "-ngl", "-ctk", "-ctv", "-C", "--cpu-strict", "-ot",
                        "-lm", "-ncmoe", "--no-warmup", "-o", "--progress", "-b", "-ub", "--prio"})
@@ -266,8 +268,8 @@ def test_commas_are_several_llama_bench_runs_and_are_refused(flags, hint):
 
 
 def test_plan_overrides_and_tensor_split_use_llama_bench_separators():
-    plan = _Plan([("-ngl", "99"), ("-ts", "3,1"), ("-ot", r"blk\.0\.ffn_up_exps=CPU,blk\.1\.ffn_up_exps=CPU")])
-    flags = runner.plan_to_bench_flags(plan, SUPPORTED | {"-ts"})
+    plan = _launch([("-ngl", "99"), ("-ts", "3,1"), ("-ot", r"blk\.0\.ffn_up_exps=CPU,blk\.1\.ffn_up_exps=CPU")])
+    flags = runner.bench_flags(plan, SUPPORTED | {"-ts"}).flags
     assert flags == ("-ngl", "99", "-ts", "3/1", "-ot", r"blk\.0\.ffn_up_exps=CPU;blk\.1\.ffn_up_exps=CPU")
     runner.check_flags(flags, SUPPORTED | {"-ts"}, what="--advised")
 
@@ -287,33 +289,29 @@ def test_bench_args_and_command_line():
 # ---------------------------------------------------------------- --advised mapping
 
 
-class _Flag:
-    def __init__(self, name, value):
-        self.name, self.value = name, value
-
-
-class _Plan:
-    def __init__(self, flags, pin=None):
-        self.flags = tuple(_Flag(n, v) for n, v in flags)
-        self.pin_cpus = pin
+def _launch(flags, pin=None) -> LaunchConfig:
+    """advise's launch configuration with these llama-server flags (Plan.launch() gives bench the same type)."""
+    return LaunchConfig(model="x.gguf", flags=flags_from(flags), pin_cpus=pin)
 
 
 def test_plan_flags_map_to_llama_bench_spellings():
-    plan = _Plan([("-m", "x.gguf"), ("-c", "32768"), ("-np", "1"), ("-ngl", "99"), ("--n-cpu-moe", "12"),
+    plan = _launch([("-m", "x.gguf"), ("-c", "32768"), ("-np", "1"), ("-ngl", "99"), ("--n-cpu-moe", "12"),
                   ("-fa", "on"), ("-ctk", "q8_0"), ("-ctv", "q8_0"), ("-b", "2048"), ("-ub", "512"), ("-t", "8"),
                   ("-tb", "8"), ("--prio", "2"), ("--no-mmap", None), ("--mlock", None), ("--host", "127.0.0.1")],
                  pin=(0, 2, 4, 6))
-    flags = runner.plan_to_bench_flags(plan, SUPPORTED)
+    mapped = runner.bench_flags(plan, SUPPORTED)
+    flags = mapped.flags
+    assert mapped.cpus == (0, 2, 4, 6)
     assert flags == ("-ngl", "99", "-ncmoe", "12", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "2048",
                      "-ub", "512", "-t", "8", "--prio", "2", "-C", "0x55", "--cpu-strict", "1", "-lm", "mlock")
     runner.check_flags(flags, SUPPORTED, what="--advised")
 
 
 def test_no_mmap_alone_is_load_mode_none_or_mmp_0_on_older_builds():
-    plan = _Plan([("--no-mmap", None)])
-    assert runner.plan_to_bench_flags(plan, SUPPORTED) == ("-lm", "none")
-    assert runner.plan_to_bench_flags(plan, frozenset({"-mmp", "-t"})) == ("-mmp", "0")
-    assert runner.plan_to_bench_flags(_Plan([("--mlock", None)]), SUPPORTED) == ("-lm", "mmap+mlock")
+    plan = _launch([("--no-mmap", None)])
+    assert runner.bench_flags(plan, SUPPORTED).flags == ("-lm", "none")
+    assert runner.bench_flags(plan, frozenset({"-mmp", "-t"})).flags == ("-mmp", "0")
+    assert runner.bench_flags(_launch([("--mlock", None)]), SUPPORTED).flags == ("-lm", "mmap+mlock")
 
 
 def test_cpu_list_to_mask():
@@ -325,27 +323,36 @@ def test_cpu_list_to_mask():
 
 def test_measure_checks_model_and_flags_before_running(tmp_path: Path):
     calls = []
+    hooks = runner.MeasureHooks(invoke=lambda a, cb: calls.append(a) or [])
+
+    def measure(model: Path) -> None:
+        runner.measure(_settings(model), [BenchConfig("baseline")], HostFacts(None), hooks)
+
     with pytest.raises(TunehostError, match="absent.gguf: no such file"):
-        runner.measure(tmp_path / "absent.gguf", invoke=lambda a, cb: calls.append(a) or [],
-                       llama_bench="/bin/sh", describe=False, ceiling=False, watch=False)
+        measure(tmp_path / "absent.gguf")
     not_gguf = tmp_path / "x.gguf"
     not_gguf.write_bytes(b"nope")
     with pytest.raises(TunehostError, match="not a GGUF"):
-        runner.measure(not_gguf, invoke=lambda a, cb: calls.append(a) or [], llama_bench="/bin/sh",
-                       describe=False, ceiling=False, watch=False)
+        measure(not_gguf)
     cut_short = tmp_path / "cut.gguf"
     cut_short.write_bytes(write_tiny_gguf(tmp_path / "whole.gguf").read_bytes()[:-100])  # an interrupted download
     with pytest.raises(TunehostError, match="truncated"):
-        runner.measure(cut_short, invoke=lambda a, cb: calls.append(a) or [], llama_bench="/bin/sh",
-                       describe=False, ceiling=False, watch=False)
+        measure(cut_short)
     assert calls == []
+
+
+def _settings(model: Path, **fields) -> BenchSettings:
+    """/bin/sh as llama-bench (the invoke is a fake), nothing read of a host: no summary, ceiling or watch."""
+    return BenchSettings(model=str(model), llama_bench="/bin/sh", describe=False, ceiling=False, watch=False,
+                         **fields)
 
 
 def test_measure_with_a_fake_invoke_builds_a_complete_result(tmp_path: Path):
     model = write_tiny_gguf(tmp_path / "m.gguf")
     fake = FakeBench({"default": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
-    result = runner.measure(model, candidate=("-t", "1"), n_prompt=16, n_gen=8, invoke=fake,
-                            llama_bench="/bin/sh", describe=False, ceiling=False, watch=False, label="before")
+    result = runner.measure(_settings(model, n_prompt=16, n_gen=8, label="before"),
+                            [BenchConfig("baseline"), BenchConfig("candidate", ("-t", "1"))], HostFacts(None),
+                            runner.MeasureHooks(invoke=fake))
     assert [c.name for c in result.configs] == ["baseline", "candidate"]
     assert result.configs[0].command.startswith("/bin/sh -m ")
     assert result.model["sha256_head"] and result.model["size_bytes"] == model.stat().st_size
@@ -369,8 +376,8 @@ def test_ceiling_follows_ngl_on_the_rtx3060_snapshot(tmp_path, monkeypatch):
     probes = []
     monkeypatch.setattr(bandwidth, "measure_read_bandwidth",
                         lambda *a, **k: probes.append(1) or bandwidth.ReadBandwidth(31.0, (31.0,), 2, 1 << 20))
-    on_gpu = tg_ceiling(model, ["-ngl", "99"], host)
+    on_gpu = tg_ceiling(model, ["-ngl", "99"], HostFacts(host))
     assert on_gpu["path"] == "gpu" and on_gpu["gpu_gbps"] == 360.0 and not probes   # no RAM probe needed
-    on_cpu = tg_ceiling(model, ["-ngl", "0"], host)
+    on_cpu = tg_ceiling(model, ["-ngl", "0"], HostFacts(host))
     assert on_cpu["path"] == "cpu" and on_cpu["ram_measured_gbps"] == 31.0 and probes
     assert on_cpu["ram_dimm_gbps"] is not None   # the snapshot's dmidecode: the DIMMs' peak rides along

@@ -279,9 +279,9 @@ def test_replay_of_a_real_snapshot_with_a_results_sample(tmp_path):
 
 
 def test_doctor_json_on_the_live_host_shows_the_finding(cli):
-    from tunehost.store import host_identity
+    from tunehost.store.records import host_identity
 
-    here, _ = host_identity()
+    here, _ = host_identity(HostFacts(open_host()))
     record(stored_run("bench", here), stored_run("drift", here, tg=14.0,
                                                  summary=drift_summary("slower beyond the noise", 1, [])))
     result = cli("doctor", "--json", "--quick", "--check", "speed-drift")

@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from tunehost.errors import TunehostError
+from tunehost.facts import HostFacts
 from tunehost.store import (
     NewRun, StoredResult, StoreUnavailable, config_key, model_hash, open_for_recording, open_store, store_dir,
     store_path,
@@ -156,13 +157,14 @@ def test_advise_reads_what_this_host_measured_for_the_model(tmp_path, monkeypatc
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + bytes(5000))
     monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
-    assert store_module.measured_on_host(model) is None  # no store yet: nothing, and no file is created
+    facts = HostFacts.of()  # the host's facts; host_identity above answers for them
+    assert store_module.measured_on_host(model, facts=facts) is None  # no store yet: nothing, and no file is created
     assert not store_module.store_path().exists()
     with open_store() as store:
         for tg, fp in ((10.0, "fp1"), (12.0, "fp1"), (14.0, "fp1"), (99.0, "other-host")):
             run = _run(0, model=str(model), tg=tg)
             store.record(NewRun(**{**run.__dict__, "model_hash": model_hash(model), "host_fp": fp}))
-    measured = store_module.measured_on_host(model)
+    measured = store_module.measured_on_host(model, facts=facts)
     assert measured is not None and measured.runs == 3 and measured.tg_ts == 12.0
     assert measured.text(24.0).startswith("measured here: TG 12.00 t/s = 50% of the ceiling above (from 3 runs on "
                                           "this host, ")
@@ -196,12 +198,13 @@ def test_calibration_points_are_this_hosts_bench_and_tune_runs(monkeypatch):
     from tunehost import store as store_module
 
     monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
-    assert store_module.host_calibration() is None  # no store: nothing, and no file is made
+    facts = HostFacts.of()  # the host's facts; host_identity above answers for them
+    assert store_module.host_calibration(facts=facts) is None  # no store: nothing, and no file is made
     assert not store_path().exists()
     _calibration_store("h-m")
-    points = store_module.calibration_points(store_module.runs_on_host())  # host fp1's runs only
+    points = store_module.calibration_points(store_module.runs_on_host(facts))  # host fp1's runs only
     assert sorted((p.command, p.tg_ts) for p in points) == [("bench", 11.0), ("bench", 11.5), ("tune", 3.0)]
-    calibration = store_module.host_calibration()
+    calibration = store_module.host_calibration(facts=facts)
     fit = calibration.get("cpu")
     assert fit.runs == 3 and fit.models == 2 and fit.layer_us_determined
     assert 0 < fit.eff <= 1 and fit.layer_us >= 0

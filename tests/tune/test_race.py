@@ -12,7 +12,7 @@ import pytest
 
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.errors import TunehostError
-from tunehost.bench.runner import plan_to_bench_flags
+from tunehost.bench.runner import bench_flags
 from tunehost.launch import Flag, LaunchConfig
 from tunehost.tune.race import Candidate, Knob, Measurer, Stage, TuneSettings, groups_of, race_stage, tune
 
@@ -74,7 +74,7 @@ class MemoryJournal:
 
 def cand(label: str, **flags: str) -> Candidate:
     launch = LaunchConfig(model="m.gguf", flags=tuple(Flag(f"-{k}", v) for k, v in flags.items()))
-    return Candidate(label, launch, plan_to_bench_flags(launch))
+    return Candidate(label, launch, bench_flags(launch).flags)
 
 
 PLAN = cand("plan", t="2", ub="512")
@@ -82,13 +82,13 @@ PLAN = cand("plan", t="2", ub="512")
 
 def threads_knob(values=("1", "3")) -> Knob:
     return Knob("threads", lambda inc: [Candidate(f"-t {v}", inc.launch.with_flag("-t", v),
-                                                  plan_to_bench_flags(inc.launch.with_flag("-t", v)))
+                                                  bench_flags(inc.launch.with_flag("-t", v)).flags)
                                         for v in values if v != inc.launch.value("-t")])
 
 
 def ubatch_knob(values=("128", "256", "1024")) -> Knob:
     return Knob("ubatch", lambda inc: [Candidate(f"-ub {v}", inc.launch.with_flag("-ub", v),
-                                                 plan_to_bench_flags(inc.launch.with_flag("-ub", v)))
+                                                 bench_flags(inc.launch.with_flag("-ub", v)).flags)
                                        for v in values if v != inc.launch.value("-ub")])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.advise.conftest import dense_tensors, write_gguf
 from tests.tune.test_tune_cli import HOST, SUPPORTED
 from tunehost.advise.plan import AdviseOptions, plan
-from tunehost.bench.runner import plan_to_bench_flags
+from tunehost.bench.runner import bench_flags
 from tunehost.model import read_model
 from tunehost.tune.race import Candidate
 from tunehost.tune.space import NOT_FOR_TG, knobs
@@ -16,7 +16,7 @@ def _setup(tmp_path, objective: str, n_prompt: int = 512):
     path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
     facts = read_model(path)
     made = plan(facts, HOST, AdviseOptions(model_path=path, ctx=512))
-    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
     return {k.name: k for k in knobs(facts, HOST, made.path, SUPPORTED, objective, n_prompt)}, plan_c
 
 
@@ -37,7 +37,7 @@ def test_batch_values_are_the_ones_that_change_prompt_processing(tmp_path):
     assert [c.label for c in long_stages["batch"].variants(plan_long)] == ["-b 512", "-b 1024", "-b 4096", "-b 8192"]
     assert [c.label for c in long_stages["ubatch"].variants(plan_long)] == ["-ub 128", "-ub 256", "-ub 1024"]
     small_batch = Candidate("b", plan_long.launch.with_flag("-b", "1024"),
-                            plan_to_bench_flags(plan_long.launch.with_flag("-b", "1024"), SUPPORTED))
+                            bench_flags(plan_long.launch.with_flag("-b", "1024"), SUPPORTED).flags)
     # -ub at most -b
     assert all(int(c.launch.value("-ub")) <= 1024 for c in long_stages["ubatch"].variants(small_batch))
     assert all("-b" in c.args for c in long_stages["batch"].variants(plan_long))
@@ -55,14 +55,14 @@ def test_cpu_sets_on_a_hybrid_cpu_are_p_cores_one_per_core_all_and_none(tmp_path
     path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
     facts = read_model(path)
     made = plan(facts, hybrid, AdviseOptions(model_path=path, ctx=512))
-    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
     assert plan_c.launch.pin_cpus == (0, 2)
     stages = {k.name: k for k in knobs(facts, hybrid, made.path, SUPPORTED)}
     sets = {c.label: c.launch.pin_cpus for c in stages["cpu set"].variants(plan_c)}
     assert sets == {"one CPU per core": (0, 2, 4, 5, 6, 7), "all CPUs": tuple(range(8)), "no pinning": None}
     flat = replace(hybrid, cores=((0,), (1,)), online_cpus=(0, 1), pin_cpus=(0, 1), hybrid=False, efficiency_cpus=())
     made = plan(facts, flat, AdviseOptions(model_path=path, ctx=512))
-    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
     stages = {k.name: k for k in knobs(facts, flat, made.path, SUPPORTED)}
     assert [c.label for c in stages["cpu set"].variants(plan_c)] == ["no pinning"]  # the plan already pins all
 
@@ -71,7 +71,7 @@ def _advised(model, host, objective: str = "tg", n_prompt: int = 512, **options)
     """advise's plan for `model` on `host` as tune's incumbent, and tune's stages around it (by knob name)."""
     made = plan(model, host, AdviseOptions(model_path="/models/m.gguf", **options))
     assert made.fits, made.warnings
-    plan_c = Candidate("advise's plan", made.launch(), plan_to_bench_flags(made.launch(), SUPPORTED))
+    plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
     stages = {k.name: k for k in knobs(model, host, made.path, SUPPORTED, objective, n_prompt)}
     return stages, plan_c, made.path
 
@@ -128,10 +128,10 @@ def test_priority_races_both_ways_from_advise_s_plan(tmp_path):
     assert back.args == plan_c.args
     # real-time threads on every CPU could starve the system: not raced when the pinning leaves no CPU free
     everything = Candidate("all", replace(plan_c.launch, pin_cpus=(0, 1, 2, 3)),
-                           plan_to_bench_flags(replace(plan_c.launch, pin_cpus=(0, 1, 2, 3)), SUPPORTED))
+                           bench_flags(replace(plan_c.launch, pin_cpus=(0, 1, 2, 3)), SUPPORTED).flags)
     assert stages["priority"].variants(everything) == []
     unpinned = Candidate("none", replace(plan_c.launch, pin_cpus=None),
-                         plan_to_bench_flags(replace(plan_c.launch, pin_cpus=None), SUPPORTED))
+                         bench_flags(replace(plan_c.launch, pin_cpus=None), SUPPORTED).flags)
     assert stages["priority"].variants(unpinned) == []
     # a llama-bench without --prio cannot express it
     no_prio = {k.name: k for k in knobs(facts, HOST, "cpu", SUPPORTED - {"--prio"})}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tunehost.bench.results import Comparison, SavedResult
+    from tunehost.facts import HostFacts
 
 
 def check_ready(model: str) -> None:
@@ -20,10 +21,12 @@ def check_ready(model: str) -> None:
     resolve_binary(None)
 
 
-def measure(model: str, label: str) -> "SavedResult":
+def measure(model: str, label: str, facts: "HostFacts") -> "SavedResult":
+    """llama-bench's defaults on ``model`` on the live host ``facts`` describe (the caller's, read afresh for
+    each side: the change in between is what is measured)."""
     from tunehost.bench.runner import measure_model
 
-    return measure_model(model, label=label)
+    return measure_model(model, facts, label=label)
 
 
 def comparison(before: "SavedResult", after: "SavedResult") -> "Comparison":

@@ -11,7 +11,7 @@ from tunehost.bench.llama_bench import BenchResult, find_llama_bench, parse_outp
 __all__ = ["BenchResult", "find_llama_bench", "parse_output", "run_llama_bench"]
 
 # The engine's entry points load lazily (numpy, rich-free but heavier than the parser): `apply --bench` calls
-# tunehost.bench.measure_model(model, label=...) before and after a change, then compare_saved(before, after).
+# tunehost.bench.measure_model(model, facts, label=...) before and after a change, then compare_saved(before, after).
 _LAZY = {
     "measure": "tunehost.bench.runner", "measure_model": "tunehost.bench.runner",
     "compare_saved": "tunehost.bench.results", "SavedResult": "tunehost.bench.results",

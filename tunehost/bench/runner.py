@@ -43,7 +43,9 @@ from tunehost.bench.watch import WatchReport
 if TYPE_CHECKING:
     from tunehost.advise.host_calibration import StoredBandwidth
     from tunehost.bench.watch import HostWatcher
+    from tunehost.facts import HostFacts
     from tunehost.host import Host
+    from tunehost.launch import LaunchConfig
 
 DEFAULT_N_PROMPT = 512
 DEFAULT_N_GEN = 128
@@ -100,12 +102,38 @@ class BenchSettings:
     max_rounds: int = MAX_ROUNDS
     warmup: bool = True
     progress_lines: bool = True  # add --progress (llama-bench prints a line per repetition on stderr)
+    # around the rounds (:func:`measure`): which llama-bench, what to read of the host, the result's label
+    llama_bench: str | os.PathLike[str] | None = None  # the binary or its directory; None: tunehost's search
+    label: str | None = None
+    ceiling: bool = True  # the memory-bandwidth ceiling on TG (tg_ceiling)
+    describe: bool = True  # the host summary (describe_host: CPU, the doctor's findings)
+    watch: bool = True  # watch the host through the counted rounds (HostWatcher)
+    timeout_s: float | None = None  # one llama-bench run's deadline; None: run_deadline_s(budget_s)
 
     def to_json(self) -> dict[str, Any]:
         return {"n_prompt": self.n_prompt, "n_gen": self.n_gen, "n_depth": self.depth, "reps": self.reps,
                 "budget_s": self.budget_s, "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
                 "warmup": "one unrecorded llama-bench run per configuration (-r 1)" if self.warmup else "none",
                 "order": "alternating: A B, B A, A B, ..."}
+
+
+@dataclass(frozen=True)
+class MeasureHooks:
+    """What :func:`measure` reports to and asks of its caller: progress and status lines, the llama-bench runner
+    (tests: a fake), and a quiet RAM bandwidth from the results store (asked only when the host is busy)."""
+
+    on_progress: "Callable[[Progress], None] | None" = None
+    on_status: Callable[[str], None] | None = None
+    invoke: "Invoke | None" = None
+    stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None
+
+
+@dataclass(frozen=True)
+class BenchFlags:
+    """A launch configuration as llama-bench options (:func:`bench_flags`), and the CPUs it is pinned to."""
+
+    flags: tuple[str, ...]
+    cpus: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -363,7 +391,7 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
             "sha256_head": hashlib.sha256(head).hexdigest(), "head_bytes": len(head)}
 
 
-def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "Host | None" = None, *,
+def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: "HostFacts | None" = None, *,
                probe_bytes: int = 512 * 1024 * 1024,
                stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None) -> dict[str, Any] | None:
     """The memory-bandwidth ceiling on token generation for the placement ``flags`` give (-ngl, --n-cpu-moe):
@@ -375,7 +403,8 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "
     only then), the DIMMs' peak, or a probe anyway marked unreliable. ``ram_source`` says which
     (tunehost.advise.host_calibration's *_SOURCE), ``ram_busy`` why the host was busy.
 
-    Measured before the rounds (never while llama-bench runs); {"error": ...} when the model cannot be read."""
+    ``facts``: the host's (its GPUs, DIMMs and processes; None: no host, the RAM probe alone). Measured before the
+    rounds (never while llama-bench runs); {"error": ...} when the model cannot be read."""
     from tunehost.advise.bandwidth import bytes_per_token
     from tunehost.advise.ceiling import placement_from_flags, tg_ceiling_for
     from tunehost.advise.host_calibration import BUSY_SOURCE, DIMM_SOURCE, MEASURED_SOURCE, STORE_SOURCE
@@ -386,7 +415,8 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), host: "
         per_token = bytes_per_token(facts_model)
     except (TunehostError, OSError, ValueError, KeyError) as exc:
         return {"error": f"model not readable for the ceiling: {exc}"}
-    gpu, unified, bw = _host_bandwidths(host)
+    host = facts.host if facts is not None else None
+    gpu, unified, bw = _host_bandwidths(facts)
     placement = placement_from_flags(facts_model, flags, gpu=gpu, unified=unified)
     bandwidth = None
     source = busy = None
@@ -443,18 +473,16 @@ def _probe_bandwidth(host: "Host | None", probe_bytes: int) -> dict[str, Any]:
             "memory_read_threads": probe.threads}
 
 
-def _host_bandwidths(host: "Host | None") -> tuple[bool, bool, Any]:
+def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
     """(a GPU takes layers, that GPU is unified memory, Bandwidths with VRAM and the DIMMs' peak)."""
     from tunehost.advise.ceiling import Bandwidths, gpu_bandwidth, vram_bandwidth
 
-    if host is None:
+    if facts is None or facts.host is None:
         return False, False, Bandwidths()
-    from tunehost.facts import HostFacts
     from tunehost.facts.gpu import GpuFacts
     from tunehost.facts.ram import RamFacts
     from tunehost.facts.memory_layout import dimm_peak
 
-    facts = HostFacts(host)
     try:
         peak = dimm_peak(facts.get(RamFacts))
     except Exception:  # the DIMM peak is context; unknown modules must not stop a benchmark
@@ -498,78 +526,52 @@ def resolve_binary(explicit: str | os.PathLike[str] | None) -> Path:
     return find_llama_bench(explicit)
 
 
-def measure(
-    model: str | os.PathLike[str],
-    *,
-    baseline: Sequence[str] = (),
-    candidate: Sequence[str] | None = None,
-    n_prompt: int = DEFAULT_N_PROMPT,
-    n_gen: int = DEFAULT_N_GEN,
-    depth: int = 0,
-    reps: int = DEFAULT_REPS,
-    budget_s: float = DEFAULT_BUDGET_S,
-    min_rounds: int = MIN_ROUNDS,
-    max_rounds: int = MAX_ROUNDS,
-    llama_bench: str | os.PathLike[str] | None = None,
-    label: str | None = None,
-    ceiling: bool = True,
-    describe: bool = True,
-    on_progress: Callable[[Progress], None] | None = None,
-    on_status: Callable[[str], None] | None = None,
-    invoke: Invoke | None = None,
-    host: "Host | None" = None,
-    watch: bool = True,
-    timeout_s: float | None = None,
-    stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None,
-) -> SavedResult:
-    """Measure ``model`` with the real llama-bench: the baseline flags alone, or baseline against candidate.
+def measure(settings: BenchSettings, configs: Sequence[BenchConfig], facts: "HostFacts",
+            hooks: MeasureHooks = MeasureHooks()) -> SavedResult:
+    """Measure ``settings.model`` with the real llama-bench: the first configuration alone, or the first (the
+    baseline) against the second (the candidate).
 
-    Everything is checked before anything runs (model, binary, every flag). The returned result carries the
-    comparison (with a candidate), the host summary, what happened on the host, and the command lines.
-    ``apply --bench`` calls ``measure(model)`` before and after a change, then :func:`compare_saved`.
-    Each llama-bench run is killed (its process group) at ``timeout_s``, by default :func:`run_deadline_s` of the budget.
-    ``stored_bandwidth``: a quiet RAM bandwidth from the results store, asked only when the host is busy
-    (:func:`tg_ceiling`).
+    ``facts``: the live host's facts, built once by the caller (the host summary, the ceiling and the watch read
+    through it; this never opens the host). Everything is checked before anything runs (model, binary, every
+    flag). The returned result carries the comparison (with a candidate), the host summary, what happened on the
+    host, and the command lines. ``apply --bench`` calls :func:`measure_model` before and after a change, then
+    :func:`compare_saved`. Each llama-bench run is killed (its process group) at ``settings.timeout_s``, by default
+    :func:`run_deadline_s` of the budget. ``hooks.stored_bandwidth``: a quiet RAM bandwidth from the results store,
+    asked only when the host is busy (:func:`tg_ceiling`).
     """
-    status = on_status or (lambda message: None)
+    status = hooks.on_status or (lambda message: None)
+    model = settings.model
     identity = model_identity(model)
-    binary = resolve_binary(llama_bench)
-    supported = _supported(binary) if invoke is None else None
-    check_flags(baseline, supported, what="--baseline")
-    if candidate is not None:
-        check_flags(candidate, supported, what="--candidate")
-    if reps < 1:
+    binary = resolve_binary(settings.llama_bench)
+    supported = _supported(binary) if hooks.invoke is None else None
+    for config in configs:
+        check_flags(config.flags, supported, what=f"--{config.name}")
+    if settings.reps < 1:
         raise TunehostError("--reps must be at least 1")
-    configs = [BenchConfig("baseline", tuple(baseline))]
-    if candidate is not None:
-        configs.append(BenchConfig("candidate", tuple(candidate)))
-    settings = BenchSettings(model=str(model), n_prompt=n_prompt, n_gen=n_gen, depth=depth, reps=reps,
-                             budget_s=budget_s, min_rounds=max(1, min_rounds), max_rounds=max(min_rounds, max_rounds),
-                             progress_lines=supported is None or "--progress" in supported)
-    if host is None:
-        from tunehost.host import open_host
-
-        host = open_host()
+    settings = replace(settings, min_rounds=max(1, settings.min_rounds),
+                       max_rounds=max(settings.min_rounds, settings.max_rounds),
+                       progress_lines=supported is None or "--progress" in supported)
+    host = facts.host
     host_summary: dict[str, Any] = {}
-    if describe:
+    if settings.describe:
         from tunehost.bench.watch import describe_host
 
         status("reading the host (doctor checks, CPU)")
-        host_summary = describe_host(host)
+        host_summary = describe_host(facts)
     ceiling_data = None
-    if ceiling and n_gen > 0:
+    if settings.ceiling and settings.n_gen > 0:
         status("measuring memory bandwidth for the token-generation ceiling")
-        ceiling_data = tg_ceiling(model, baseline, host, stored_bandwidth=stored_bandwidth)
+        ceiling_data = tg_ceiling(model, configs[0].flags, facts, stored_bandwidth=hooks.stored_bandwidth)
     watcher = None
-    if watch:
+    if settings.watch and host is not None:
         from tunehost.bench.watch import HostWatcher
 
         watcher = HostWatcher(host)
-    outcome = run_rounds(configs, settings, invoke or default_invoke(
-        binary, timeout_s=run_deadline_s(budget_s) if timeout_s is None else timeout_s),
-                         watcher=watcher, on_progress=on_progress)
+    timeout_s = run_deadline_s(settings.budget_s) if settings.timeout_s is None else settings.timeout_s
+    outcome = run_rounds(configs, settings, hooks.invoke or default_invoke(binary, timeout_s=timeout_s),
+                         watcher=watcher, on_progress=hooks.on_progress)
     return build_result(outcome, settings, binary=binary, model_id=identity, host_summary=host_summary,
-                        ceiling=ceiling_data, label=label)
+                        ceiling=ceiling_data, label=settings.label)
 
 
 def _supported(binary: Path) -> frozenset[str]:
@@ -633,46 +635,30 @@ def quiet_rounds_only(outcome: RoundsOutcome) -> frozenset[int]:
     return frozenset(n for n, w in enumerate(outcome.round_watch, start=1) if w.disturbed)
 
 
-def measure_model(model: str | os.PathLike[str], *, label: str | None = None, **kwargs: Any) -> SavedResult:
-    """``apply --bench``'s entry point: llama-bench's defaults on ``model``, labelled ("before" / "after")."""
-    return measure(model, label=label, **kwargs)
+def measure_model(model: str | os.PathLike[str], facts: "HostFacts", *, label: str | None = None,
+                  **settings: Any) -> SavedResult:
+    """``apply --bench``'s entry point: llama-bench's defaults on ``model``, labelled ("before" / "after");
+    ``settings``: BenchSettings fields other than the defaults."""
+    return measure(BenchSettings(model=str(model), label=label, **settings), [BenchConfig("baseline")], facts)
 
 
 # ---------------------------------------------------------------- --advised
 
 
-def advised_flags(model: str | os.PathLike[str], supported: frozenset[str] | None = None) -> tuple[str, ...]:
-    """The flags ``tunehost advise`` would give llama-server for ``model`` here, as llama-bench options.
-
-    The one call into the planner (lazy import): plan(read_model, HostView.from_facts, AdviseOptions) -> Plan,
-    mapped by :func:`plan_to_bench_flags`."""
-    try:
-        from tunehost.advise.host_view import HostView
-        from tunehost.advise.plan import AdviseOptions, plan
-    except ImportError as exc:
-        raise TunehostError(f"--advised needs the advise planner (tunehost.advise.plan), which is not available: {exc}") from None
-    from tunehost.facts import HostFacts
-    from tunehost.host import open_host
-    from tunehost.model import read_model
-
-    view = HostView.from_facts(HostFacts(open_host()))
-    made = plan(read_model(model), view, AdviseOptions(model_path=str(model)))
-    return plan_to_bench_flags(made, supported)
-
-
-def plan_to_bench_flags(plan: Any, supported: frozenset[str] | None = None) -> tuple[str, ...]:
-    """Map a plan's llama-server flags to llama-bench's spellings; flags with no llama-bench equivalent are dropped.
+def bench_flags(launch: "LaunchConfig", supported: frozenset[str] | None = None) -> BenchFlags:
+    """A launch configuration's llama-server flags in llama-bench's spellings; flags with no llama-bench
+    equivalent are dropped, and the CPUs it is pinned to become llama-bench's own pinning.
 
     llama-bench (tools/llama-bench/llama-bench.cpp) spells: -t, -C/--cpu-mask (hex), --cpu-strict 0|1, -ngl,
     -ncmoe/--n-cpu-moe, -ctk, -ctv, -fa on|off|auto, -b, -ub, -ot (overrides joined by ';', not ','), -ts (shares
     joined by '/'), --numa, --prio; --no-mmap / --mlock became
     ``-lm none|mlock|mmap+mlock`` (older builds: ``-mmp 0``; there was never an mlock option before -lm).
-    ``taskset -c LIST`` becomes ``-C <hex mask> --cpu-strict 1``.
+    ``pin_cpus`` (the CPUs a shell would give `taskset -c`) becomes ``-C <hex mask> --cpu-strict 1``.
     """
-    pairs = _plan_pairs(plan)
     out: list[str] = []
     no_mmap = mlock = False
-    for name, value in pairs:
+    for flag in launch.flags:
+        name, value = flag.name, flag.value
         if name in ("--no-mmap",):
             no_mmap = True
             continue
@@ -682,17 +668,17 @@ def plan_to_bench_flags(plan: Any, supported: frozenset[str] | None = None) -> t
         if name in ("--no-repack", "-nr"):  # llama-server's switch; llama-bench takes --repack 0|1
             out += ["--repack", "0"]
             continue
-        if name in ("taskset", "--cpus", "cpus") and value:
-            out += ["-C", cpu_list_to_mask(str(value)), "--cpu-strict", "1"]
-            continue
         spelled = _BENCH_SPELLING.get(name)
         if spelled is None:
             continue
         if value is None:
             continue
         if spelled in _WITHIN_VALUE:
-            value = str(value).replace(",", _WITHIN_VALUE[spelled])
-        out += [spelled, str(value)]
+            value = value.replace(",", _WITHIN_VALUE[spelled])
+        out += [spelled, value]
+    cpus = tuple(launch.pin_cpus) if launch.pin_cpus else None
+    if cpus:
+        out += ["-C", cpus_to_mask(cpus), "--cpu-strict", "1"]
     if no_mmap or mlock:
         if supported is None or "-lm" in supported or "--load-mode" in supported:
             out += ["-lm", "mlock" if (no_mmap and mlock) else ("none" if no_mmap else "mmap+mlock")]
@@ -700,7 +686,7 @@ def plan_to_bench_flags(plan: Any, supported: frozenset[str] | None = None) -> t
             out += ["-mmp", "0"]
     if supported is not None:
         out = _keep_supported(out, supported)
-    return tuple(out)
+    return BenchFlags(tuple(out), cpus)
 
 
 # llama-server spelling -> llama-bench spelling
@@ -718,26 +704,23 @@ _BENCH_SPELLING = {
 }
 
 
-def _plan_pairs(plan: Any) -> list[tuple[str, str | None]]:
-    """(option, value) pairs of a Plan (``.flags``: Flag(name, value, reason); ``.pin_cpus``: CPUs to pin to)."""
-    pairs = [(str(f.name), None if f.value is None else str(f.value)) for f in getattr(plan, "flags", ())]
-    pin = getattr(plan, "pin_cpus", None)
-    if pin:
-        from tunehost.cpulist import format_cpu_list
-
-        pairs.append(("taskset", format_cpu_list(pin)))
-    return pairs
-
-
 def cpu_list_to_mask(cpu_list: str) -> str:
     """"0-3,8" -> "0x10f" (llama-bench's -C takes a hex mask)."""
     from tunehost.cpulist import parse_cpu_list
 
+    cpus = parse_cpu_list(cpu_list)
+    if not cpus:
+        raise TunehostError(f"empty CPU list {cpu_list!r}")
+    return cpus_to_mask(cpus)
+
+
+def cpus_to_mask(cpus: "Sequence[int]") -> str:
+    """(0, 1, 2, 3, 8) -> "0x10f"."""
     mask = 0
-    for cpu in parse_cpu_list(cpu_list):
+    for cpu in cpus:
         mask |= 1 << cpu
     if not mask:
-        raise TunehostError(f"empty CPU list {cpu_list!r}")
+        raise TunehostError("an empty CPU set")
     return hex(mask)
 
 

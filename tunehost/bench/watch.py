@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tunehost.facts import HostFacts
     from tunehost.host import Host
 
 # A run (or one round of it) is disturbed when, averaged over its wall time, other processes used more than this
@@ -569,15 +570,26 @@ def wait_for_quiet(read: Callable[[], HostReading], *, cpu_count: int, cpus_used
 # ---------------------------------------------------------------- what the host was
 
 
-def describe_host(host: "Host", *, cpu_info: Callable[[], Mapping[str, Any]] | None = None,
+def describe_host(facts: "HostFacts", *, cpu_info: Callable[[], Mapping[str, Any]] | None = None,
                   doctor: bool = True) -> dict[str, Any]:
     """The host summary stored next to every result: CPU brand and flags, CPU count, the doctor's verdict and
-    findings (check, severity, summary). py-cpuinfo and the doctor run in parallel (about 1 s together)."""
+    findings (check, severity, summary), judged on ``facts`` (the caller's, gathered once). The CPU is read
+    through the host layer (tunehost.host.cpuinfo: py-cpuinfo on the live host) in parallel with the doctor
+    (about 1 s together)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from tunehost.host import cpuinfo
+
+    host = facts.host
+
+    def read_cpu() -> Mapping[str, Any]:
+        if host is None:
+            raise LookupError("no host to read")
+        return cpuinfo.cpu_info(host)
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        cpu_future = pool.submit(cpu_info or _cpuinfo)
-        report = _doctor_summary(host) if doctor else None
+        cpu_future = pool.submit(cpu_info or read_cpu)
+        report = _doctor_summary(facts) if doctor else None
         try:
             info = dict(cpu_future.result())
         except Exception as exc:  # py-cpuinfo failing must not stop a benchmark
@@ -586,10 +598,10 @@ def describe_host(host: "Host", *, cpu_info: Callable[[], Mapping[str, Any]] | N
     summary: dict[str, Any] = {
         "cpu_brand": info.get("brand_raw"),
         "cpu_arch": info.get("arch_string_raw"),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": cpuinfo.cpu_count(host) if host is not None else None,
         "cpu_flags": [f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sve", "neon", "asimd", "vnni"))
                       or f in ("sse4_2", "bmi2")],
-        "kernel": os.uname().release if hasattr(os, "uname") else None,
+        "kernel": cpuinfo.kernel_release(host) if host is not None else None,
     }
     if "error" in info:
         summary["cpu_info_error"] = info["error"]
@@ -598,20 +610,14 @@ def describe_host(host: "Host", *, cpu_info: Callable[[], Mapping[str, Any]] | N
     return summary
 
 
-def _cpuinfo() -> Mapping[str, Any]:
-    import cpuinfo
-
-    return cpuinfo.get_cpu_info()
-
-
-def _doctor_summary(host: "Host") -> dict[str, Any]:
+def _doctor_summary(facts: "HostFacts") -> dict[str, Any]:
+    """The doctor's verdict and findings on the caller's facts (never a second gathering of the host)."""
     from tunehost.doctor import run_doctor
-    from tunehost.facts import HostFacts
     from tunehost.doctor.registry import load_checks
 
     try:
         loaded = load_checks()
-        report = run_doctor(HostFacts(host), loaded.checks)
+        report = run_doctor(facts, loaded.checks)
     except Exception as exc:  # the summary is context; a broken doctor must not stop the benchmark
         return {"verdict": None, "error": f"{exc.__class__.__name__}: {exc}", "findings": []}
     return {

@@ -157,7 +157,7 @@ def advise(
     if host.live:  # its own bench/tune runs set the speed band where they cover the class
         from tunehost.store import host_calibration, runs_on_host
 
-        recorded = runs_on_host(host=host)
+        recorded = runs_on_host(facts)
         common.update(host_calibration=host_calibration(runs=recorded))
     if router:
         from tunehost.advise.router import LocalModel, model_name, scan_models_dir
@@ -215,9 +215,11 @@ def _show_calibration(fmt: str) -> None:
 
     from tunehost.advise.ceiling import BAND_MODELS
     from tunehost.advise.host_calibration import CLASS_NAMES, HostCalibration, undetermined
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
     from tunehost.store import host_calibration, store_path
 
-    calibration = host_calibration(strict=True) or HostCalibration({})
+    calibration = host_calibration(facts=HostFacts(open_host()), strict=True) or HostCalibration({})
     if fmt == "json":
         typer.echo(json.dumps({"schema": "tunehost-calibration/1", "store": str(store_path()),
                                **calibration.to_json()}, indent=2))

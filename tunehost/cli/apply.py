@@ -101,9 +101,11 @@ def apply(
 
 def _measure(model: str, label: str):
     from tunehost.apply.bench_hook import measure
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
 
     typer.echo(f"measuring {model} ({label})...")
-    result = measure(model, label)
+    result = measure(model, label, HostFacts(open_host()))  # the live host as it is now (before/after the change)
     typer.echo(f"bench {label}: {result}")
     return result
 

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tunehost.bench.results import SavedResult
+    from tunehost.facts import HostFacts
+    from tunehost.ops.bench import BenchRequest
 
 
 
@@ -134,32 +136,31 @@ def bench(
         result = saved_results.import_results(import_file)
     else:
         assert model is not None
+        from tunehost.bench.runner import BenchSettings
+        from tunehost.ops.bench import BenchRequest
+
         base_flags = runner.parse_flags(baseline, what="--baseline")
         cand_flags = runner.parse_flags(candidate, what="--candidate") if candidate is not None else None
         defaults = before.settings if before is not None else {}
         if before is not None and baseline is None and candidate is None and not advised:
             base_flags = before.config().flags  # measure again what was measured before
-        if advised:
-            binary = runner.resolve_binary(llama_bench)
-            cand_flags = runner.advised_flags(model, runner._supported(binary))
-            if not json_out:
-                err.print("advised llama-bench flags: " + (shlex.join(cand_flags) or "(llama-bench defaults)"),
-                          markup=False, highlight=False)
-        with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty()) as progress:
-            result = runner.measure(
-                model, baseline=base_flags, candidate=cand_flags,
-                n_prompt=_pick(n_prompt, defaults.get("n_prompt"), runner.DEFAULT_N_PROMPT),
-                n_gen=_pick(n_gen, defaults.get("n_gen"), runner.DEFAULT_N_GEN),
-                depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget_s,
-                llama_bench=llama_bench, on_progress=progress.update, on_status=progress.status,
-                label=save.stem if save else None, stored_bandwidth=stored_quiet_bandwidth,
-            )
-    if import_file is None:
-        record_result(result, err)
+        settings = BenchSettings(
+            model=str(model), n_prompt=_pick(n_prompt, defaults.get("n_prompt"), runner.DEFAULT_N_PROMPT),
+            n_gen=_pick(n_gen, defaults.get("n_gen"), runner.DEFAULT_N_GEN),
+            depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget_s, llama_bench=llama_bench,
+            label=save.stem if save else None)
+        result = _measure(BenchRequest(settings, base_flags, cand_flags, advised), err, json_out=json_out)
     if save is not None:
         saved_results.save(result, save)
-    comparison = saved_results.compare_saved(before, result) if before is not None else None
+    _render(result, before, compare, save, json_out=json_out)
 
+
+def _render(result: "SavedResult", before: "SavedResult | None", compare: Path | None, save: Path | None, *,
+            json_out: bool) -> None:
+    """The result (--json: the saved schema; with --compare, both and their comparison) on stdout."""
+    from tunehost.bench import results as saved_results
+
+    comparison = saved_results.compare_saved(before, result) if before is not None else None
     if json_out:
         if before is not None and comparison is not None:
             document: dict[str, Any] = {"schema": "tunehost-bench-compare/1", "comparison": comparison.to_json(),
@@ -182,26 +183,38 @@ def bench(
         console.print(f"\nsaved to {escape(str(save))}; compare later with: {escape(again)}", highlight=False)
 
 
-def record_result(result: "SavedResult", err: "Console", *, command: str = "bench",
+def _measure(request: "BenchRequest", err: "Console", *, json_out: bool) -> "SavedResult":
+    """Open the host once, then the bench operation: plan (--advised: say which flags), measure, record."""
+    from tunehost.bench.runner import MeasureHooks
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.ops.bench import plan_bench, run_bench
+
+    facts = HostFacts(open_host())  # planning, the host summary, the ceiling, the watch and the store read these
+    planned = plan_bench(request, facts)
+    if planned.advised_flags is not None and not json_out:
+        shown = shlex.join(planned.advised_flags.flags) or "(llama-bench defaults)"
+        err.print(f"advised llama-bench flags: {shown}", markup=False, highlight=False)
+    with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty()) as progress:
+        outcome = run_bench(planned, facts, MeasureHooks(on_progress=progress.update, on_status=progress.status))
+    _warn(err, outcome.warnings)
+    return outcome.result
+
+
+def record_result(result: "SavedResult", err: "Console", facts: "HostFacts", *, command: str = "bench",
                   extra: dict[str, Any] | None = None) -> int | None:
     """Every measured run goes into the results store (docs/history.md); a store that cannot be written is one
     warning line on stderr and the result is still shown."""
-    from tunehost.store import bench_run, open_for_recording
+    from tunehost.ops.bench import record
 
-    store = open_for_recording(lambda line: err.print(f"warning: {line}", markup=False, highlight=False))
-    if store is None:
-        return None
-    with store:
-        return store.record(bench_run(result, command=command, extra=extra))
+    run_id, warnings = record(result, facts, command=command, extra=extra)
+    _warn(err, warnings)
+    return run_id
 
 
-def stored_quiet_bandwidth() -> Any:
-    """The quiet RAM bandwidth this host's earlier runs measured (the results store), for a ceiling on a busy host;
-    None without one (no store, or one that cannot be read: the ceiling then says which other basis it used)."""
-    from tunehost.advise.host_calibration import quiet_bandwidth
-    from tunehost.store import runs_on_host
-
-    return quiet_bandwidth(runs_on_host())
+def _warn(err: "Console", lines: Any) -> None:
+    for line in lines:
+        err.print(f"warning: {line}", markup=False, highlight=False)
 
 
 def _check_numbers(n_prompt: int | None, n_gen: int | None, depth: int | None, reps: int) -> None:

@@ -87,6 +87,10 @@ def bench_server(opts: ServerOptions) -> None:
                               budget_s=opts.budget_s, timeout_s=opts.timeout_s, model=opts.model,
                               api=opts.api)
     err = make_console(stderr=True)
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+
+    facts = HostFacts(open_host())  # opened once: the watch and the store's host identity read it
     with contextlib.ExitStack() as stack:
         if opts.server is not None:
             target = parse_target(opts.server)
@@ -112,7 +116,7 @@ def bench_server(opts: ServerOptions) -> None:
         try:
             result = measure_server(targets, settings, api_key=api_key, on_progress=progress.update,
                                     label=opts.save.stem if opts.save else None, watcher=_server_watcher(
-                                        targets, warn=lambda line: err.print(f"note: {line}", markup=False,
+                                        targets, facts.host, warn=lambda line: err.print(f"note: {line}", markup=False,
                                                                              highlight=False)))
         finally:
             progress.close()
@@ -121,7 +125,7 @@ def bench_server(opts: ServerOptions) -> None:
     if result.disturbed and not opts.json_out and result.watch is not None:
         for reason in result.watch.reasons:
             err.print(f"disturbed: {one_line(reason, 300)}", markup=False, highlight=False)
-    _record(result, err)  # the results store (docs/history.md): every measured run
+    _record(result, err, facts)  # the results store (docs/history.md): every measured run
     if opts.json_out:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -210,7 +214,7 @@ def _ms(value: float) -> str:
     return f"{value / 1000:.1f}s" if value >= 1000 else f"{value:.0f}ms"
 
 
-def _record(result, err) -> None:
+def _record(result, err, facts) -> None:
     """Into the results store, with the servers' /props as provenance; a store that cannot be written is one warning
     line and the result is still shown."""
     from tunehost.store import open_for_recording, server_run
@@ -219,22 +223,23 @@ def _record(result, err) -> None:
     if store is None:
         return
     with store:
-        store.record(server_run(result))
+        store.record(server_run(result, facts))
 
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
 
-def _server_watcher(targets: Any, *, warn: Any = None, listening: Any = None, serving: Any = None) -> Any:
+def _server_watcher(targets: Any, host: Any, *, warn: Any = None, listening: Any = None,
+                    serving: Any = None) -> Any:
     """A HostWatcher for the server bench: the CPU time of the servers measured on this host (found by their
     listening port; each process's own increase, tunehost.bench.server.cpu) counts as the measurement's own;
     everything else is other work, judged per round as bench's. A local server whose process this user cannot see
     (another user's, e.g. advise's DynamicUser unit, when not run as root): `warn` says so once, and the CPU load
     of other processes is unknown rather than disturbed (swap, steal, heat still judged). None when no target is
-    on this host (a remote server's host cannot be watched from here). `listening`/`serving`: tests' fakes."""
+    on this host (a remote server's host cannot be watched from here). `host`: the live host, opened by the
+    caller. `listening`/`serving`: tests' fakes."""
     from tunehost.bench.server.cpu import ServingCpu
     from tunehost.bench.watch import HostWatcher, read_reading
-    from tunehost.host import open_host
 
     if listening is None:
         from tunehost.host.samples import listening_pids as listening
@@ -267,4 +272,4 @@ def _server_watcher(targets: Any, *, warn: Any = None, listening: Any = None, se
             return None  # its CPU time would count as other work: unknown, not disturbed
         return cpu.update(set(found)) if found else 0.0
 
-    return HostWatcher(open_host(), read=lambda host: read_reading(host, exclude_pids=servers, own_cpu=own))
+    return HostWatcher(host, read=lambda host: read_reading(host, exclude_pids=servers, own_cpu=own))

@@ -200,7 +200,10 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     from tunehost.bench.stats import compare_rounds
     from tunehost.cli.bench import progress_view, record_result
     from tunehost.facts.identity import HostIdentity, changes
-    from tunehost.store import open_store, records
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.store import open_store
+    from tunehost.store.records import host_identity
 
     with open_store() as store:
         found = last_best(store.runs(model_hash=digest, limit=1000))
@@ -216,11 +219,13 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         raise TunehostError("the last best configuration was tuned for --objective balanced; re-measure it with "
                             "`tunehost bench --baseline FLAGS` and compare")
     err = make_console(stderr=True)
+    facts = HostFacts(open_host())  # the live host, opened once: the measurement and its host identity
     with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty(), what="drift") as progress:
-        result = runner.measure(model, baseline=flags, n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
-                                depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3),
-                                budget_s=budget, llama_bench=llama_bench, label="drift", ceiling=False,
-                                on_progress=progress.update, on_status=progress.status)
+        result = runner.measure(runner.BenchSettings(
+            model=str(model), n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
+            depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3), budget_s=budget,
+            llama_bench=llama_bench, label="drift", ceiling=False), [runner.BenchConfig("baseline", tuple(flags))],
+            facts, runner.MeasureHooks(on_progress=progress.update, on_status=progress.status))
     new_rounds = {t: list(v) for t, v in rounds_of(result.invocations, "baseline").items()}
     # the rounds other processes disturbed are no evidence about this box (tunehost.bench.watch.reasons_for)
     marks = [w.disturbed for w in result.round_watch]
@@ -240,7 +245,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         rows.append({"test": test, "then": _median(values), "now": _median([_median(r) for r in now]),
                      "change_percent": round(c.change_percent, 2), "low": c.low, "high": c.high,
                      "verdict": c.verdict, "rounds_then": len(values), "rounds_now": len(now)})
-    identity, _ = records.host_identity()
+    identity, _ = host_identity(facts)
     what_changed = changes(HostIdentity.from_json(old.host), HostIdentity.from_json(identity))
     build_now = f"b{result.llama_bench.get('build_number')} ({result.llama_bench.get('build_commit')})"
     if old.build and old.build != build_now:
@@ -256,9 +261,9 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         verdict = f"not judged: the host was busy in {len(busy)} of {len(marks)} rounds ({busy[0]})"
     recorded_rows = [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in r.items()}
                      for r in rows]  # the store refuses infinity (an open-ended interval): null there
-    record_result(result, err, command="drift", extra={"verdict": verdict, "since_run": old.id,
-                                                       "changed": what_changed, "rows": recorded_rows,
-                                                       "discarded_rounds": len(busy)})
+    record_result(result, err, facts, command="drift", extra={"verdict": verdict, "since_run": old.id,
+                                                              "changed": what_changed, "rows": recorded_rows,
+                                                              "discarded_rounds": len(busy)})
     if json_out:
         typer.echo(json.dumps({"schema": "tunehost-drift/1", "since_run": old.id, "since": old.created,
                                "flags": list(flags), "verdict": verdict, "rows": rows, "changed": what_changed},

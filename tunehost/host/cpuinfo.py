@@ -6,7 +6,9 @@ hostile file cannot make tunehost read more than the bounded read allows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tunehost.host.files import Refused, open_regular
 
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from tunehost.host import Host
 
 CPUINFO = "/proc/cpuinfo"
+OSRELEASE = "/proc/sys/kernel/osrelease"
 MAX_CPUINFO_BYTES = 4 << 20  # a 512-CPU machine's cpuinfo is about 1 MiB
 
 
@@ -38,3 +41,33 @@ def live_cpu_flags() -> frozenset[str] | None:
     except Refused:
         return None
     return None if data is None else parse_cpu_flags(data.decode("utf-8", "replace"))
+
+
+def cpu_info(host: "Host") -> Mapping[str, Any]:
+    """What describes the CPU next to a bench result (``brand_raw``, ``arch_string_raw``, ``flags``): py-cpuinfo's
+    answer on the live host; on a snapshot, its recorded /proc/cpuinfo (the first block's model name and flags; no
+    architecture). Raises what py-cpuinfo raises (the caller records it as the summary's error)."""
+    if host.live:
+        import cpuinfo
+
+        return cpuinfo.get_cpu_info()
+    text = host.files.read(CPUINFO) or ""
+    brand = next((value.strip() for key, sep, value in (line.partition(":") for line in text.splitlines())
+                  if sep and key.strip() == "model name"), None)
+    return {"brand_raw": brand, "flags": sorted(parse_cpu_flags(text) or ())}
+
+
+def cpu_count(host: "Host") -> int | None:
+    """The CPUs the system has (os.cpu_count on the live host; a snapshot: the processor blocks of its cpuinfo)."""
+    if host.live:
+        return os.cpu_count()
+    text = host.files.read(CPUINFO) or ""
+    return sum(1 for line in text.splitlines() if line.partition(":")[0].strip() == "processor") or None
+
+
+def kernel_release(host: "Host") -> str | None:
+    """The running kernel's release (uname -r; a snapshot: its recorded /proc/sys/kernel/osrelease)."""
+    if host.live:
+        return os.uname().release if hasattr(os, "uname") else None
+    text = host.files.read(OSRELEASE)
+    return text.strip() or None if text else None

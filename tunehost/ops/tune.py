@@ -110,7 +110,7 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
         ceiling = None
         if options.objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
             # calibration point (a busy host's bandwidth is no calibration point)
-            ceiling = _tg_ceiling(options.model, outcome.winner.args, host)
+            ceiling = _tg_ceiling(options.model, outcome.winner.args, facts)
         summary = stored_summary(outcome, tune_key, options, ceiling)
         _record(store, identity, outcome, measurer.build, options, summary)
     return TuneResult(outcome, prepared.settings, tune_key, summary, prepared.unit_check, measurer.journal_note)
@@ -292,14 +292,14 @@ def _invoke(binary: Path, budget_s: float) -> race.Invoke:
     return lambda args: llama_bench.run_llama_bench(binary, args, timeout=max(60.0, budget_s))
 
 
-def _tg_ceiling(model: str, args: tuple[str, ...], host: "Host") -> dict[str, Any] | None:
+def _tg_ceiling(model: str, args: tuple[str, ...], facts: "HostFacts") -> dict[str, Any] | None:
     from tunehost.bench import runner
 
-    return runner.tg_ceiling(model, args, host)
+    return runner.tg_ceiling(model, args, facts)
 
 
 def _identity(host: "Host", facts: "HostFacts") -> tuple[dict[str, Any], str]:
     """(identity JSON, fingerprint) of the host the tune runs on."""
     from tunehost.store import records
 
-    return records.host_identity(host)
+    return records.host_identity(facts)

@@ -18,18 +18,17 @@ from tunehost.store.repository import (NewRun, StoredResult, StoredRound, Stored
 if TYPE_CHECKING:
     from tunehost.advise.host_calibration import HostCalibration, HostPoint
     from tunehost.bench.results import SavedResult
+    from tunehost.facts import HostFacts
 
 
 # ---------------------------------------------------------------- recording a bench result
 
 
-def host_identity(host: Any = None) -> tuple[dict[str, Any], str]:
-    """(identity JSON, fingerprint) of the live host (or ``host``)."""
-    from tunehost.facts import HostFacts
+def host_identity(facts: "HostFacts") -> tuple[dict[str, Any], str]:
+    """(identity JSON, fingerprint) of the host ``facts`` describe (the caller's, gathered once)."""
     from tunehost.facts.identity import HostIdentity
-    from tunehost.host import open_host
 
-    identity = HostIdentity.gather(HostFacts(host if host is not None else open_host()))
+    identity = HostIdentity.gather(facts)
     return identity.to_json(), identity.fingerprint()
 
 
@@ -44,10 +43,11 @@ def results_of(saved: "SavedResult") -> tuple[StoredResult, ...]:
     return tuple(rows)
 
 
-def bench_run(saved: "SavedResult", *, command: str = "bench", host: Any = None,
+def bench_run(saved: "SavedResult", facts: "HostFacts", *, command: str = "bench",
               extra: Mapping[str, Any] | None = None) -> NewRun:
-    """The NewRun of a measured bench result (model hash read from the model file); ``extra`` joins the summary."""
-    identity, fingerprint = host_identity(host)
+    """The NewRun of a bench result measured on the host of ``facts`` (model hash read from the model file);
+    ``extra`` joins the summary."""
+    identity, fingerprint = host_identity(facts)
     build = _build_text(saved.llama_bench)
     comparison = saved.comparison
     default_summary = {"rounds": saved.settings.get("rounds"), "stop_reason": saved.settings.get("stop_reason"),
@@ -71,11 +71,12 @@ def rounds_of_watch(reports: Sequence[Any], stage: str = "") -> tuple[StoredRoun
     return tuple(StoredRound(stage, i + 1, True, bool(r.disturbed), r.to_json()) for i, r in enumerate(reports))
 
 
-def server_run(result: Any, *, host: Any = None) -> NewRun:
+def server_run(result: Any, facts: "HostFacts") -> NewRun:
     """The NewRun of a server bench (tunehost.bench.server.ServerBenchResult): one row per (server, test), the
     servers' /props as provenance. The model is identified by its file's hash where the path /props names is a
-    readable file here (a server on this host), else by the path and alias the server reported."""
-    identity, fingerprint = host_identity(host)
+    readable file here (a server on this host), else by the path and alias the server reported. ``facts``: this
+    host's, for its identity."""
+    identity, fingerprint = host_identity(facts)
     first = result.servers[0] if result.servers else None
     path = (first.model_path if first else None) or ""
     try:
@@ -129,14 +130,14 @@ class Measured:
                 "efficiency": round(self.tg_ts / ceiling_ts, 4) if ceiling_ts else None}
 
 
-def runs_on_host(*, host: Any = None, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
-    """The runs recorded on this host (its fingerprint), newest first: what advise reads back. [] with no store
-    (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error): advise
-    must not fail for its store, `advise --calibrate` says why."""
+def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
+    """The runs recorded on the host of ``facts`` (its fingerprint), newest first: what advise reads back. [] with
+    no store (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error):
+    advise must not fail for its store, `advise --calibrate` says why."""
     try:
         if not store_path().is_file():
             return []
-        _, fingerprint = host_identity(host)
+        _, fingerprint = host_identity(facts)
         with open_store() as store:
             return [r for r in store.runs(limit=limit) if r.host_fp == fingerprint]
     except TunehostError:
@@ -145,14 +146,15 @@ def runs_on_host(*, host: Any = None, strict: bool = False, limit: int = 5000) -
         return []
 
 
-def measured_on_host(model_path: str | os.PathLike[str], *, host: Any = None,
+def measured_on_host(model_path: str | os.PathLike[str], *, facts: "HostFacts | None" = None,
                      runs: Sequence[StoredRun] | None = None) -> Measured | None:
     """TG this host measured for this model (same model hash, same host fingerprint), or None: no store, no runs,
-    or a store that cannot be read. ``runs``: this host's runs already read (:func:`runs_on_host`)."""
+    or a store that cannot be read. ``runs``: this host's runs already read (:func:`runs_on_host`), else read for
+    the host of ``facts``."""
     import statistics
 
     if runs is None:
-        runs = runs_on_host(host=host)
+        runs = runs_on_host(_given(facts))
     if not runs:
         return None
     try:
@@ -192,14 +194,22 @@ def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
     return points
 
 
-def host_calibration(*, host: Any = None, strict: bool = False,
+def host_calibration(*, facts: "HostFacts | None" = None, strict: bool = False,
                      runs: Sequence[StoredRun] | None = None) -> "HostCalibration | None":
-    """advise's constants fitted to this host's recorded runs (``runs``: already read by :func:`runs_on_host`);
-    None: no store, no usable run, or (unless ``strict``) a store that cannot be read."""
+    """advise's constants fitted to this host's recorded runs (``runs``: already read by :func:`runs_on_host`,
+    else read for the host of ``facts``); None: no store, no usable run, or (unless ``strict``) a store that
+    cannot be read."""
     from tunehost.advise.host_calibration import fit_host
 
-    points = calibration_points(runs_on_host(host=host, strict=strict) if runs is None else runs)
+    points = calibration_points(runs_on_host(_given(facts), strict=strict) if runs is None else runs)
     return fit_host(points) if points else None
+
+
+def _given(facts: "HostFacts | None") -> "HostFacts":
+    """The caller's host facts: whoever reads this host's runs says which host (this module opens none)."""
+    if facts is None:
+        raise TypeError("give the host's facts or the runs already read")
+    return facts
 
 
 def _build_text(llama_bench: Mapping[str, Any]) -> str | None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tunehost.advise.memory import ServerSettings
-from tunehost.bench.runner import plan_to_bench_flags
+from tunehost.bench.runner import bench_flags
 from tunehost.launch import LaunchConfig
 from tunehost.tune.race import Candidate, Knob
 
@@ -202,7 +202,7 @@ KNOBS: tuple[KnobSpec, ...] = (
 
 
 def candidate(label: str, launch: LaunchConfig, supported: frozenset[str] | None) -> Candidate:
-    return Candidate(label, launch, plan_to_bench_flags(launch, supported))
+    return Candidate(label, launch, bench_flags(launch, supported).flags)
 
 
 def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset[str] | None,
