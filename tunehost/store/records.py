@@ -24,12 +24,13 @@ if TYPE_CHECKING:
 
 
 def host_identity(host: Any = None) -> tuple[dict[str, Any], str]:
-    """(identity JSON, fingerprint) of the live host (or ``host``)."""
+    """(identity JSON, fingerprint) of the live host (or ``host``: a Host, or the HostFacts the caller built)."""
     from tunehost.facts import HostFacts
     from tunehost.facts.identity import HostIdentity
     from tunehost.host import open_host
 
-    identity = HostIdentity.gather(HostFacts(host if host is not None else open_host()))
+    facts = host if isinstance(host, HostFacts) else HostFacts(host if host is not None else open_host())
+    identity = HostIdentity.gather(facts)
     return identity.to_json(), identity.fingerprint()
 
 
