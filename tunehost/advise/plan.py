@@ -524,10 +524,7 @@ def _suggestions(c: PlanContext, path: str, fits: bool) -> list[str]:
 
 def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: list[str]) -> PlannedLaunch:
     """Every flag of the launch configuration, each with its reason, for the placement `choice`."""
-    model, host, o, s, spec, gpu, extra_gpu, ctx = c.model, c.host, c.options, c.settings, c.spec, c.gpu, \
-        c.extra_gpu, c.ctx
-    path, ngl, n_cpu_moe = choice.placement.path, choice.placement.ngl, choice.placement.n_cpu_moe
-    overrides, b = choice.overrides, choice.budget
+    model, host, o, s, spec, ctx = c.model, c.host, c.options, c.settings, c.spec, c.ctx
     flags: list[Flag] = [Flag("-m", o.model_path, "the model")]
     total_ctx = ctx * o.parallel
     flags.append(Flag("-c", str(total_ctx),
@@ -537,30 +534,7 @@ def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: 
     flags.append(Flag("-np", str(o.parallel),
                       "one user: the whole context goes to one slot (llama-server's default makes 4 slots that "
                       "share -c)" if o.parallel == 1 else f"{o.parallel} concurrent requests, each with {ctx} tokens"))
-    n = model.block_count
-    if path in ("gpu", "unified"):
-        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), f"all {n} layers and the output on the GPU"
-                          + (f": {gib(b.gpu_total + extra_gpu)} planned of {gib(gpu.free_bytes or 0)} free"
-                             if path == "gpu" and gpu else ": unified memory, the GPU reads the weights from RAM")))
-    elif path == "moe":
-        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), "attention, router, shared experts, KV and output on "
-                                                            "the GPU"))
-        flags.append(Flag("--n-cpu-moe", str(n_cpu_moe),
-                          f"routed experts of the first {n_cpu_moe} of {n} layers stay in RAM "
-                          f"({gib(b.weights_cpu - model.weights.token_embd)}); the smallest N that fits "
-                          f"{gpu.name if gpu else 'the GPU'}. Shared experts (_shexp) are not touched by it"))
-    elif path == "split":
-        flags.append(Flag("-ngl", str(ngl), f"the last {ngl - 1} of {n} layers and the output on the GPU: the most "
-                                            "that fits; the rest runs on the CPU at RAM speed"))
-    elif gpu is None and host.gpus:
-        flags.append(Flag("-ngl", "0", "no usable GPU for this plan: everything on the CPU"))
-    if o.fit is not None and o.fit.tensor_split and path != "cpu":
-        flags.append(Flag("-ts", o.fit.tensor_split, "the share of layers per GPU that llama-fit-params computed "
-                                                      "from each GPU's free VRAM"))
-        notes.append(f"llama-fit-params spread the model over several GPUs (-ts {o.fit.tensor_split}); the budget "
-                     "table shows only the GPU with the most free VRAM")
-    if overrides:
-        flags.append(Flag("-ot", ",".join(overrides), "tensor placement computed by llama-fit-params"))
+    flags += _placement_flags(c, choice, notes)
     flags.append(Flag("-fa", "on", "flash attention: less compute-buffer memory, and required for a quantized "
                                    "V cache"))
     kv_reason = ("half the bytes of f16 at a negligible quality cost" if s.type_k == "q8_0" else
@@ -586,9 +560,62 @@ def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: 
                                                   "evenly over them"))
         notes.append(f"{host.numa_nodes} NUMA nodes: one llama-server per node (pinned to it) is often faster "
                      "than one spanning them")
-    mlock_wanted, mlock_fix = _memory_flags(flags, host, b, path, warnings, notes)
+    mlock_wanted, mlock_fix = _memory_flags(flags, host, choice.budget, choice.path, warnings, notes)
     if o.mmproj:
         flags.append(Flag("-mm", o.mmproj, "the vision projector (budgeted with 2 GiB headroom)"))
+    flags += _spec_flags(c, choice.path, warnings)
+    flags.append(Flag("--host", o.host_addr or "127.0.0.1",
+                      "listen where you asked" if o.host_addr else "loopback only: llama-server has no API key "
+                                                                    "by default; pass --host to expose it"))
+    if o.api_key_file:
+        flags.append(Flag("--api-key-file", o.api_key_file, "clients must send one of the keys in this file "
+                                                            "(one per line): the server answers no one else"))
+    elif listens_beyond_loopback(o.host_addr):
+        warnings.append(exposed_warning(o.host_addr or ""))
+    env = _environment(c, choice, notes)
+    config = LaunchConfig(model=o.model_path, flags=tuple(flags), server=o.server, env=tuple(env), pin_cpus=pin,
+                          nice=prio, mlock_wanted=mlock_wanted, name=model.name)
+    return PlannedLaunch(config, pin_reason, mlock_fix)
+
+
+def _placement_flags(c: PlanContext, choice: PlacementChoice, notes: list[str]) -> list[Flag]:
+    """-ngl / --n-cpu-moe for the placement, and llama-fit-params' -ts / -ot where it computed them."""
+    model, host, o, gpu, extra_gpu = c.model, c.host, c.options, c.gpu, c.extra_gpu
+    path, ngl, n_cpu_moe = choice.placement.path, choice.placement.ngl, choice.placement.n_cpu_moe
+    overrides, b = choice.overrides, choice.budget
+    flags: list[Flag] = []
+    n = model.block_count
+    if path in ("gpu", "unified"):
+        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), f"all {n} layers and the output on the GPU"
+                          + (f": {gib(b.gpu_total + extra_gpu)} planned of {gib(gpu.free_bytes or 0)} free"
+                             if path == "gpu" and gpu else ": unified memory, the GPU reads the weights from RAM")))
+    elif path == "moe":
+        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), "attention, router, shared experts, KV and output on "
+                                                            "the GPU"))
+        flags.append(Flag("--n-cpu-moe", str(n_cpu_moe),
+                          f"routed experts of the first {n_cpu_moe} of {n} layers stay in RAM "
+                          f"({gib(b.weights_cpu - model.weights.token_embd)}); the smallest N that fits "
+                          f"{gpu.name if gpu else 'the GPU'}. Shared experts (_shexp) are not touched by it"))
+    elif path == "split":
+        flags.append(Flag("-ngl", str(ngl), f"the last {ngl - 1} of {n} layers and the output on the GPU: the most "
+                                            "that fits; the rest runs on the CPU at RAM speed"))
+    elif gpu is None and host.gpus:
+        flags.append(Flag("-ngl", "0", "no usable GPU for this plan: everything on the CPU"))
+    if o.fit is not None and o.fit.tensor_split and path != "cpu":
+        flags.append(Flag("-ts", o.fit.tensor_split, "the share of layers per GPU that llama-fit-params computed "
+                                                      "from each GPU's free VRAM"))
+        notes.append(f"llama-fit-params spread the model over several GPUs (-ts {o.fit.tensor_split}); the budget "
+                     "table shows only the GPU with the most free VRAM")
+    if overrides:
+        flags.append(Flag("-ot", ",".join(overrides), "tensor placement computed by llama-fit-params"))
+    return flags
+
+
+def _spec_flags(c: PlanContext, path: str, warnings: list[str]) -> list[Flag]:
+    """Speculative decoding: the draft model (-md, -ngld, -cd, --spec-type draft-simple) or the model's MTP heads."""
+    model, o, spec, gpu = c.model, c.options, c.spec, c.gpu
+    total_ctx = c.ctx * o.parallel
+    flags: list[Flag] = []
     if spec == "draft" and o.draft:
         flags.append(Flag("-md", o.draft, "draft model for speculative decoding"))
         if gpu is not None and path in ("gpu", "moe", "unified"):
@@ -606,14 +633,12 @@ def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: 
         if model.tensors and not any(".nextn." in t.name for t in model.tensors):
             warnings.append("--spec mtp: this GGUF has no MTP (nextn) tensors; llama-server will refuse "
                             "--spec-type draft-mtp. Use a GGUF converted with its MTP heads")
-    flags.append(Flag("--host", o.host_addr or "127.0.0.1",
-                      "listen where you asked" if o.host_addr else "loopback only: llama-server has no API key "
-                                                                    "by default; pass --host to expose it"))
-    if o.api_key_file:
-        flags.append(Flag("--api-key-file", o.api_key_file, "clients must send one of the keys in this file "
-                                                            "(one per line): the server answers no one else"))
-    elif listens_beyond_loopback(o.host_addr):
-        warnings.append(exposed_warning(o.host_addr or ""))
+    return flags
+
+
+def _environment(c: PlanContext, choice: PlacementChoice, notes: list[str]) -> list[Flag]:
+    """GGML_CUDA_GRAPH_OPT=1 for a single NVIDIA GPU holding the whole model with VRAM to spare."""
+    host, gpu, extra_gpu, path, b = c.host, c.gpu, c.extra_gpu, choice.path, choice.budget
     env: list[Flag] = []
     nvidia = [g for g in host.discrete_gpus if g.vendor == "nvidia"]
     if path == "gpu" and gpu is not None and gpu.vendor == "nvidia" and len(nvidia) == 1 \
@@ -626,9 +651,7 @@ def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: 
         else:
             notes.append(f"no GGML_CUDA_GRAPH_OPT=1: only {gib(max(spare_vram, 0))} of VRAM spare beyond the plan "
                          f"(wants {GRAPH_OPT_SPARE // MiB} MiB)")
-    config = LaunchConfig(model=o.model_path, flags=tuple(flags), server=o.server, env=tuple(env), pin_cpus=pin,
-                          nice=prio, mlock_wanted=mlock_wanted, name=model.name)
-    return PlannedLaunch(config, pin_reason, mlock_fix)
+    return env
 
 
 def listens_beyond_loopback(host_addr: str | None) -> bool:

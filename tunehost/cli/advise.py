@@ -14,6 +14,7 @@ from tunehost.printable import one_line, require_printable
 
 if TYPE_CHECKING:
     from tunehost.facts import HostFacts
+    from tunehost.ops.advise import AdviseRequest
 
 EXIT_DOES_NOT_FIT = 2
 
@@ -65,11 +66,8 @@ def advise(
     """
     from tunehost.advise.flags import REMOVED_SPEC_OPTIONS
     from tunehost.errors import TunehostError
-    from tunehost.facts import HostFacts
-    from tunehost.formats import FILES, FORMATS, Subject, render
-    from tunehost.host import open_host
+    from tunehost.formats import FORMATS
     from tunehost.ops.advise import AdviseRequest
-    from tunehost.ops.advise import advise as run_advise
 
     for removed, value in (("--draft-max", draft_max), ("--draft-min", draft_min)):
         if value is not None:
@@ -99,19 +97,15 @@ def advise(
             raise TunehostError("--calibrate reads this host's results store: it cannot be used with --snapshot")
         if fmt not in ("human", "json"):
             raise TunehostError("--calibrate prints as human (default) or json")
+        from tunehost.facts import HostFacts
+        from tunehost.host import open_host
+
         _show_calibration(fmt, HostFacts(open_host()))
         return
     models = list(model or ())
     router = len(models) > 1 or models_dir is not None
     if not models and models_dir is None:
-        from tunehost.cli import UsageError
-
-        try:  # typer >= 0.20 vendors click as typer._click (as tunehost.cli imports UsageError)
-            from typer._click.globals import get_current_context
-        except ImportError:  # pragma: no cover
-            from click import get_current_context
-        raise UsageError("Missing option '--model' (one PATH.gguf; several, or --models-dir DIR, for router mode)",
-                         ctx=get_current_context(silent=True))
+        _missing_model()
     if router and (mmproj or draft or spec):
         raise TunehostError("--mmproj, --draft and --spec plan one model: leave them out in router mode "
                             "(a models-dir sub-directory's mmproj file is planned with its model)")
@@ -123,23 +117,26 @@ def advise(
                         ("--api-key-file", api_key_file), ("--preset-file", preset_file), ("--write", write_dir)):
         if value is not None:
             require_printable(str(value), what)
-    from tunehost.advise.plan import DEFAULT_CTX
-    from tunehost.cli import LLAMA_INT_MAX
-
-    per_slot = ctx if ctx is not None else DEFAULT_CTX  # at most DEFAULT_CTX when --ctx is not given
-    if per_slot * parallel > LLAMA_INT_MAX:  # llama-server gets -c ctx*parallel, a 32-bit int
-        what = "--ctx" if parallel == 1 else "--ctx x --parallel" if ctx is not None else \
-            f"--parallel x the default context ({DEFAULT_CTX})"
-        raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
-                            f"not {per_slot * parallel}")
+    _check_total_context(ctx, parallel)
     mmproj_bytes = _mmproj_size(mmproj) if mmproj is not None else 0
     request = AdviseRequest(
         models=tuple(models), models_dir=models_dir, ctx=ctx, parallel=parallel, mmproj=mmproj,
         mmproj_bytes=mmproj_bytes, draft=draft, spec=spec, spec_draft_n_max=spec_draft_n_max, models_max=models_max,
         reserve_vram_mib=reserve_vram, preset_file=_preset_path(preset_file, write_dir) if router else None,
         llama_server=llama_server, cpus=cpus, host_addr=host_addr, api_key_file=api_key_file, no_probe=no_probe,
-        unit=kind if fmt == "systemd" else None, write_dir=write_dir, snapshot=str(snapshot) if snapshot else None)
-    host = open_host(snapshot)
+        unit=kind if fmt == "systemd" else None, write_dir=write_dir, snapshot=snapshot)
+    _advise_and_render(request, fmt, write_dir, force)
+
+
+def _advise_and_render(request: "AdviseRequest", fmt: str, write_dir: Path | None, force: bool) -> None:
+    """Open the host once (live, or the snapshot), run the operation, render its result as `fmt` (or write its
+    files into --write DIR); exit 2 when the plan does not fit."""
+    from tunehost.facts import HostFacts
+    from tunehost.formats import FILES, Subject, render
+    from tunehost.host import open_host
+    from tunehost.ops.advise import advise as run_advise
+
+    host = open_host(request.snapshot)
     advice = run_advise(host, HostFacts(host), request)
     for refused in advice.refusals:  # what the plan could not use from the snapshot
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
@@ -209,6 +206,31 @@ def _show_calibration(fmt: str, facts: "HostFacts") -> None:
     if not calibration.fits:
         print_folded(console, "no usable run recorded on this host yet: `tunehost bench --model M` or `tunehost tune "
                               "--model M` record one (token generation, with the bandwidth probe)")
+
+
+def _missing_model() -> None:
+    from tunehost.cli import UsageError
+
+    try:  # typer >= 0.20 vendors click as typer._click (as tunehost.cli imports UsageError)
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover
+        from click import get_current_context
+    raise UsageError("Missing option '--model' (one PATH.gguf; several, or --models-dir DIR, for router mode)",
+                     ctx=get_current_context(silent=True))
+
+
+def _check_total_context(ctx: int | None, parallel: int) -> None:
+    """llama-server gets -c ctx x parallel, a 32-bit int: one error line beyond it."""
+    from tunehost.advise.plan import DEFAULT_CTX
+    from tunehost.cli import LLAMA_INT_MAX
+    from tunehost.errors import TunehostError
+
+    per_slot = ctx if ctx is not None else DEFAULT_CTX  # at most DEFAULT_CTX when --ctx is not given
+    if per_slot * parallel > LLAMA_INT_MAX:
+        what = "--ctx" if parallel == 1 else "--ctx x --parallel" if ctx is not None else \
+            f"--parallel x the default context ({DEFAULT_CTX})"
+        raise TunehostError(f"{what} must be at most {LLAMA_INT_MAX} tokens (llama-server's -c is a 32-bit number), "
+                            f"not {per_slot * parallel}")
 
 
 def _mmproj_size(path: Path) -> int:

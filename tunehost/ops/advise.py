@@ -47,7 +47,7 @@ class AdviseRequest:
     no_probe: bool = False
     unit: "UnitKind | None" = None  # --format systemd: the unit to check before it is handed out
     write_dir: Path | None = None  # --write DIR (where a router's preset may be written beside the unit)
-    snapshot: str | None = None  # the snapshot planned for (None: this host, live), for the report
+    snapshot: Path | None = None  # the snapshot the caller opened (None: this host, live), named in the report
 
     @property
     def router(self) -> bool:
@@ -171,7 +171,7 @@ def _advise_one(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Advice
         measured = measured_on_host(options.model_path, runs=inputs.recorded)
     launch = result.launch()
     return Advice(launch=launch, plan=result, measured=measured, unit_check=_unit_check(host, launch, request),
-                  refusals=tuple(host.refusals), snapshot=request.snapshot)
+                  refusals=tuple(host.refusals), snapshot=_where(request))
 
 
 def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Advice:
@@ -199,7 +199,11 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
     if request.unit is not None:
         render_preset(launch)  # a preset INI cannot carry is one error before the unit's check, as it always was
         check = _unit_check(host, launch, request)
-    return Advice(launch=launch, router=rp, preset_file=preset_file, unit_check=check, snapshot=request.snapshot)
+    return Advice(launch=launch, router=rp, preset_file=preset_file, unit_check=check, snapshot=_where(request))
+
+
+def _where(request: AdviseRequest) -> str | None:
+    return str(request.snapshot) if request.snapshot else None
 
 
 def _unit_check(host: "Host", launch: "LaunchConfig", request: AdviseRequest) -> "UnitCheck | None":
