@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from tunehost.cli import cli_errors, make_console
+from tunehost.formats import FILES, FORMATS, choices_text
 from tunehost.printable import one_line, require_printable
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def advise(
     models_max: Optional[int] = typer.Option(None, "--models-max", metavar="N", help="Router mode: models resident at once (llama-server's default 4; 0 = all)."),
     reserve_vram: int = typer.Option(0, "--reserve-vram", metavar="MiB", help="VRAM to keep for other servers on the GPU that are not running now."),
     preset_file: Optional[str] = typer.Option(None, "--preset-file", metavar="PATH", help="Router mode: where the preset file (--models-preset) will be (default models.ini here, or in --write DIR); the unit names it by its absolute path."),
-    fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT", help="human (default), shell, systemd, json or ollama."),
+    fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT", help=f"{choices_text()}."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", "-s", metavar="DIR", help="Advise for a snapshot instead of this host (no probe runs)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", metavar="PATH", help="The llama-server binary to advise for."),
     cpus: Optional[str] = typer.Option(None, "--cpus", metavar="LIST", help="Pin to these CPUs (e.g. 0-7) instead of the performance cores."),
@@ -66,7 +67,6 @@ def advise(
     """
     from tunehost.advise.flags import REMOVED_SPEC_OPTIONS
     from tunehost.errors import TunehostError
-    from tunehost.formats import FORMATS
     from tunehost.ops.advise import AdviseRequest
 
     for removed, value in (("--draft-max", draft_max), ("--draft-min", draft_min)):
@@ -88,8 +88,9 @@ def advise(
     from tunehost.advise.unit_access import unit_kind
 
     kind = unit_kind(fmt, user_unit, service_user)  # --user / --service-user: the same checks as tune's
-    if write_dir is not None and fmt not in ("systemd", "ollama"):
-        raise TunehostError("--write writes the files of --format systemd or --format ollama: add one of them")
+    if write_dir is not None and fmt not in FILES:
+        raise TunehostError(f"--write writes the files of {' or '.join(f'--format {n}' for n in FILES)}: add one "
+                            "of them")
     if force and write_dir is None:
         raise TunehostError("--force replaces files that --write DIR would write: use it with --write")
     if calibrate:
@@ -132,7 +133,7 @@ def _advise_and_render(request: "AdviseRequest", fmt: str, write_dir: Path | Non
     """Open the host once (live, or the snapshot), run the operation, render its result as `fmt` (or write its
     files into --write DIR); exit 2 when the plan does not fit."""
     from tunehost.facts import HostFacts
-    from tunehost.formats import FILES, Subject, render
+    from tunehost.formats import Subject, render
     from tunehost.host import open_host
     from tunehost.ops.advise import advise as run_advise
 

@@ -9,7 +9,7 @@ The router's preset INI (router_ini) is a part of the shell and systemd forms, n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,3 +52,10 @@ FILES: dict[str, Callable[[Subject, Path], "list[Artifact]"]] = {
 def render(name: str, subject: Subject) -> str:
     """`subject` in the format `name` (one of FORMATS)."""
     return FORMATS[name](subject)
+
+
+def choices_text(names: Iterable[str] = (), default: str = "human") -> str:
+    """The formats for a help text: "human (default), shell, systemd, json or ollama" (every registered one when
+    `names` is empty)."""
+    shown = [f"{n} (default)" if n == default else n for n in (names or FORMATS)]
+    return ", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else "".join(shown)
