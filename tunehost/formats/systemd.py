@@ -116,22 +116,7 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False, service_user: str |
         words[i] = "${CREDENTIALS_DIRECTORY}/" + API_KEY_CREDENTIAL
     exec_start = " ".join(words)
     name = unit_text(p.model_name or Path(p.model).name)
-    if user:
-        lines = [f"# written by tunehost advise --format systemd --user: save it as {UNIT_FILE}, check the paths,",
-                 "# then, as yourself (not root):",
-                 f"#   mkdir -p {USER_UNIT_DIR} && install -m 644 {UNIT_FILE} {USER_UNIT_DIR}/",
-                 f"#   systemctl --user daemon-reload && systemctl --user enable --now {UNIT_FILE}",
-                 "#   loginctl enable-linger \"$USER\"   # optional: start at boot, keep running after you log out",
-                 *(f"# {one_line(c)}" for c in comments),
-                 "[Unit]", f"Description=llama-server: {name}", "", "[Service]", "Type=simple"]
-    else:
-        lines = [f"# written by tunehost advise --format systemd: save it as {UNIT_FILE}, check the paths,",
-                 "# then, as root:",
-                 f"#   install -m 644 {UNIT_FILE} {SYSTEM_UNIT_DIR}/ && systemctl daemon-reload",
-                 f"#   systemctl enable --now {UNIT_FILE}",
-                 *(f"# {one_line(c)}" for c in comments),
-                 "[Unit]", f"Description=llama-server: {name}",
-                 "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple"]
+    lines = _unit_head(user, name, comments)
     lines += notes
     if not user and service_user is None:  # never root: a throw-away user that may open the GPUs (/dev/dri, /dev/kfd)
         lines += ["# runs as an unprivileged dynamic user, not root: it reads only what any account may read (each",
@@ -155,6 +140,26 @@ def render_systemd(p: "LaunchConfig", *, user: bool = False, service_user: str |
     lines += ["Restart=on-failure", "RestartSec=5", "", "[Install]",
               "WantedBy=default.target" if user else "WantedBy=multi-user.target", ""]
     return "\n".join(lines)
+
+
+def _unit_head(user: bool, name: str, comments: tuple[str, ...]) -> list[str]:
+    """The unit's header comment (where it goes, how to start it, what was checked), [Unit], and [Service]'s
+    Type=: a user unit orders itself after no system target."""
+    if user:
+        return [f"# written by tunehost advise --format systemd --user: save it as {UNIT_FILE}, check the paths,",
+                "# then, as yourself (not root):",
+                f"#   mkdir -p {USER_UNIT_DIR} && install -m 644 {UNIT_FILE} {USER_UNIT_DIR}/",
+                f"#   systemctl --user daemon-reload && systemctl --user enable --now {UNIT_FILE}",
+                "#   loginctl enable-linger \"$USER\"   # optional: start at boot, keep running after you log out",
+                *(f"# {one_line(c)}" for c in comments),
+                "[Unit]", f"Description=llama-server: {name}", "", "[Service]", "Type=simple"]
+    return [f"# written by tunehost advise --format systemd: save it as {UNIT_FILE}, check the paths,",
+            "# then, as root:",
+            f"#   install -m 644 {UNIT_FILE} {SYSTEM_UNIT_DIR}/ && systemctl daemon-reload",
+            f"#   systemctl enable --now {UNIT_FILE}",
+            *(f"# {one_line(c)}" for c in comments),
+            "[Unit]", f"Description=llama-server: {name}",
+            "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple"]
 
 
 def readme_systemd(directory: Path, kind: "UnitKind", preset_file: str | None, checked: str) -> str:
