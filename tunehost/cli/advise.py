@@ -15,7 +15,7 @@ from tunehost.printable import one_line, require_printable
 
 if TYPE_CHECKING:
     from tunehost.facts import HostFacts
-    from tunehost.ops.advise import AdviseRequest
+    from tunehost.ops.advise import AdviseRequest, PresetFile
 
 EXIT_DOES_NOT_FIT = 2
 
@@ -123,9 +123,9 @@ def advise(
     request = AdviseRequest(
         models=tuple(models), models_dir=models_dir, ctx=ctx, parallel=parallel, mmproj=mmproj,
         mmproj_bytes=mmproj_bytes, draft=draft, spec=spec, spec_draft_n_max=spec_draft_n_max, models_max=models_max,
-        reserve_vram_mib=reserve_vram, preset_file=_preset_path(preset_file, write_dir) if router else None,
+        reserve_vram_mib=reserve_vram, preset=_preset(preset_file, write_dir) if router else None,
         llama_server=llama_server, cpus=cpus, host_addr=host_addr, api_key_file=api_key_file, no_probe=no_probe,
-        unit=kind if fmt == "systemd" else None, write_dir=write_dir, snapshot=snapshot)
+        unit=kind if fmt == "systemd" else None, snapshot=snapshot)
     _advise_and_render(request, fmt, write_dir, force)
 
 
@@ -241,13 +241,17 @@ def _mmproj_size(path: Path) -> int:
     return input_file_size(path, "a GGUF file")
 
 
-def _preset_path(preset_file: str | None, write_dir: Path | None) -> str:
+def _preset(preset_file: str | None, write_dir: Path | None) -> "PresetFile":
     """The router preset's absolute path (a unit has no working directory to resolve a relative one against):
-    --preset-file, else models.ini in --write DIR, else in the current directory."""
+    --preset-file, else models.ini in --write DIR, else in the current directory; whether --write DIR writes it
+    there, and whether it does not exist yet (the unit's access check counts it as created)."""
     from tunehost.advise.router import PRESET_FILE
+    from tunehost.ops.advise import PresetFile
 
     chosen = Path(preset_file) if preset_file is not None else (write_dir or Path(".")) / PRESET_FILE
-    return os.path.abspath(chosen.expanduser())
+    path = os.path.abspath(chosen.expanduser())
+    written = write_dir is not None and path == os.path.abspath(write_dir.expanduser() / PRESET_FILE)
+    return PresetFile(path, created=not written and not os.path.exists(path), written=written)
 
 
 def _written(paths: list[Path]) -> None:

@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class PresetFile:
+    """Router mode: where the --models-preset file will be (an absolute path: a unit has no working directory),
+    whether it is not there yet (created), and whether --write DIR writes it beside the unit (written)."""
+
+    path: str
+    created: bool = False
+    written: bool = False
+
+
+@dataclass(frozen=True)
 class AdviseRequest:
     """What to plan, as the CLI parsed and validated it: paths as given, sizes already read."""
 
@@ -39,14 +49,13 @@ class AdviseRequest:
     spec_draft_n_max: int | None = None
     models_max: int | None = None
     reserve_vram_mib: int = 0
-    preset_file: str | None = None  # router mode: the preset's absolute path
+    preset: PresetFile | None = None  # router mode
     llama_server: str | None = None
     cpus: str | None = None
     host_addr: str | None = None
     api_key_file: Path | None = None
     no_probe: bool = False
     unit: "UnitKind | None" = None  # --format systemd: the unit to check before it is handed out
-    write_dir: Path | None = None  # --write DIR (where a router's preset may be written beside the unit)
     snapshot: Path | None = None  # the snapshot the caller opened (None: this host, live), named in the report
 
     @property
@@ -193,7 +202,7 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
     rp = plan_router([m.name for m in local], lambda i, h: apply_caps(plan(facts_models[i], h, opts[i]), caps),
                      inputs.view, models_max, request.reserve_vram_mib * 1024 * 1024,
                      models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None)
-    preset_file = request.preset_file or PRESET_FILE
+    preset_file = request.preset.path if request.preset is not None else PRESET_FILE
     launch = rp.launch(common["server"], preset_file)
     check = None
     if request.unit is not None:
@@ -208,19 +217,13 @@ def _where(request: AdviseRequest) -> str | None:
 
 def _unit_check(host: "Host", launch: "LaunchConfig", request: AdviseRequest) -> "UnitCheck | None":
     """--format systemd: whether the unit's account reaches every path it names (check_unit), before it is
-    rendered; a router's preset counts as created when it is not there yet, or written by --write DIR."""
-    import os
-
+    rendered; a router's preset as the caller found its place (created, or written by --write DIR)."""
     if request.unit is None:
         return None
-    from tunehost.advise.router import PRESET_FILE
     from tunehost.advise.unit_access import check_unit
 
-    preset_file = request.preset_file
-    out = request.write_dir
-    in_dir = out is not None and preset_file == os.path.abspath(out.expanduser() / PRESET_FILE)
-    created = bool(preset_file) and not in_dir and not os.path.exists(preset_file or "")
-    return check_unit(host, launch, request.unit, preset_created=created, preset_written=in_dir)
+    preset = request.preset or PresetFile("")
+    return check_unit(host, launch, request.unit, preset_created=preset.created, preset_written=preset.written)
 
 
 def ram_bandwidth(host: "Host") -> tuple[float | None, str | None, bool]:
