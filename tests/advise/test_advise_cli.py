@@ -186,7 +186,7 @@ def test_systemd_unit_verifies(cli, qwen30b, tmp_path) -> None:
 
 
 def test_systemd_escapes_the_ot_regex(tmp_path) -> None:
-    from tunehost.cli.advise import _systemd_quote
+    from tunehost.formats.quoting import systemd_quote as _systemd_quote
 
     assert _systemd_quote(r"blk\.(0|1)\.ffn=CPU") == r'"blk\\.(0|1)\\.ffn=CPU"'
     assert _systemd_quote("100%") == '"100%%"'
@@ -254,7 +254,7 @@ FIT_PARAMS = "/usr/local/bin/llama-fit-params"
 def snapshot_with_fit_params(tmp_path, model, output: str | None = None):
     """The 12700F+3060 snapshot with llama-fit-params on PATH; `output`: what it printed for the plan's arguments
     (None: nothing recorded, so the probe fails)."""
-    from tunehost.cli.advise import _fit_args
+    from tunehost.ops.advise import fit_args as _fit_args
     from tunehost.host.commands import command_file_name
 
     snap = tmp_path / "snap"

@@ -134,7 +134,8 @@ def test_control_character_in_host_is_refused(cli, tmp_path, host) -> None:
 
 def test_llama_server_path_from_a_snapshot_is_checked_too(cli, tmp_path) -> None:
     """The renderers refuse an unwritable word whatever its source (here a snapshot's which.json)."""
-    from tunehost.cli.advise import _systemd_quote, render_shell  # noqa: F401
+    from tunehost.formats.quoting import systemd_quote as _systemd_quote
+    from tunehost.formats.shell import render_shell  # noqa: F401
 
     with pytest.raises(TunehostError, match="a llama-server argument contains a newline"):
         _systemd_quote("/usr/bin/llama-server\nExecStartPre=/bin/sh")

@@ -147,7 +147,7 @@ def test_ollama_output_carries_the_same_plan(cli, tmp_path):
 
 
 def test_ollama_moe_leaves_num_gpu_to_llama_server_fit():
-    from tunehost.cli.advise import render_ollama
+    from tunehost.formats.ollama import render_ollama
 
     p = plan(MODELS["qwen30b"](), HOSTS["12700f-3060"], AdviseOptions("/models/q.gguf"))
     out = render_ollama(p.launch())
@@ -273,7 +273,7 @@ def test_context_above_training_is_clamped_unless_the_gguf_declares_rope_scaling
 
 
 def test_router_unit_lifts_memlock_for_its_models_and_runs_unprivileged():
-    from tunehost.cli.advise import render_systemd
+    from tunehost.formats.systemd import render_systemd
 
     rp = _router(["qwen", "llama"], [MODELS["qwen30b"](), MODELS["llama8b"]()], HOSTS["12700f-3060"], 2)
     unit = render_systemd(rp.launch("/usr/bin/llama-server", "/etc/llama.cpp/models.ini"))
@@ -283,7 +283,7 @@ def test_router_unit_lifts_memlock_for_its_models_and_runs_unprivileged():
 
 
 def test_router_ollama_carries_shared_flags_to_every_modelfile_and_the_loaded_models():
-    from tunehost.cli.advise import render_ollama
+    from tunehost.formats.ollama import render_ollama
 
     rp = _router(["qwen", "llama"], [MODELS["qwen30b"](), MODELS["llama8b"]()], HOSTS["12700f-3060"], 2)
     out = render_ollama(rp.launch())

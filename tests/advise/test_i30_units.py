@@ -408,7 +408,7 @@ def test_router_unit_on_stdout_names_the_preset_absolute(cli, tmp_path, monkeypa
 
 
 def test_render_systemd_refuses_a_relative_preset() -> None:
-    from tunehost.cli.advise import render_systemd
+    from tunehost.formats.systemd import render_systemd
 
     router = LaunchConfig("", (Flag("--models-preset", "models.ini"),), server="/usr/bin/llama-server",
                           models=(LaunchConfig("/m/a.gguf", (Flag("-m", "/m/a.gguf"),), name="a"),))

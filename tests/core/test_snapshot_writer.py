@@ -120,7 +120,9 @@ def test_advise_declares_its_reads_and_a_recording_host_stores_them(tmp_path):
     from tunehost.host.snapshot import DECLARED_READS, take_declared_reads
 
     assert DECLARED_READS["advise"] is tunehost.advise.flags.read_advise_inputs
+    from tunehost.facts import HostFacts
+
     host = open_host(record=True)
-    assert take_declared_reads(host) == []
+    assert take_declared_reads(HostFacts(host)) == []
     write_snapshot(host, tmp_path / "snap")
     assert (tmp_path / "snap" / "fs" / "proc" / "self" / "limits").is_file()   # the memlock limit advise reads

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from tunehost.host.snapshot import declare_reads
 
 if TYPE_CHECKING:
-    from tunehost.launch import Flag
+    from tunehost.facts import HostFacts
     from tunehost.host import Host
+    from tunehost.launch import Flag
 
 HELP_TIMEOUT_S = 20.0
 _FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*$")
@@ -105,13 +106,15 @@ def read_caps(host: "Host", server: str | None) -> ServerCaps | None:
 
 
 @declare_reads("advise")
-def read_advise_inputs(host: "Host") -> None:
+def read_advise_inputs(facts: "HostFacts") -> None:
     """What `tunehost advise --snapshot` reads beyond the checks: the memlock limit (/proc/self/limits) and
-    llama-server's --help, read through `host` so that a recording run stores them."""
+    llama-server's --help, read through the recording run's host (`facts`, built once by the caller) so that it
+    stores them."""
     from tunehost.advise.host_view import HostView
-    from tunehost.facts import HostFacts
 
-    read_caps(host, HostView.from_facts(HostFacts(host)).llama_server)
+    read_caps(facts.host, HostView.from_facts(facts).llama_server)
+
+
 def help_crash(host: "Host", server: str) -> str | None:
     """Why `<llama-server> --help` died by a signal on this CPU (the host answers from its cache or the snapshot);
     None when it did not."""

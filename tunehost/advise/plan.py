@@ -123,44 +123,48 @@ class Shortfall:
 
 @dataclass(frozen=True)
 class Plan:
-    model: str
-    model_name: str | None
+    """One model's plan: how llama-server is started (`launch_config`: model, flags, environment, pinning,
+    priority, --mlock blocked by the limit), and why: placement, budget, ceiling, warnings, notes."""
+
+    launch_config: LaunchConfig
     path: str  # gpu | moe | split | unified | cpu
     source: str  # estimate | probe
     fits: bool
     ctx: int  # per slot
     parallel: int
     kv_type: str
-    flags: tuple[Flag, ...]
-    env: tuple[Flag, ...]
-    pin_cpus: tuple[int, ...] | None
     pin_reason: str
     budget: PlanBudget
     ceiling: Ceiling | None
-    mlock_wanted: bool = False  # --mlock is advised but the memlock limit blocks it now (systemd can raise it)
-    mlock_fix: str | None = None
-    nice: int | None = None
-    server: str = "llama-server"
+    mlock_fix: str | None = None  # how to raise the memlock limit when it blocks --mlock (launch_config.mlock_wanted)
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     suggestions: tuple[str, ...] = ()
     alternatives: tuple[tuple[str, tuple[Flag, ...]], ...] = ()
     shortfalls: tuple[Shortfall, ...] = ()  # why it does not fit (fits is False exactly when there is one)
 
+    # the launch configuration's parts, read where the plan is shown
+    model = property(lambda self: self.launch_config.model)
+    model_name = property(lambda self: self.launch_config.name)
+    flags = property(lambda self: self.launch_config.flags)
+    env = property(lambda self: self.launch_config.env)
+    pin_cpus = property(lambda self: self.launch_config.pin_cpus)
+    nice = property(lambda self: self.launch_config.nice)
+    mlock_wanted = property(lambda self: self.launch_config.mlock_wanted)
+    server = property(lambda self: self.launch_config.server)
+
     def flag(self, name: str) -> Flag | None:
-        return self.launch().flag(name)
+        return self.launch_config.flag(name)
 
     def value(self, name: str) -> str | None:
-        return self.launch().value(name)
+        return self.launch_config.value(name)
 
     def argv(self) -> list[str]:
-        return self.launch().argv()
+        return self.launch_config.argv()
 
     def launch(self) -> LaunchConfig:
         """The typed launch configuration every renderer, bench and tune consume."""
-        return LaunchConfig(model=self.model, flags=self.flags, server=self.server, env=self.env,
-                            pin_cpus=self.pin_cpus, nice=self.nice, mlock_wanted=self.mlock_wanted,
-                            name=self.model_name)
+        return self.launch_config
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -175,6 +179,47 @@ class Plan:
             "alternatives": [{"text": t, "flags": [f.to_json() for f in fl]} for t, fl in self.alternatives],
             "argv": self.argv(),
         }
+
+
+@dataclass(frozen=True)
+class PlacementChoice:
+    """Where the layers go (ceiling.Placement: path, -ngl, --n-cpu-moe), the memory budget behind it, the -ot
+    overrides llama-fit-params computed, and who decided (estimate | probe)."""
+
+    placement: Placement
+    budget: MemoryBudget
+    overrides: tuple[str, ...] = ()
+    source: str = "estimate"
+
+    @property
+    def path(self) -> str:
+        return self.placement.path
+
+
+@dataclass(frozen=True)
+class PlannedLaunch:
+    """_flags' answer: the launch configuration, why it is pinned where it is, and how to lift a memlock limit
+    that keeps --mlock out (None when nothing blocks it)."""
+
+    config: LaunchConfig
+    pin_reason: str
+    mlock_fix: str | None
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What every step of one plan() reads: the model, the host, the options, the server settings, the GPU the
+    plan is made on (None: the CPU) with the VRAM the extras (draft, MTP, projector) take beside the model, the
+    speculative decoding kind and the context per slot."""
+
+    model: ModelFacts
+    host: HostView
+    options: AdviseOptions
+    settings: ServerSettings
+    gpu: GpuView | None
+    extra_gpu: int
+    spec: str | None
+    ctx: int
 
 
 def gib(n: int | float) -> str:
@@ -216,8 +261,9 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     gpu, why_no_gpu = _choose_gpu(host)
     if why_no_gpu:
         notes.append(why_no_gpu)
-    placement = _place(model, settings, host, gpu, extra_gpu, options, warnings, notes)
-    path, budget, ngl, n_cpu_moe, overrides, source = placement
+    c = PlanContext(model, host, options, settings, gpu, extra_gpu, spec, ctx)
+    choice = _place(c, warnings, notes)
+    path, budget = choice.path, choice.budget
 
     ram_need = budget.cpu_total + sum(r.ram for r in extras)
     gpu_need = budget.gpu_total + extra_gpu
@@ -228,11 +274,9 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
 
     if model.memory_note:
         notes.append(model.memory_note)
-    budget_view = _budget_view(budget, extras, settings, gpu, host, path, pool_free, context_detail(model, settings))
-    suggestions = _suggestions(model, settings, gpu, extra_gpu, path, fits, host)
-    flags, env, pin, pin_reason, mlock_wanted, mlock_fix, nice = _flags(
-        model, host, options, settings, spec, path, ngl, n_cpu_moe, overrides, budget, gpu, extra_gpu, ctx,
-        warnings, notes)
+    budget_view = _budget_view(c, budget, extras, path, pool_free)
+    suggestions = _suggestions(c, path, fits)
+    launch = _flags(c, choice, warnings, notes)
     alternatives = ()
     if options.fit_option and gpu is not None and path in ("gpu", "moe", "split"):
         margin = max(1, (HEADROOM_MMPROJ if options.mmproj else HEADROOM_TEXT) // MiB)
@@ -247,7 +291,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
             )),)
     if options.fit_note:
         notes.append(options.fit_note)
-    ceiling = _ceiling(model, path, n_cpu_moe, ngl, gpu, options)
+    ceiling = _ceiling(model, choice.placement, gpu, options)
     if options.host_busy and options.ram_bandwidth_note:
         basis = ceiling.bandwidths.ram_basis if ceiling is not None else ""
         warnings.append(f"the host is busy, so no RAM bandwidth is taken from it now: {options.ram_bandwidth_note}"
@@ -255,10 +299,9 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
                            ". The TG figures leave host RAM out (the DIMMs' peak is unknown)")
                         + "; run advise again when the host is idle for a measured figure")
     return Plan(
-        model=options.model_path, model_name=model.name, path=path, source=source, fits=fits, ctx=ctx,
-        parallel=options.parallel, kv_type=kv_type, flags=tuple(flags), env=tuple(env), pin_cpus=pin,
-        pin_reason=pin_reason, budget=budget_view, ceiling=ceiling, mlock_wanted=mlock_wanted, mlock_fix=mlock_fix,
-        nice=nice, server=options.server, warnings=tuple(warnings), notes=tuple(dict.fromkeys(notes)),
+        launch_config=launch.config, path=path, source=choice.source, fits=fits, ctx=ctx, parallel=options.parallel,
+        kv_type=kv_type, pin_reason=launch.pin_reason, budget=budget_view, ceiling=ceiling,
+        mlock_fix=launch.mlock_fix, warnings=tuple(warnings), notes=tuple(dict.fromkeys(notes)),
         suggestions=tuple(suggestions), alternatives=alternatives, shortfalls=tuple(shortfalls))
 
 
@@ -272,7 +315,8 @@ def apply_caps(p: Plan, caps: Any) -> Plan:
     if p.flag("--api-key-file") and not any(f.name == "--api-key-file" for f in flags) \
             and listens_beyond_loopback(host_addr):  # an old build without the option: exposed after all
         warnings += (exposed_warning(host_addr or ""),)
-    return replace(p, flags=flags, notes=p.notes + changes, warnings=warnings)
+    return replace(p, launch_config=replace(p.launch_config, flags=flags), notes=p.notes + changes,
+                   warnings=warnings)
 
 
 def _validate(model: ModelFacts, options: AdviseOptions) -> None:
@@ -364,23 +408,24 @@ def _unified_pool(gpu: GpuView, host: HostView) -> int | None:
     return (gpu.free_bytes or 0) + ram
 
 
-def _place(model: ModelFacts, settings: ServerSettings, host: HostView, gpu: GpuView | None, extra_gpu: int,
-           options: AdviseOptions, warnings: list[str], notes: list[str]):
-    """(path, MemoryBudget, -ngl, --n-cpu-moe, -ot overrides, source)."""
+def _place(c: PlanContext, warnings: list[str], notes: list[str]) -> PlacementChoice:
+    """Where the layers go on c.gpu (llama-fit-params' answer when the options carry one), with its budget."""
+    model, settings, gpu = c.model, c.settings, c.gpu
     n = model.block_count
     if gpu is None:
-        return "cpu", layer_budget(model, settings, 0), 0, 0, (), "estimate"
+        return PlacementChoice(Placement("cpu", 0, 0), layer_budget(model, settings, 0))
     if gpu.unified:
-        return "unified", layer_budget(model, settings, n + 1), n + 1, 0, (), "estimate"
-    free = (gpu.free_bytes or 0) - extra_gpu
-    if options.fit is not None:
-        probed = _probe_place(model, settings, options.fit, notes)
-        own = _estimate_place(model, settings, gpu, free, extra_gpu, [], [])
-        said = fit_disagreement(n, (probed[2], probed[3]), (own[2], own[3]))
+        return PlacementChoice(Placement("unified", n + 1, 0), layer_budget(model, settings, n + 1))
+    free = (gpu.free_bytes or 0) - c.extra_gpu
+    if c.options.fit is not None:
+        probed = _probe_place(model, settings, c.options.fit, notes)
+        own = _estimate_place(c, free, [], [])
+        said = fit_disagreement(n, (probed.placement.ngl, probed.placement.n_cpu_moe),
+                                (own.placement.ngl, own.placement.n_cpu_moe))
         if said:
             notes.append(said)
         return probed
-    return _estimate_place(model, settings, gpu, free, extra_gpu, warnings, notes)
+    return _estimate_place(c, free, warnings, notes)
 
 
 def fit_disagreement(n_layer: int, probe: tuple[int, int], own: tuple[int, int]) -> str | None:
@@ -399,7 +444,8 @@ def fit_disagreement(n_layer: int, probe: tuple[int, int], own: tuple[int, int])
             "the plan follows llama-fit-params (it measures the allocations of this build)")
 
 
-def _probe_place(model: ModelFacts, settings: ServerSettings, fit: FitPlacement, notes: list[str]):
+def _probe_place(model: ModelFacts, settings: ServerSettings, fit: FitPlacement, notes: list[str]
+                 ) -> PlacementChoice:
     """The placement llama-fit-params printed, with tunehost's budget for it."""
     n = model.block_count
     k = n + 1 if fit.gpu_layers < 0 or fit.gpu_layers > n else fit.gpu_layers
@@ -411,27 +457,31 @@ def _probe_place(model: ModelFacts, settings: ServerSettings, fit: FitPlacement,
             notes.append(f"llama-fit-params keeps the routed experts of {len(experts)} layers "
                          f"({experts[0]}-{experts[-1]}) in RAM; written as --n-cpu-moe {len(experts)}, the same "
                          "number of layers counted from the first")
-        return "moe", moe_budget(model, settings, len(experts)), k, len(experts), (), "probe"
+        return PlacementChoice(Placement("moe", k, len(experts)), moe_budget(model, settings, len(experts)),
+                               source="probe")
     if experts is None and fit.overrides:
         notes.append("llama-fit-params overrides tensors in a way tunehost does not model; "
                      "the budget below is tunehost's estimate for its -ngl")
-        return ("split" if k <= n else "gpu"), layer_budget(model, settings, k), k, 0, fit.overrides, "probe"
+        return PlacementChoice(Placement("split" if k <= n else "gpu", k, 0), layer_budget(model, settings, k),
+                               fit.overrides, "probe")
     if k == 0:
-        return "cpu", layer_budget(model, settings, 0), 0, 0, (), "probe"
-    return ("gpu" if k == n + 1 else "split"), layer_budget(model, settings, k), k, 0, (), "probe"
+        return PlacementChoice(Placement("cpu", 0, 0), layer_budget(model, settings, 0), source="probe")
+    return PlacementChoice(Placement("gpu" if k == n + 1 else "split", k, 0), layer_budget(model, settings, k),
+                           source="probe")
 
 
-def _estimate_place(model: ModelFacts, settings: ServerSettings, gpu: GpuView, free: int, extra_gpu: int,
-                    warnings: list[str], notes: list[str]):
-    """tunehost's own placement for `free` bytes of VRAM."""
+def _estimate_place(c: PlanContext, free: int, warnings: list[str], notes: list[str]) -> PlacementChoice:
+    """tunehost's own placement for `free` bytes of VRAM of c.gpu."""
+    model, settings, gpu, extra_gpu = c.model, c.settings, c.gpu, c.extra_gpu
+    assert gpu is not None
     n = model.block_count
     full = layer_budget(model, settings, n + 1)
     if full.fits_gpu(free):
-        return "gpu", full, n + 1, 0, (), "estimate"
+        return PlacementChoice(Placement("gpu", n + 1, 0), full)
     if model.is_moe:
         p = fit_moe(model, settings, free)
         if p.fits:
-            return "moe", p.budget, p.gpu_layers, p.n_cpu_moe, (), "estimate"
+            return PlacementChoice(Placement("moe", p.gpu_layers, p.n_cpu_moe), p.budget)
         warnings.append(f"even with every routed expert in RAM, attention and KV need {gib(p.budget.gpu_total)} "
                         f"of VRAM ({gib(free)} free): falling back to a layer split")
     p = fit_layers(model, settings, free)
@@ -440,14 +490,15 @@ def _estimate_place(model: ModelFacts, settings: ServerSettings, gpu: GpuView, f
                     + (f"; best split -ngl {p.gpu_layers} of {n + 1} layers" if p.gpu_layers else
                        "; not even one layer fits, so it runs on the CPU"))
     if p.gpu_layers == 0:
-        return "cpu", p.budget, 0, 0, (), "estimate"
-    return "split", p.budget, p.gpu_layers, 0, (), "estimate"
+        return PlacementChoice(Placement("cpu", 0, 0), p.budget)
+    return PlacementChoice(Placement("split", p.gpu_layers, 0), p.budget)
 
 
-def _budget_view(b: MemoryBudget, extras: Iterable[BudgetRow], settings: ServerSettings, gpu: GpuView | None,
-                 host: HostView, path: str, pool_free: int | None, kv_detail: str) -> PlanBudget:
+def _budget_view(c: PlanContext, b: MemoryBudget, extras: Iterable[BudgetRow], path: str, pool_free: int | None
+                 ) -> PlanBudget:
+    settings, gpu, host = c.settings, c.gpu, c.host
     rows = [BudgetRow("weights", b.weights_gpu, b.weights_cpu),
-            BudgetRow("KV cache", b.kv_gpu, b.kv_cpu, kv_detail),
+            BudgetRow("KV cache", b.kv_gpu, b.kv_cpu, context_detail(c.model, settings)),
             BudgetRow("compute buffers", b.compute_gpu, b.compute_cpu, f"ubatch {settings.n_ubatch}"),
             *extras]
     if b.headroom:
@@ -461,9 +512,9 @@ def _budget_view(b: MemoryBudget, extras: Iterable[BudgetRow], settings: ServerS
     return PlanBudget(tuple(rows), gpu.free_bytes, host.ram_available, f"{gpu.name} (free now)")
 
 
-def _suggestions(model: ModelFacts, settings: ServerSettings, gpu: GpuView | None, extra_gpu: int, path: str,
-                 fits: bool, host: HostView) -> list[str]:
+def _suggestions(c: PlanContext, path: str, fits: bool) -> list[str]:
     """For a model that does not fit on the GPU: the context that would, and the file size that would."""
+    model, settings, gpu, extra_gpu = c.model, c.settings, c.gpu, c.extra_gpu
     if gpu is None or gpu.unified or path not in ("split", "cpu") or gpu.free_bytes is None:
         return []
     out = []
@@ -494,9 +545,9 @@ def _suggestions(model: ModelFacts, settings: ServerSettings, gpu: GpuView | Non
     return out
 
 
-def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSettings, spec: str | None, path: str,
-           ngl: int, n_cpu_moe: int, overrides: tuple[str, ...], b: MemoryBudget, gpu: GpuView | None,
-           extra_gpu: int, ctx: int, warnings: list[str], notes: list[str]):
+def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: list[str]) -> PlannedLaunch:
+    """Every flag of the launch configuration, each with its reason, for the placement `choice`."""
+    model, host, o, s, spec, ctx = c.model, c.host, c.options, c.settings, c.spec, c.ctx
     flags: list[Flag] = [Flag("-m", o.model_path, "the model")]
     total_ctx = ctx * o.parallel
     flags.append(Flag("-c", str(total_ctx),
@@ -506,30 +557,7 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
     flags.append(Flag("-np", str(o.parallel),
                       "one user: the whole context goes to one slot (llama-server's default makes 4 slots that "
                       "share -c)" if o.parallel == 1 else f"{o.parallel} concurrent requests, each with {ctx} tokens"))
-    n = model.block_count
-    if path in ("gpu", "unified"):
-        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), f"all {n} layers and the output on the GPU"
-                          + (f": {gib(b.gpu_total + extra_gpu)} planned of {gib(gpu.free_bytes or 0)} free"
-                             if path == "gpu" and gpu else ": unified memory, the GPU reads the weights from RAM")))
-    elif path == "moe":
-        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), "attention, router, shared experts, KV and output on "
-                                                            "the GPU"))
-        flags.append(Flag("--n-cpu-moe", str(n_cpu_moe),
-                          f"routed experts of the first {n_cpu_moe} of {n} layers stay in RAM "
-                          f"({gib(b.weights_cpu - model.weights.token_embd)}); the smallest N that fits "
-                          f"{gpu.name if gpu else 'the GPU'}. Shared experts (_shexp) are not touched by it"))
-    elif path == "split":
-        flags.append(Flag("-ngl", str(ngl), f"the last {ngl - 1} of {n} layers and the output on the GPU: the most "
-                                            "that fits; the rest runs on the CPU at RAM speed"))
-    elif gpu is None and host.gpus:
-        flags.append(Flag("-ngl", "0", "no usable GPU for this plan: everything on the CPU"))
-    if o.fit is not None and o.fit.tensor_split and path != "cpu":
-        flags.append(Flag("-ts", o.fit.tensor_split, "the share of layers per GPU that llama-fit-params computed "
-                                                      "from each GPU's free VRAM"))
-        notes.append(f"llama-fit-params spread the model over several GPUs (-ts {o.fit.tensor_split}); the budget "
-                     "table shows only the GPU with the most free VRAM")
-    if overrides:
-        flags.append(Flag("-ot", ",".join(overrides), "tensor placement computed by llama-fit-params"))
+    flags += _placement_flags(c, choice, notes)
     flags.append(Flag("-fa", "on", "flash attention: less compute-buffer memory, and required for a quantized "
                                    "V cache"))
     kv_reason = ("half the bytes of f16 at a negligible quality cost" if s.type_k == "q8_0" else
@@ -555,9 +583,62 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
                                                   "evenly over them"))
         notes.append(f"{host.numa_nodes} NUMA nodes: one llama-server per node (pinned to it) is often faster "
                      "than one spanning them")
-    mlock_wanted, mlock_fix = _memory_flags(flags, host, b, path, warnings, notes)
+    mlock_wanted, mlock_fix = _memory_flags(flags, host, choice.budget, choice.path, warnings, notes)
     if o.mmproj:
         flags.append(Flag("-mm", o.mmproj, "the vision projector (budgeted with 2 GiB headroom)"))
+    flags += _spec_flags(c, choice.path, warnings)
+    flags.append(Flag("--host", o.host_addr or "127.0.0.1",
+                      "listen where you asked" if o.host_addr else "loopback only: llama-server has no API key "
+                                                                    "by default; pass --host to expose it"))
+    if o.api_key_file:
+        flags.append(Flag("--api-key-file", o.api_key_file, "clients must send one of the keys in this file "
+                                                            "(one per line): the server answers no one else"))
+    elif listens_beyond_loopback(o.host_addr):
+        warnings.append(exposed_warning(o.host_addr or ""))
+    env = _environment(c, choice, notes)
+    config = LaunchConfig(model=o.model_path, flags=tuple(flags), server=o.server, env=tuple(env), pin_cpus=pin,
+                          nice=prio, mlock_wanted=mlock_wanted, name=model.name)
+    return PlannedLaunch(config, pin_reason, mlock_fix)
+
+
+def _placement_flags(c: PlanContext, choice: PlacementChoice, notes: list[str]) -> list[Flag]:
+    """-ngl / --n-cpu-moe for the placement, and llama-fit-params' -ts / -ot where it computed them."""
+    model, host, o, gpu, extra_gpu = c.model, c.host, c.options, c.gpu, c.extra_gpu
+    path, ngl, n_cpu_moe = choice.placement.path, choice.placement.ngl, choice.placement.n_cpu_moe
+    overrides, b = choice.overrides, choice.budget
+    flags: list[Flag] = []
+    n = model.block_count
+    if path in ("gpu", "unified"):
+        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), f"all {n} layers and the output on the GPU"
+                          + (f": {gib(b.gpu_total + extra_gpu)} planned of {gib(gpu.free_bytes or 0)} free"
+                             if path == "gpu" and gpu else ": unified memory, the GPU reads the weights from RAM")))
+    elif path == "moe":
+        flags.append(Flag("-ngl", str(max(NGL_ALL, n + 1)), "attention, router, shared experts, KV and output on "
+                                                            "the GPU"))
+        flags.append(Flag("--n-cpu-moe", str(n_cpu_moe),
+                          f"routed experts of the first {n_cpu_moe} of {n} layers stay in RAM "
+                          f"({gib(b.weights_cpu - model.weights.token_embd)}); the smallest N that fits "
+                          f"{gpu.name if gpu else 'the GPU'}. Shared experts (_shexp) are not touched by it"))
+    elif path == "split":
+        flags.append(Flag("-ngl", str(ngl), f"the last {ngl - 1} of {n} layers and the output on the GPU: the most "
+                                            "that fits; the rest runs on the CPU at RAM speed"))
+    elif gpu is None and host.gpus:
+        flags.append(Flag("-ngl", "0", "no usable GPU for this plan: everything on the CPU"))
+    if o.fit is not None and o.fit.tensor_split and path != "cpu":
+        flags.append(Flag("-ts", o.fit.tensor_split, "the share of layers per GPU that llama-fit-params computed "
+                                                      "from each GPU's free VRAM"))
+        notes.append(f"llama-fit-params spread the model over several GPUs (-ts {o.fit.tensor_split}); the budget "
+                     "table shows only the GPU with the most free VRAM")
+    if overrides:
+        flags.append(Flag("-ot", ",".join(overrides), "tensor placement computed by llama-fit-params"))
+    return flags
+
+
+def _spec_flags(c: PlanContext, path: str, warnings: list[str]) -> list[Flag]:
+    """Speculative decoding: the draft model (-md, -ngld, -cd, --spec-type draft-simple) or the model's MTP heads."""
+    model, o, spec, gpu = c.model, c.options, c.spec, c.gpu
+    total_ctx = c.ctx * o.parallel
+    flags: list[Flag] = []
     if spec == "draft" and o.draft:
         flags.append(Flag("-md", o.draft, "draft model for speculative decoding"))
         if gpu is not None and path in ("gpu", "moe", "unified"):
@@ -575,14 +656,12 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
         if model.tensors and not any(".nextn." in t.name for t in model.tensors):
             warnings.append("--spec mtp: this GGUF has no MTP (nextn) tensors; llama-server will refuse "
                             "--spec-type draft-mtp. Use a GGUF converted with its MTP heads")
-    flags.append(Flag("--host", o.host_addr or "127.0.0.1",
-                      "listen where you asked" if o.host_addr else "loopback only: llama-server has no API key "
-                                                                    "by default; pass --host to expose it"))
-    if o.api_key_file:
-        flags.append(Flag("--api-key-file", o.api_key_file, "clients must send one of the keys in this file "
-                                                            "(one per line): the server answers no one else"))
-    elif listens_beyond_loopback(o.host_addr):
-        warnings.append(exposed_warning(o.host_addr or ""))
+    return flags
+
+
+def _environment(c: PlanContext, choice: PlacementChoice, notes: list[str]) -> list[Flag]:
+    """GGML_CUDA_GRAPH_OPT=1 for a single NVIDIA GPU holding the whole model with VRAM to spare."""
+    host, gpu, extra_gpu, path, b = c.host, c.gpu, c.extra_gpu, choice.path, choice.budget
     env: list[Flag] = []
     nvidia = [g for g in host.discrete_gpus if g.vendor == "nvidia"]
     if path == "gpu" and gpu is not None and gpu.vendor == "nvidia" and len(nvidia) == 1 \
@@ -595,7 +674,7 @@ def _flags(model: ModelFacts, host: HostView, o: AdviseOptions, s: ServerSetting
         else:
             notes.append(f"no GGML_CUDA_GRAPH_OPT=1: only {gib(max(spare_vram, 0))} of VRAM spare beyond the plan "
                          f"(wants {GRAPH_OPT_SPARE // MiB} MiB)")
-    return flags, env, pin, pin_reason, mlock_wanted, mlock_fix, prio
+    return env
 
 
 def listens_beyond_loopback(host_addr: str | None) -> bool:
@@ -683,8 +762,8 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
     return True, fix
 
 
-def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuView | None,
-             options: AdviseOptions) -> Ceiling | None:
+def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, options: AdviseOptions
+             ) -> Ceiling | None:
     from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
 
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
@@ -700,7 +779,7 @@ def _ceiling(model: ModelFacts, path: str, n_cpu_moe: int, ngl: int, gpu: GpuVie
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
                                ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
-    c = tg_ceiling_for(model, Placement(path, ngl, n_cpu_moe), bw)
+    c = tg_ceiling_for(model, placement, bw)
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):
         c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")
@@ -736,5 +815,5 @@ def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling
     return replace(c, band=band) if band is not None else c
 
 
-__all__ = ["AdviseOptions", "BudgetRow", "Ceiling", "FitPlacement", "Flag", "Plan", "PlanBudget", "apply_caps",
-           "gpu_bandwidth", "plan"]
+__all__ = ["AdviseOptions", "BudgetRow", "Ceiling", "FitPlacement", "Flag", "PlacementChoice", "Plan", "PlanBudget",
+           "PlanContext", "PlannedLaunch", "apply_caps", "gpu_bandwidth", "plan"]

@@ -26,6 +26,7 @@ from tunehost.launch import Flag, LaunchConfig
 
 GiB = 1024 ** 3
 DEFAULT_MODELS_MAX = 4  # common/common.h: int models_max = 4
+PRESET_FILE = "models.ini"  # the --models-preset file's name where none is given
 # options the router sets for each child itself (server-models.cpp unset_reserved_args / update_args)
 ROUTER_ONLY = ("--host", "--port", "--api-key-file", "--api-key", "-m", "--model")
 # preset-only spellings: the file path options become `model`, `mmproj`, `model-draft` keys
@@ -124,7 +125,7 @@ class RouterPlan:
     notes: tuple[str, ...] = ()
     models_dir: str | None = None
 
-    def launch(self, server: str = "llama-server", preset_path: str = "models.ini") -> LaunchConfig:
+    def launch(self, server: str = "llama-server", preset_path: str = PRESET_FILE) -> LaunchConfig:
         """The router's launch configuration: its own flags, and one config per model (the preset's sections)."""
         configs = [p.launch() for p in self.plans]
         first = self.plans[0]
@@ -268,5 +269,5 @@ def render_preset(launch: LaunchConfig) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_MODELS_MAX", "LocalModel", "RouterPlan", "model_name", "plan_router", "render_preset",
-           "reserve_vram", "scan_models_dir", "vram_holders", "with_gpu_budget"]
+__all__ = ["DEFAULT_MODELS_MAX", "PRESET_FILE", "LocalModel", "RouterPlan", "model_name", "plan_router",
+           "render_preset", "reserve_vram", "scan_models_dir", "vram_holders", "with_gpu_budget"]

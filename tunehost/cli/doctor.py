@@ -105,7 +105,7 @@ def record_snapshot(facts: "HostFacts", directory: Path) -> None:
     import tunehost.advise.flags  # noqa: F401 (advise declares its reads to the host layer)
     from tunehost.host.snapshot import take_declared_reads, write_snapshot
 
-    for problem in take_declared_reads(facts.host):  # the snapshot is still useful for doctor without them
+    for problem in take_declared_reads(facts):  # the snapshot is still useful for doctor without them
         typer.echo(f"tunehost: warning: {one_line(problem)}", err=True)
     write_snapshot(facts.host, directory)
 

@@ -165,27 +165,25 @@ def _gaps(outcome: "TuneOutcome") -> str:
 
 
 def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console", *, unit_check: Any = None) -> None:
-    """The winner as `fmt`; systemd: through advise's render_checked_unit with the check tune made before its
-    race (`unit_check`, tunehost.advise.unit_access.check_unit: the winner names the plan's paths)."""
+    """The winner as `fmt`: json, shell and systemd through the formats room (tunehost.formats, as advise; a unit
+    only with the check tune made before its race, `unit_check`: tunehost.advise.unit_access.check_unit), human
+    as tune's own report with the winner's command line in the shell format."""
     from rich.markup import escape
 
-    from tunehost.cli.advise import render_checked_unit, render_shell
+    from tunehost.formats import Subject
+    from tunehost.formats import render as render_format
+    from tunehost.formats.shell import render_shell
 
     launch = outcome.winner.launch
     if fmt == "json":
         doc = {"schema": "tunehost-tune/1", "headline": headline(outcome, settings.objective),
                **tune_summary(outcome, None)}
         doc.pop("tune_key")
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(render_format("json", Subject(launch, doc)), nl=False)
         return
-    if fmt == "shell":
-        typer.echo(render_shell(launch))
-        return
-    if fmt == "systemd":
-        if unit_check is None:
-            raise TunehostError("internal: a unit is rendered only after its access check")
-        typer.echo(render_checked_unit(launch, unit_check), nl=False)
-        if not unit_check.report.checked:
+    if fmt in ("shell", "systemd"):
+        typer.echo(render_format(fmt, Subject(launch, unit_check=unit_check)), nl=False)
+        if fmt == "systemd" and not unit_check.report.checked:
             from tunehost.printable import one_line
 
             typer.echo(f"tunehost: warning: {one_line(unit_check.report.reason)}", err=True)

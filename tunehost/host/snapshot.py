@@ -14,7 +14,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from tunehost import __version__
 from tunehost.errors import TunehostError
@@ -53,27 +53,30 @@ def check_target(directory: Path) -> None:
 
 
 # What a consumer (advise, a plugin) reads beyond the checks, declared to the host layer by the consumer itself:
-# {consumer: read(host)}. A recording run takes every declared read, so a replay finds the consumer's inputs; the
-# recorder never asks a consumer what to read, and host/ imports none of them.
-DECLARED_READS: dict[str, Callable[[Host], object]] = {}
+# {consumer: read(facts)}, `facts` the HostFacts the recording run built once over its host (typed loosely here:
+# host/ names no upper layer). A recording run takes every declared read, so a replay finds the consumer's
+# inputs; the recorder never asks a consumer what to read, and host/ imports none of them.
+DECLARED_READS: dict[str, Callable[[Any], object]] = {}
 
 
-def declare_reads(consumer: str) -> Callable[[Callable[[Host], object]], Callable[[Host], object]]:
-    """Register `consumer`'s reads (a function of the Host that reads through it) for recording runs."""
+def declare_reads(consumer: str) -> Callable[[Callable[[Any], object]], Callable[[Any], object]]:
+    """Register `consumer`'s reads (a function of the recording run's HostFacts that reads through its host) for
+    recording runs."""
 
-    def register(read: Callable[[Host], object]) -> Callable[[Host], object]:
+    def register(read: Callable[[Any], object]) -> Callable[[Any], object]:
         DECLARED_READS[consumer] = read
         return read
 
     return register
 
 
-def take_declared_reads(host: Host) -> list[str]:
-    """Take every declared read on `host`; one line for each that failed (the snapshot is still useful without it)."""
+def take_declared_reads(facts: Any) -> list[str]:
+    """Take every declared read on `facts` (the HostFacts over the recording host); one line for each that failed
+    (the snapshot is still useful without it)."""
     problems = []
     for consumer, read in sorted(DECLARED_READS.items()):
         try:
-            read(host)
+            read(facts)
         except Exception as exc:  # a consumer's read that breaks costs its inputs only
             problems.append(f"{consumer} inputs not recorded: {exc.__class__.__name__}: {exc}")
     return problems
