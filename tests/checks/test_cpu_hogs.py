@@ -5,16 +5,16 @@ judged as before; the sampler records raw windows (fake psutil, no real load).""
 from __future__ import annotations
 
 import itertools
+import sys
 
 import pytest
 
-from tests.system.test_processes import findings, sev
+from tunehost.check import Severity
 from tunehost.checks.cpu_hogs import CpuHogsCheck
 from tunehost.facts import HostFacts
 from tunehost.facts.processes import ProcessFacts
 from tunehost.host import open_host
-from tunehost.check import Severity
-import sys
+
 from tests.system.test_processes import SNAPS, findings, sev, spawn_detached, stop, wait_for
 
 

@@ -4,12 +4,15 @@ import json
 
 import pytest
 
+from tunehost.check import Severity as S
 from tunehost.checks.gpu_memory import GpuMemoryCheck
 from tunehost.facts import HostFacts
+from tunehost.facts.gpu import GpuFacts
 from tunehost.host import open_host
 
 from tests.conftest import DATA, corpus
-from tests.gpu.test_checks import CORPUS_VERDICTS, S, nvsmi, rtx4090_with, run, sev
+from tests.gpu.test_checks import CORPUS_VERDICTS, nvsmi, rtx4090_with, run, sev
+from tests.gpu.test_drm import AMDGPU_TOP_87, ROOT, RX6700XT, USER, amd_card, connectors
 
 
 def test_a100_mig_enabled_is_reported(make_snapshot):
@@ -103,3 +106,38 @@ def test_vram_held_by_no_listed_process_is_reported_beside_the_display_finding(m
     found = run(GpuMemoryCheck(), rtx4090_with(make_snapshot, 16000, 8208))   # the desktop explains 524 MiB of it
     assert sev(found) == [S.WARN, S.WARN]
     assert "only 8208 MiB of 24.0 GiB free at rest, and 15476 MiB of it is held by no listed process" in found[1].summary
+
+
+def test_amd_holders_unknown_never_read_as_nothing_else_holds_vram(make_snapshot):
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=RX6700XT, manifest=USER))
+    assert found.severity is S.OK
+    assert "nothing else holds VRAM" not in found.summary and "unknown" in found.summary
+    # a user's run sees only its own processes: the text says root is needed
+    fs = {**RX6700XT, "/proc/4242/comm": "bash\n"}
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=USER))
+    assert "unknown" in found.summary and "root" in found.summary
+
+
+def test_amd_card_mostly_used_by_unseen_processes_warns(make_snapshot):
+    # the RX 6700 XT's total with ollama's 9179 MiB model+KV+compute buffers (its log in the same capture) resident
+    fs = amd_card("card1", "0000:07:00.0", "0x73df", total=12868124672, used=1091891200 + 9179 * 1024 * 1024)
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=USER))
+    assert found.severity is S.WARN and "unknown" in found.summary
+    assert found.fix.commands == ("sudo tunehost doctor",)
+
+
+def test_connected_monitor_marks_the_amd_card_as_driving_the_display(make_snapshot):
+    fs = {**RX6700XT, **connectors("card1", "connected", "disconnected")}
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=USER))).gpus[0]
+    assert gpu.display_active is True and gpu.connectors == ("HDMI-A-1",)
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=USER))
+    assert found.severity is S.INFO and "drives the display" in found.summary and "HDMI-A-1" in found.summary
+    assert "unknown" in found.summary
+
+
+def test_desktop_holders_on_an_amd_card_are_judged_by_what_they_hold(make_snapshot):
+    fs = {**amd_card("card0", "0000:08:00.0", "0x73df", total=12868124672, used=1091891200),
+          **connectors("card0", "connected", "disconnected"),
+          "/proc/2217/fdinfo/99": AMDGPU_TOP_87, "/proc/2217/comm": "Xorg\n"}
+    [found] = run(GpuMemoryCheck(), make_snapshot(fs=fs, manifest=ROOT))
+    assert found.severity is S.INFO and "Xorg (pid 2217, 2 MiB)" in found.summary

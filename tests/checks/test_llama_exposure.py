@@ -18,7 +18,7 @@ from tunehost.host.redact import REDACTED
 from tunehost.host.samples import RawProcess, candidate_row
 
 from tests.system.test_processes import LISTEN, SNAPS, findings, free_port, sev, spawn_detached, stop, wait_for
-from tests.system.test_running_servers import DATA, SNAPS, by_pid, fixture_snapshot, sample_rows
+from tests.system.test_running_servers import DATA, by_pid, fixture_snapshot, sample_rows
 
 
 @pytest.mark.live

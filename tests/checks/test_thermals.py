@@ -2,12 +2,15 @@
 
 import json
 
+from tunehost.check import Severity as S
 from tunehost.checks.thermals import ThermalsCheck
+from tunehost.facts.gpu import GpuFacts
 from tunehost.facts.thermal import ThermalFacts
 from tunehost.host import open_host
 
 from tests.conftest import DATA, corpus
-from tests.gpu.test_checks import S, nvsmi, run, sensors, sev
+from tests.gpu.test_checks import nvsmi, run, sensors, sev
+from tests.gpu.test_drm import r9700
 
 
 def test_ryzen_3700x_tctl_82c_is_hot(make_snapshot):
@@ -89,3 +92,20 @@ def test_vgpu_guest_reporting_zero_celsius_and_no_thresholds_is_no_reading_never
                            power_default_limit_w=None, clocks_event_reasons_active=[])
     found = [f for f in run(ThermalsCheck(), make_snapshot(samples={"nvml": nvml})) if "RTX 3060" in f.summary]
     assert sev(found) == [S.SKIP] and "no temperature reading" in found[0].summary and "placeholder" in found[0].summary
+
+
+def test_r9700_idle_junction_far_below_its_crit_is_ok(make_snapshot):
+    from tunehost.checks.thermals import ThermalsCheck
+
+    gpu = GpuFacts.gather(open_host(r9700(make_snapshot, 37000))).gpus[0]
+    assert (gpu.hotspot_c, gpu.hotspot_crit_c, gpu.temperature_c) == (37.0, 110.0, 37.0)
+    found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 37000)) if "0x7551" in f.summary]
+    assert [f.severity for f in found] == [S.OK] and "limit 110.0 °C" in " ".join(found[0].evidence.values())
+
+
+def test_junction_at_its_crit_is_throttling(make_snapshot):
+    from tunehost.checks.thermals import ThermalsCheck
+
+    # built: the same card with the junction at 108 °C (2 °C under its 110 °C crit)
+    found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 108000)) if "0x7551" in f.summary]
+    assert [f.severity for f in found] == [S.FAIL] and "junction 108.0 °C at its limit 110.0 °C" in found[0].summary
