@@ -142,36 +142,59 @@ def judge(reference: Reference, result: "SavedResult") -> DriftResult:
     """Compare the rounds measured now with the reference's (pure): the rounds other processes disturbed are no
     evidence about this box (tunehost.bench.watch.reasons_for) and are left out; when the watch's marks do not
     line up with the rounds, which values they were is unknown and nothing is judged."""
-    from tunehost.bench.results import rounds_of
-    from tunehost.bench.stats import compare_rounds
-
-    kinds = {t: ("pp" if t.startswith("pp") else "tg") for t in reference.rounds}
-    new_rounds = {t: list(v) for t, v in rounds_of(result.invocations, "baseline").items()}
-    marks = [w.disturbed for w in result.round_watch]
-    busy = tuple(w.reasons[0] for w in result.round_watch if w.disturbed)
-    measured = max((len(v) for v in new_rounds.values()), default=0)
-    mismatch = bool(busy) and len(marks) != measured
-    if busy and not mismatch:
-        new_rounds = {t: [r for r, disturbed in zip(v, marks) if not disturbed] for t, v in new_rounds.items()}
-    if mismatch:
-        new_rounds = {}
-    rows = []
-    for test, values in reference.rounds.items():
-        now = new_rounds.get(test) or next((v for t, v in new_rounds.items() if t[:2] == kinds[test]), None)
-        if not now or len(values) < 2:
-            continue
-        c = compare_rounds([[v] for v in values], now, paired=False)
-        rows.append(DriftRow(test, _median(values), _median([_median(r) for r in now]), round(c.change_percent, 2),
-                             c.low, c.high, c.verdict, len(values), len(now)))
+    now = _counted(result)
+    rows = tuple(row for test, values in reference.rounds.items()
+                 if (row := _compare(test, values, now.rounds)) is not None)
     verdict = ("slower beyond the noise" if any(r.verdict == "slower" for r in rows) else
                "faster beyond the noise" if any(r.verdict == "faster" for r in rows) else "no clear change")
-    if mismatch:
-        verdict = (f"not judged: {len(busy)} of {len(marks)} watched rounds were disturbed ({busy[0]}) and "
-                   f"{measured} were measured: which values they were is unknown")
+    busy = now.disturbed
+    if now.mismatch:
+        verdict = (f"not judged: {len(busy)} of {now.watched} watched rounds were disturbed ({busy[0]}) and "
+                   f"{now.measured} were measured: which values they were is unknown")
     elif not rows and busy:
-        verdict = f"not judged: the host was busy in {len(busy)} of {len(marks)} rounds ({busy[0]})"
-    return DriftResult(since=reference.run, flags=reference.flags, rows=tuple(rows), verdict=verdict, changed=(),
-                       disturbed=busy, watched=len(marks), measured=measured, mismatch=mismatch)
+        verdict = f"not judged: the host was busy in {len(busy)} of {now.watched} rounds ({busy[0]})"
+    return DriftResult(since=reference.run, flags=reference.flags, rows=rows, verdict=verdict, changed=(),
+                       disturbed=busy, watched=now.watched, measured=now.measured, mismatch=now.mismatch)
+
+
+@dataclass(frozen=True)
+class _Counted:
+    rounds: Mapping[str, list[tuple[float, ...]]]  # test -> the undisturbed rounds' repetitions ({}: judge nothing)
+    disturbed: tuple[str, ...]
+    watched: int
+    measured: int
+    mismatch: bool
+
+
+def _counted(result: "SavedResult") -> _Counted:
+    """The baseline's rounds per test without the ones the host watch marked disturbed; none at all when the marks
+    and the rounds do not line up."""
+    from tunehost.bench.results import rounds_of
+
+    rounds = {t: list(v) for t, v in rounds_of(result.invocations, "baseline").items()}
+    marks = [w.disturbed for w in result.round_watch]
+    busy = tuple(w.reasons[0] for w in result.round_watch if w.disturbed)
+    measured = max((len(v) for v in rounds.values()), default=0)
+    mismatch = bool(busy) and len(marks) != measured
+    if mismatch:
+        rounds = {}
+    elif busy:
+        rounds = {t: [r for r, disturbed in zip(v, marks) if not disturbed] for t, v in rounds.items()}
+    return _Counted(rounds, busy, len(marks), measured, mismatch)
+
+
+def _compare(test: str, then: list[float], now_by_test: Mapping[str, list[tuple[float, ...]]]) -> DriftRow | None:
+    """One test then against now (the same test, else one of the same kind: pp or tg); None when either side has
+    too few rounds."""
+    from tunehost.bench.stats import compare_rounds
+
+    kind = "pp" if test.startswith("pp") else "tg"
+    now = now_by_test.get(test) or next((v for t, v in now_by_test.items() if t[:2] == kind), None)
+    if not now or len(then) < 2:
+        return None
+    c = compare_rounds([[v] for v in then], now, paired=False)
+    return DriftRow(test, _median(then), _median([_median(r) for r in now]), round(c.change_percent, 2),
+                    c.low, c.high, c.verdict, len(then), len(now))
 
 
 def what_changed(since: "StoredRun", identity: Mapping[str, Any], llama_bench: Mapping[str, Any]) -> list[str]:
