@@ -41,9 +41,7 @@ def boundary(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "resolve_binary", lambda explicit: binary)
     monkeypatch.setattr(runner, "_supported", lambda b: SUPPORTED)
     monkeypatch.setattr(llama_bench, "run_llama_bench", lambda b, args, timeout: state["fake"](args))
-    identity = lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp")  # noqa: E731
-    monkeypatch.setattr(store.records, "host_identity", identity)
-    monkeypatch.setattr(store, "host_identity", identity)  # its re-export (cli/tune.py records through it)
+    monkeypatch.setattr(store.records, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.8"}, "fp"))
 
     def plan_here(path, ctx, facts):
         from tunehost.advise.plan import AdviseOptions, plan
@@ -143,9 +141,7 @@ def test_drift_says_the_box_got_slower_and_what_changed(cli, model, boundary, mo
     monkeypatch.setattr(runner, "default_invoke", lambda binary, timeout_s: lambda args, on_line: slow(args))
     monkeypatch.setattr(watch, "describe_host", lambda host: {"cpu_brand": "Test CPU"})
     monkeypatch.setattr(watch, "read_reading", lambda host, **kw: simulated_reading(other_cores=0.0))
-    identity = lambda host=None: ({"cpu": "Test CPU", "kernel": "6.9"}, "fp2")  # noqa: E731
-    monkeypatch.setattr(store.records, "host_identity", identity)
-    monkeypatch.setattr(store, "host_identity", identity)
+    monkeypatch.setattr(store.records, "host_identity", lambda host=None: ({"cpu": "Test CPU", "kernel": "6.9"}, "fp2"))
     result = cli("history", "--drift", "--model", str(model), "--budget", "30")
     assert result.exit_code == 2, result.output
     assert "this box got slower beyond the noise since then" in result.stdout
