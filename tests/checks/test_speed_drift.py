@@ -279,7 +279,7 @@ def test_replay_of_a_real_snapshot_with_a_results_sample(tmp_path):
 
 
 def test_doctor_json_on_the_live_host_shows_the_finding(cli):
-    from tunehost.store import host_identity
+    from tunehost.store.records import host_identity
 
     here, _ = host_identity()
     record(stored_run("bench", here), stored_run("drift", here, tg=14.0,
