@@ -85,20 +85,6 @@ def measure_calls(monkeypatch):
     return calls
 
 
-def test_quick_never_measures(cli, measure_calls):
-    result = cli("doctor", "--quick", "--json", "--check", "memory-bandwidth")
-    doc = json.loads(result.stdout)
-    assert measure_calls == []
-    assert [(f["severity"], f["summary"]) for f in doc["findings"]] == [("skip", "not measured (--quick)")]
-
-
-def test_a_snapshot_never_measures(cli, measure_calls, make_snapshot):
-    snap = make_snapshot()
-    result = cli("doctor", "--json", "--snapshot", str(snap), "--check", "memory-bandwidth")
-    assert result.exit_code == 0 and measure_calls == []
-    assert "no samples/measure.json" in json.loads(result.stdout)["findings"][0]["summary"]
-
-
 def test_doctor_measures_only_when_a_measured_check_runs(cli, measure_calls):
     cli("doctor", "--json", "--check", "thp")
     assert measure_calls == []
@@ -125,20 +111,6 @@ def test_a_busy_host_is_not_measured(make_snapshot, monkeypatch):
         "interval_s": 0.5, "cpu_count": 2, "cpu_percent_total": 3.0,
         "processes": [{"pid": 9, "name": "sshd", "cpu_percent": 3.0, "self": False}]}})
     assert busy_reason(ProcessFacts.gather(open_host(quiet))) is None
-
-
-@pytest.mark.live
-def test_snapshot_records_the_measurement_and_replays_its_verdict(cli, tmp_path):
-    from tunehost.checks.memory_bandwidth import MemoryBandwidthCheck
-    from tunehost.doctor import run_check
-
-    result = cli("snapshot", str(tmp_path / "snap"))
-    assert result.exit_code == 0, result.output
-    recorded = json.loads((tmp_path / "snap" / "samples" / "measure.json").read_text())
-    assert recorded["format"] == 1 and ("memory_read_gbps" in recorded or "busy" in recorded.get("skipped", ""))
-    replay = run_check(MemoryBandwidthCheck(), HostFacts(open_host(tmp_path / "snap")))
-    if "memory_read_gbps" in recorded:
-        assert f"measured {recorded['memory_read_gbps']:.1f} GB/s" in replay[0].summary
 
 
 def test_snapshot_quick_records_why_nothing_was_measured(cli, tmp_path, measure_calls):

@@ -322,3 +322,25 @@ def test_live_wait_quiet_is_the_judgement_tunes_rounds_use():
     calm = LoadedBench(quiet)
     result = wait_quiet_live(open_ready, 30, clock=calm.clock, sleep=calm.advance, watcher=calm.watch().watcher)
     assert result.quiet and result.waited_s == pytest.approx(4.0)
+
+
+def test_live_wait_quiet_takes_no_activity_sample_for_the_temperature(make_snapshot):
+    """The live wait's CPU judgement is the watch's windows; its temperature readings read the sensor files only,
+    never the `activity` sample (a 1.5 s process list on a live host)."""
+    from tests.tune.busy import LoadedBench, quiet
+    from tunehost.ops.gate import wait_quiet_live
+
+    snap = make_snapshot(fs={"/sys/class/thermal/thermal_zone0/temp": "52500\n"},
+                         samples={"activity": {"cpu_percent_total": 7.0, "processes": []}})
+    sampled: list[str] = []
+
+    def open_counted():
+        host = open_host(snap)
+        sample = host.sample
+        host.sample = lambda name: sampled.append(name) or sample(name)  # type: ignore[method-assign]
+        return host
+
+    calm = LoadedBench(quiet)
+    result = wait_quiet_live(open_counted, 30, clock=calm.clock, sleep=calm.advance, watcher=calm.watch().watcher)
+    assert result.quiet and [r.max_temp_c for r in result.readings] == [52.5, 52.5]
+    assert "activity" not in sampled

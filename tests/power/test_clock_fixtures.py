@@ -68,28 +68,3 @@ def test_clamped_ryzen_names_causes_and_commands():
         assert cause in text
     assert "powerprofilesctl set performance" in finding.fix.commands
     assert "tunehost doctor --check power-limits --check thermals" in finding.fix.commands
-
-
-def test_thinkpad_400mhz_names_power_profiles_daemon():
-    facts = HostFacts(open_host(CLOCKS / "thinkpad-p14s-gen1-i7-10610u-400mhz-ppd-performance"))
-    [finding] = run_check(CpuClocksCheck(), facts)
-    assert "400 MHz of 1800 MHz base" in finding.summary
-    assert "power-profiles-daemon all say performance" in finding.summary
-
-
-def test_mmio_limit_that_rules_is_named_and_raised():
-    """asusctl#145: MMIO 45 W rules over the MSR's 175 W; the fix raises the MMIO zone, not the MSR one."""
-    facts = HostFacts(open_host(CLOCKS / "asus-strix-g814jz-13980hx-mmio-45w-over-msr-175w"))
-    [finding] = run_check(PowerLimitsCheck(), facts)
-    assert "MMIO limit rules: PL1 45 W (intel-rapl-mmio:0)" in finding.summary and "175 W" in finding.summary
-    assert finding.fix.commands[0] == ("echo 175000000 | sudo tee "
-                                       "/sys/class/powercap/intel-rapl-mmio:0/constraint_0_power_limit_uw")
-
-
-def test_thermald_low_pl1_restores_the_rated_power():
-    facts = HostFacts(open_host(CLOCKS / "dell-vostro-3491-thermald-pl1-8.75w-of-15w"))
-    [finding] = run_check(PowerLimitsCheck(), facts)
-    assert "PL1 is 8.75 W (intel-rapl:0), below the CPU's rated 15 W" in finding.summary
-    assert finding.fix.commands[0] == ("echo 15000000 | sudo tee "
-                                       "/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw")
-    assert "thermald" in finding.fix.text

@@ -72,7 +72,7 @@ def test_every_row_is_reachable_and_sourced():
 
 def test_reduced_profile_at_the_cpus_official_maximum_is_info():
     # Ryzen 7 5800X3D (DDR4-3200 officially) with a DDR4-3600 kit at 3200: the controller's official limit (info);
-    # the same loss above a CPU's official maximum is a reduced profile (warn, tests/ram/test_ram_speed.py)
+    # the same loss above a CPU's official maximum is a reduced profile (warn, tests/checks/test_ram_speed.py)
     text = (DATA / "linuxhw_dmi" / "Desktop__Gigabyte_Technology__X570S__X570S_AORUS_PRO_AX__CDC751872150.txt")
     [speed] = judge_text(text.read_text())
     assert speed.severity.value == "info" and "official maximum (DDR4-3200" in speed.summary

@@ -119,17 +119,6 @@ def test_llama_fit_params_dying_by_sigsegv_is_explained(tmp_path, monkeypatch):
     assert probe is None and "SIGSEGV" in why and "--no-repack (-nr)" in why
 
 
-def test_version_probe_dying_by_sigill_fails_llama_build(tmp_path, monkeypatch):
-    fake(tmp_path, "llama-server", "kill -ILL $$")
-    fake(tmp_path, "llama-bench", "exit 0")  # a bin directory without llama-bench would be a finding of its own
-    monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(tmp_path))
-    # (the fakes are shell scripts: the one that does not crash is named as a wrapper script, on its own)
-    findings = [f for f in LlamaBuildCheck().run(HostFacts(open_host())) if str(tmp_path) in json.dumps(f.evidence)
-                and "wrapper script" not in f.summary]
-    assert [f.severity for f in findings] == [Severity.FAIL]
-    assert "dies on this CPU" in findings[0].summary and "SIGILL" in findings[0].detail
-
-
 # ---- doctor's llama-build from a snapshot (replays the crash and the CPU) ----
 
 def _snapshot(make_snapshot, cpu: str, *, rc: int = 0, marker: dict | None = None, path: str = "/opt/ll/llama-server"):
@@ -144,45 +133,6 @@ def _snapshot(make_snapshot, cpu: str, *, rc: int = 0, marker: dict | None = Non
 
 def _judge(snap):
     return list(LlamaBuildCheck().run(HostFacts(open_host(snap))))
-
-
-def test_native_build_on_amx_cpu_warns_with_the_no_amx_fix(make_snapshot):
-    [finding] = _judge(_snapshot(make_snapshot, SPR))
-    assert finding.severity is Severity.WARN and "AMX" in finding.summary
-    assert any("-DGGML_AMX_INT8=OFF" in c for c in finding.fix.commands) and "-nr" in finding.fix.text
-
-
-@pytest.mark.parametrize("cpu", NON_AMX)
-def test_same_build_without_amx_is_not_warned(make_snapshot, cpu):
-    [finding] = _judge(_snapshot(make_snapshot, cpu))
-    assert finding.severity is Severity.OK and "AMX" not in finding.summary
-
-
-def test_tunehost_portable_build_on_amx_cpu_is_ok(make_snapshot):
-    marker = {"llama_cpp_build_number": 11312, "variant": "portable", "isa": ["avx2", "avx512f", "sse4_2"]}
-    [finding] = _judge(_snapshot(make_snapshot, SPR, marker=marker))
-    assert finding.severity is Severity.OK
-
-
-def test_tunehost_native_build_on_amx_cpu_fix_forces_the_portable_build(make_snapshot):
-    marker = {"llama_cpp_build_number": 11312, "variant": "native", "isa": ["amx_int8", "amx_tile", "avx2"]}
-    [finding] = _judge(_snapshot(make_snapshot, SPR, marker=marker))
-    assert finding.severity is Severity.WARN
-    assert finding.fix.commands == ("python scripts/build_llama_cpp.py --portable",)
-
-
-def test_build_whose_isa_the_cpu_lacks_fails(make_snapshot):
-    # tunehost's native build from a Sapphire Rapids copied onto the CI's EPYC guest
-    marker = {"llama_cpp_build_number": 11312, "variant": "native",
-              "isa": sorted(f for f in flags(SPR) if f.startswith(("avx", "amx", "sse4_2", "fma", "f16c", "bmi2")))}
-    [finding] = _judge(_snapshot(make_snapshot, "epyc-kvm-guest-avx2.txt", marker=marker))
-    assert finding.severity is Severity.FAIL and "avx512f" in finding.summary and "amx_int8" in finding.summary
-    assert finding.fix.commands == ("python scripts/build_llama_cpp.py --force",)
-
-
-def test_version_probe_killed_by_sigsegv_replays_from_a_snapshot(make_snapshot):
-    [finding] = _judge(_snapshot(make_snapshot, SPR, rc=-11))
-    assert finding.severity is Severity.FAIL and "AMX" in finding.detail and "SIGSEGV" in finding.detail
 
 
 def test_advise_says_why_llama_server_help_crashed(make_snapshot, cli, tmp_path):

@@ -149,108 +149,12 @@ def test_classification_from_raw_facts(make_snapshot, argv, kind):
     assert proc.server == kind
 
 
-def test_a_server_in_a_container_is_judged_from_its_settings(make_snapshot):
-    raw = RawProcess(77, "llama-server", ("/app/llama-server", "--host", "0.0.0.0", "--port", "8080"), None, {},
-                     (), None, other_netns=True)
-    row = {"pid": 77, "name": "llama-server", **candidate_row(raw)}
-    assert row["listeners"] is None and row["other_netns"] is True
-    snap = make_snapshot(samples={"processes": [row], "listeners": [{"address": "0.0.0.0", "port": 8080, "pid": 55}]})
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is Severity.FAIL and "0.0.0.0:8080" in finding.summary
-    assert "another network namespace" in finding.evidence["listeners sample"]
-
-
 def test_process_titles_keep_only_the_program_name():
     row = candidate_row(RawProcess(22, "sshd", ("sshd: alice@pts/0",), listeners=(("0.0.0.0", 22),)))
     assert row["argv0"] == "sshd"
 
 
 # ---- llama-exposure on the fixtures ----
-
-def test_llama_swap_default_listen_is_every_interface_and_its_llama_server_is_behind_it(make_snapshot):
-    snap = fixture_snapshot(make_snapshot, "llama-swap-306-gpt-oss-20b.json")
-    swap, server = by_pid(snap, 2210), by_pid(snap, 2288)
-    assert swap.severity is Severity.WARN and "[::]:8080" in swap.summary and "config file" in swap.summary
-    assert "llama-swap --config CONFIG.yaml --listen 127.0.0.1:8080" in swap.fix.commands
-    assert server.severity is Severity.OK and "behind llama-swap (pid 2210)" in server.summary
-    assert "clients reach this server through it" in server.evidence["pid 2288 parent"]
-    # a proxy holds no model: cpu-hogs and the probes do not count it as an inference server
-    assert [p.pid for p in ProcessFacts.gather(open_host(snap)).servers] == [2288]
-
-
-def test_rpc_server_on_a_lan_address_fails(make_snapshot):
-    snap = fixture_snapshot(make_snapshot, "rpc-server-11807-cpu-nodes.json")
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))  # llama-cli is a client, not a server
-    assert finding.severity is Severity.FAIL and "rpc-server (pid 3001)" in finding.summary
-    assert "192.168.13.12:50020" in finding.summary and "no authentication" in finding.summary
-    assert "rpc-server -H 127.0.0.1 -p 50020" in finding.fix.commands
-    assert finding.evidence["pid 3001 options"] == "-H 192.168.13.12, -p 50020"
-
-
-def test_rpc_server_judged_from_its_options_when_its_sockets_are_hidden(make_snapshot):
-    hidden = dict(json.loads((DATA / "rpc-server-11807-cpu-nodes.json").read_text())["processes"][0],
-                  listeners=None, pid=3002, environ=None)
-    snap = make_snapshot(manifest={"format": 1, "uid": 1000}, samples={"processes": sample_rows([hidden])})
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is Severity.FAIL and "192.168.13.12:50020" in finding.summary
-    assert finding.evidence["judged from"] == "-H: 192.168.13.12:50020"
-
-
-def test_python_llama_cpp_server_and_the_old_server_binary(make_snapshot):
-    snap = fixture_snapshot(make_snapshot, "llama-cpp-python-home-llm-29.json")
-    py, old = by_pid(snap, 5400), by_pid(snap, 5500)
-    assert py.severity is Severity.FAIL and "llama-cpp-python (pid 5400)" in py.summary and "0.0.0.0:8000" in py.summary
-    assert py.evidence["pid 5400 started as"] == "python3 llama_cpp.server"
-    assert old.severity is Severity.FAIL and "llama-server (pid 5500)" in old.summary
-
-
-def test_koboldcpp_py_without_host_listens_everywhere(make_snapshot):
-    snap = fixture_snapshot(make_snapshot, "koboldcpp-317-noavx2.json")
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is Severity.FAIL and "koboldcpp (pid 6100)" in finding.summary
-    assert "0.0.0.0:5001" in finding.summary
-
-
-def test_llamafile_with_a_truncated_kernel_name(make_snapshot):
-    snap = fixture_snapshot(make_snapshot, "llamafile-398-open-webui.json")
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is Severity.OK and "llamafile (pid 7100)" in finding.summary
-    assert "127.0.0.1:8082" in finding.summary
-
-
-def test_ollama_run_is_a_client_and_an_unreadable_ollama_host_is_unknown(make_snapshot):
-    snap = fixture_snapshot(make_snapshot, "ollama-run-client-llms-from-scratch-193.json")
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))  # not `ollama run`, not the runner
-    assert finding.severity is Severity.SKIP and "ollama (pid 900)" in finding.summary
-    assert "OLLAMA_HOST not readable" in finding.summary
-    assert "not readable" in finding.evidence["pid 900 environment"]
-
-
-def test_ollama_with_unreadable_environment_is_judged_by_its_socket(make_snapshot):
-    snap = fixture_snapshot(make_snapshot, "ollama-run-client-llms-from-scratch-193.json",
-                            listeners=[{"address": "0.0.0.0", "port": 11434, "pid": None}])
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is Severity.FAIL and "0.0.0.0:11434" in finding.summary
-    assert "matched by port 11434" in finding.evidence["listeners sample"]
-
-
-def test_ollama_host_with_credentials_is_recorded_without_them(make_snapshot):
-    serve = {"pid": 901, "ppid": 1, "name": "ollama", "argv": ["/usr/local/bin/ollama", "serve"],
-             "exe": "/usr/local/bin/ollama", "environ": {"OLLAMA_HOST": "http://admin:password@0.0.0.0:11434"},
-             "listeners": [["::", 11434]]}
-    snap = make_snapshot(samples={"processes": sample_rows([serve])})
-    assert "password" not in (snap / "samples" / "processes.json").read_text()
-    [finding] = LlamaExposureCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is Severity.FAIL and "[::]:11434" in finding.summary
-    assert finding.evidence["pid 901 environment"] == "OLLAMA_HOST=http://0.0.0.0:11434"
-
-
-def test_old_snapshots_keep_their_verdicts():
-    # written by the sampler before raw facts: the recorded kind and flags are read as raw facts
-    assert [f.severity for f in LlamaExposureCheck().run(HostFacts(open_host(SNAPS / "desktop-12700f-rtx3060")))] == [
-        Severity.FAIL]
-    assert [f.severity for f in LlamaExposureCheck().run(HostFacts(open_host(SNAPS / "server-epyc9654-2s")))] == [
-        Severity.INFO]
 
 
 @pytest.mark.parametrize("row", [
@@ -289,42 +193,6 @@ def build_snapshot(make_snapshot, proc, uid=0):
                                                     "binaries": []}})
 
 
-def test_llama_build_judges_the_running_server_when_nothing_is_on_path(make_snapshot):
-    # issue 13: "llama.cpp not found" while a llama-server was running
-    snap = build_snapshot(make_snapshot, running_server())
-    [finding] = LlamaBuildCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is not Severity.SKIP
-    assert "b6865 (1c1409e1)" in finding.summary and "serving now, pid 2288" in finding.summary
-    assert finding.evidence["llama-server"] == f"{SERVER_EXE} (running now: pid 2288)"
-    assert finding.evidence["started with"] == "--host 127.0.0.1 --port 10001 --n-gpu-layers 99"
-    assert finding.fix.commands[0] == "cd /home/user/IA/llama.cpp && git pull"
-
-
-def test_running_build_comes_first_before_other_builds_found(make_snapshot):
-    snap = make_snapshot(manifest={"format": 1, "uid": 0},
-                         cmd={f"{SERVER_EXE} --version": VERSION,
-                              "/usr/local/bin/llama-server --version": ("", 0, "version: 9000 (deadbee)\n")},
-                         samples={"processes": sample_rows([running_server()]),
-                                  "llama_install": {"sampled_at": "2026-11-20T00:00:00Z", "binaries": [
-                                      {"name": "llama-server", "path": "/usr/local/bin/llama-server", "from": "PATH"}]}})
-    facts = LlamaBuildFacts.gather(open_host(snap))
-    assert [(b.path, b.running) for b in facts.binaries] == [(SERVER_EXE, (2288,)), ("/usr/local/bin/llama-server", ())]
-    first, second = LlamaBuildCheck().run(HostFacts(open_host(snap)))
-    assert "serving now" in first.summary and "serving now" not in second.summary
-
-
-def test_another_users_binary_is_never_run_as_root(make_snapshot):
-    # even with a recorded answer present, --version of a file uid 1000 can change is not asked for
-    snap = build_snapshot(make_snapshot, running_server(uid=1000))
-    facts = LlamaBuildFacts.gather(open_host(snap))
-    [binary] = facts.binaries
-    assert binary.version_command is None and not binary.version.known
-    assert "belongs to uid 1000" in binary.version_not_run
-    assert binary.backends == ("CUDA", "CPU") or binary.backends == ("CUDA",)  # from the libraries beside it
-    [finding] = LlamaBuildCheck().run(HostFacts(open_host(snap)))
-    assert "not run: the file belongs to uid 1000" in finding.evidence[f"{SERVER_EXE} --version"]
-
-
 def test_a_running_server_found_on_path_follows_the_found_binary_rules(make_snapshot):
     snap = make_snapshot(manifest={"format": 1, "uid": 0}, cmd={f"{SERVER_EXE} --version": VERSION},
                          samples={"processes": sample_rows([running_server(uid=1000)]),
@@ -344,65 +212,7 @@ def test_unsafe_running_binaries_are_not_run(make_snapshot, exe_file, why):
     assert binary.version_command is None and why in binary.version_not_run
 
 
-def test_a_running_server_whose_file_was_replaced(make_snapshot):
-    proc = running_server()
-    proc["exe"] = SERVER_EXE + " (deleted)"
-    [finding] = LlamaBuildCheck().run(HostFacts(open_host(build_snapshot(make_snapshot, proc))))
-    assert finding.severity is Severity.INFO and "deleted or replaced" in finding.summary
-    assert finding.fix.commands == ("kill 2288",)
-
-
-def test_a_running_server_whose_executable_is_not_readable(make_snapshot):
-    proc = dict(running_server(), exe=None, exe_file=None)
-    snap = make_snapshot(manifest={"format": 1, "uid": 1000}, samples={"processes": sample_rows([proc])})
-    [finding] = LlamaBuildCheck().run(HostFacts(open_host(snap)))
-    assert finding.severity is Severity.SKIP and "llama-server (pid 2288) is running" in finding.summary
-    assert "root" in finding.summary
-
-
 # ---- live ----
-
-@pytest.mark.live
-def test_live_snapshot_of_a_server_with_secrets_holds_none(tmp_path):
-    from tunehost.doctor import run_doctor
-    from tunehost.host.snapshot import write_snapshot
-    from tunehost.doctor.registry import load_checks
-
-    exe = tmp_path / "llama-server"
-    exe.symlink_to(os.path.realpath(sys.executable))
-    ready, port = tmp_path / "listen.ready", free_port()
-    secrets = {"OLLAMA_HOST": "http://admin:password-in-url@0.0.0.0:11434", "LLAMA_API_KEY": "env-key-value-42",
-               "LLAMA_ARG_HOST": "0.0.0.0"}
-    env = dict(os.environ, **secrets)
-    argv = [str(exe), "-c", LISTEN, "--host", "0.0.0.0", "--port", str(port), "--ready", str(ready),
-            "--api-key", "argv-key-value-42", "--hf-token", "hf_LiveTokenValue0123456789ab"]
-    out = subprocess.run(["sh", "-c", '"$0" "$@" >/dev/null 2>&1 </dev/null & echo $!', *argv],
-                         capture_output=True, text=True, check=True, env=env)
-    pid = int(out.stdout.strip())
-    try:
-        wait_for(ready)
-        host = open_host(record=True)
-        run_doctor(HostFacts(host), load_checks().checks)
-        write_snapshot(host, tmp_path / "snap")
-        row = next(r for r in json.loads((tmp_path / "snap/samples/processes.json").read_text()) if r["pid"] == pid)
-        assert row["options"] == {"--host": "0.0.0.0", "--port": str(port), "--api-key": REDACTED,
-                                  "--hf-token": REDACTED}
-        assert row["env"] == {"OLLAMA_HOST": "http://0.0.0.0:11434", "LLAMA_ARG_HOST": "0.0.0.0",
-                              "LLAMA_API_KEY": REDACTED}
-        assert row["exe"] == os.path.realpath(sys.executable) and row["listeners"] == [{"address": "0.0.0.0", "port": port}]
-        for path in (tmp_path / "snap").rglob("*"):
-            if path.is_file():
-                data = path.read_bytes()
-                for secret in (b"password-in-url", b"env-key-value-42", b"argv-key-value-42", b"hf_LiveToken"):
-                    assert secret not in data, (path, secret)
-        mine = [f for f in LlamaExposureCheck().run(HostFacts(open_host(tmp_path / "snap"))) if f"pid {pid}" in f.summary]
-        assert [f.severity for f in mine] == [Severity.INFO]  # exposed, with a key (never shown)
-        # llama-build: the running server's own executable (here python) comes first
-        build = LlamaBuildFacts.gather(open_host())
-        assert build.binaries and build.binaries[0].path == os.path.realpath(sys.executable)
-        assert pid in build.binaries[0].running
-    finally:
-        stop(pid)
 
 
 def test_advise_never_runs_a_file_llama_build_refused(make_snapshot):

@@ -9,7 +9,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -20,6 +20,7 @@ from tunehost.errors import EXIT_BUSY, TunehostError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tunehost.ops.drift import DriftResult
     from tunehost.store import StoredRun
 
 COMMANDS = ("bench", "tune", "drift", "server-bench")
@@ -46,6 +47,7 @@ def history(
                                                help="--drift: the llama-bench binary (or its directory)."),
 ) -> None:
     """The measurements this box has recorded (bench, tune, drift), newest first, with a chart of TG over time."""
+    from tunehost.ops.history import list_runs
     from tunehost.store import model_hash, open_store
 
     if command is not None and command not in COMMANDS:
@@ -58,20 +60,19 @@ def history(
         if model is None:
             raise TunehostError("--drift needs --model PATH.gguf (whose last best configuration to re-measure)")
         raise typer.Exit(run_drift(model, digest or "", budget=budget_s, llama_bench=llama_bench, json_out=json_out))
-    store = open_store()
-    with store:
-        runs = store.runs(model_hash=digest, command=command, limit=limit)
-        rounds = {r.id: store.round_rows(r.id) for r in runs} if json_out else {}
+    with open_store() as store:
+        listing = list_runs(store, model_hash=digest, command=command, limit=limit, with_rounds=json_out)
+    runs, rounds = listing.runs, listing.rounds
     if json_out:  # each run with its rounds as the host watch saw them (counted or discarded, disturbed or not),
         # and why a stored round row was left out (a store is read as hostile)
-        typer.echo(json.dumps({"schema": "tunehost-history/1", "store": str(store.path),
+        typer.echo(json.dumps({"schema": "tunehost-history/1", "store": str(listing.store),
                                "runs": [dict(r.to_json(), rounds=[x.to_json() for x in rounds.get(r.id, ([], []))[0]],
                                              rounds_skipped=rounds.get(r.id, ([], []))[1])
                                         for r in runs]}, indent=2))
         return
     console = make_console()
     if not runs:
-        console.print(f"no runs recorded in {store.path}" + (" for this model" if model else "")
+        console.print(f"no runs recorded in {listing.store}" + (" for this model" if model else "")
                       + " yet: `tunehost bench` and `tunehost tune` record every run", highlight=False)
         return
     render_runs(runs, console)
@@ -171,136 +172,58 @@ def _ts(value: float | None) -> str:
 # ---------------------------------------------------------------- drift
 
 
-def last_best(runs: list["StoredRun"]) -> tuple["StoredRun", tuple[str, ...], dict[str, list[float]]] | None:
-    """The newest bench or tune run that knows a best configuration, its llama-bench flags and its per-round
-    values per test (tune: the winner; bench: the configuration with the highest TG). Drift runs are skipped."""
-    from tunehost.facts.results import REFERENCE_COMMANDS  # doctor's speed-drift picks the same reference
-
-    for run in runs:
-        s = run.summary
-        if run.command not in REFERENCE_COMMANDS:  # a re-measure is no reference; a server bench has no llama-bench flags
-            continue
-        if s.get("disturbed"):  # measured under background load: no reference for "this box got slower"
-            continue
-        if run.command == "tune" and s.get("winner_rounds"):
-            objective = (s.get("settings") or {}).get("objective", "tg")
-            return run, tuple(s.get("winner_flags") or ()), {objective: list(s["winner_rounds"])}
-        per_config = s.get("rounds_ts") or {}
-        if per_config and run.results:
-            best = max((r for r in run.results if r.kind == "tg"), key=lambda r: r.median_ts, default=run.results[0])
-            rounds = per_config.get(best.config) or {}
-            if rounds:
-                return run, best.flags, {test: list(v) for test, v in rounds.items()}
-    return None
-
-
 def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | None, json_out: bool) -> int:
-    from tunehost.bench import runner
-    from tunehost.bench.results import rounds_of
-    from tunehost.bench.stats import compare_rounds
-    from tunehost.cli.bench import progress_view, record_result
-    from tunehost.facts.identity import HostIdentity, changes
+    """--drift at the edge: the host opened once, the store opened once, one operation (tunehost.ops.drift), then
+    its result rendered; returns the exit status."""
+    from tunehost.cli.bench import progress_view
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
+    from tunehost.ops.drift import DriftRequest, measure_drift
     from tunehost.store import open_store
-    from tunehost.store.records import host_identity
 
-    with open_store() as store:
-        found = last_best(store.runs(model_hash=digest, limit=1000))
-    if found is None:
-        raise TunehostError("no earlier run of this model with per-round results in the store: run `tunehost tune` "
-                            "or `tunehost bench` first")
-    old, flags, old_rounds = found
-    settings = old.summary.get("settings") or {}
-    kinds = {t: ("pp" if t.startswith("pp") else "tg") for t in old_rounds}
-    n_prompt = int(settings.get("n_prompt") or 0) if "pp" in kinds.values() else 0
-    n_gen = int(settings.get("n_gen") or 0) if "tg" in kinds.values() else 0
-    if settings.get("objective") == "balanced":
-        raise TunehostError("the last best configuration was tuned for --objective balanced; re-measure it with "
-                            "`tunehost bench --baseline FLAGS` and compare")
+    request = DriftRequest(model, digest, budget, llama_bench)
+    facts = HostFacts(open_host())
     err = make_console(stderr=True)
-    facts = HostFacts(open_host())  # the live host, opened once: the measurement and its host identity
-    with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty(), what="drift") as progress:
-        result = runner.measure(runner.BenchSettings(
-            model=str(model), n_prompt=n_prompt or (0 if n_gen else 512), n_gen=n_gen,
-            depth=int(settings.get("n_depth") or 0), reps=int(settings.get("reps") or 3), budget_s=budget,
-            llama_bench=llama_bench, label="drift", ceiling=False), [runner.BenchConfig("baseline", tuple(flags))],
-            facts, runner.MeasureHooks(on_progress=progress.update, on_status=progress.status))
-    new_rounds = {t: list(v) for t, v in rounds_of(result.invocations, "baseline").items()}
-    # the rounds other processes disturbed are no evidence about this box (tunehost.bench.watch.reasons_for)
-    marks = [w.disturbed for w in result.round_watch]
-    busy = [w.reasons[0] for w in result.round_watch if w.disturbed]
-    measured = max((len(v) for v in new_rounds.values()), default=0)
-    mismatch = bool(busy) and len(marks) != measured  # which rounds were disturbed is unknown: judge nothing
-    if busy and not mismatch:
-        new_rounds = {t: [r for r, disturbed in zip(v, marks) if not disturbed] for t, v in new_rounds.items()}
-    rows = []
-    if mismatch:
-        new_rounds = {}
-    for test, values in old_rounds.items():
-        now = new_rounds.get(test) or next((v for t, v in new_rounds.items() if t[:2] == kinds[test]), None)
-        if not now or len(values) < 2:
-            continue
-        c = compare_rounds([[v] for v in values], now, paired=False)
-        rows.append({"test": test, "then": _median(values), "now": _median([_median(r) for r in now]),
-                     "change_percent": round(c.change_percent, 2), "low": c.low, "high": c.high,
-                     "verdict": c.verdict, "rounds_then": len(values), "rounds_now": len(now)})
-    identity, _ = host_identity(facts)
-    what_changed = changes(HostIdentity.from_json(old.host), HostIdentity.from_json(identity))
-    build_now = f"b{result.llama_bench.get('build_number')} ({result.llama_bench.get('build_commit')})"
-    if old.build and old.build != build_now:
-        what_changed.append(f"llama.cpp build {old.build} -> {build_now}")
-    slower = any(r["verdict"] == "slower" for r in rows)
-    verdict = ("slower beyond the noise" if slower else
-               "faster beyond the noise" if any(r["verdict"] == "faster" for r in rows) else "no clear change")
-    not_judged = not rows and bool(busy)
-    if mismatch:
-        verdict = (f"not judged: {len(busy)} of {len(marks)} watched rounds were disturbed ({busy[0]}) and "
-                   f"{measured} were measured: which values they were is unknown")
-    elif not_judged:
-        verdict = f"not judged: the host was busy in {len(busy)} of {len(marks)} rounds ({busy[0]})"
-    recorded_rows = [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in r.items()}
-                     for r in rows]  # the store refuses infinity (an open-ended interval): null there
-    record_result(result, err, facts, command="drift", extra={"verdict": verdict, "since_run": old.id,
-                                                              "changed": what_changed, "rows": recorded_rows,
-                                                              "discarded_rounds": len(busy)})
+    with open_store() as store, \
+            progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty(), what="drift") as progress:
+        result = measure_drift(request, facts=facts, store=store, on_progress=progress.update,
+                               on_status=progress.status)
     if json_out:
-        typer.echo(json.dumps({"schema": "tunehost-drift/1", "since_run": old.id, "since": old.created,
-                               "flags": list(flags), "verdict": verdict, "rows": rows, "changed": what_changed},
-                              indent=2, default=lambda v: None))
-        return EXIT_BUSY if not_judged else EXIT_SLOWER if slower else 0
+        typer.echo(json.dumps(result.to_json(), indent=2, default=lambda v: None))
+    else:
+        render_drift(result, make_console())
+    return EXIT_BUSY if result.not_judged else EXIT_SLOWER if result.slower else 0
+
+
+def render_drift(result: "DriftResult", console: "Console") -> None:
+    """Each test then -> now with its interval, the verdict and what changed on this host since the reference."""
     from rich.markup import escape
 
-    console = make_console()
-    console.print(f"drift of {escape(' '.join(flags) or '(llama-bench defaults)')} since run {old.id} "
-                  f"({old.created}, {old.command}):", highlight=False)
-    for r in rows:
-        high = f"{(r['high'] - 1) * 100:+.1f}" if math.isfinite(r["high"]) else "+inf"
-        low = f"{(r['low'] - 1) * 100:+.1f}" if r["low"] > 0 else "-100"
-        console.print(f"  {r['test']}: {_ts(r['then'])} → {_ts(r['now'])} t/s, {r['change_percent']:+.1f} %, "
-                      f"95 % interval {low}..{high} % ({r['rounds_then']} rounds then, {r['rounds_now']} now): "
-                      f"{r['verdict']}", highlight=False)
-    if busy and not not_judged:
-        console.print(f"[dim]{len(busy)} of {len(marks)} rounds disturbed by other processes were left out "
+    since = result.since
+    console.print(f"drift of {escape(' '.join(result.flags) or '(llama-bench defaults)')} since run {since.id} "
+                  f"({since.created}, {since.command}):", highlight=False)
+    for r in result.rows:
+        high = f"{(r.high - 1) * 100:+.1f}" if math.isfinite(r.high) else "+inf"
+        low = f"{(r.low - 1) * 100:+.1f}" if r.low > 0 else "-100"
+        console.print(f"  {r.test}: {_ts(r.then)} → {_ts(r.now)} t/s, {r.change_percent:+.1f} %, "
+                      f"95 % interval {low}..{high} % ({r.rounds_then} rounds then, {r.rounds_now} now): "
+                      f"{r.verdict}", highlight=False)
+    busy = result.disturbed
+    if busy and not result.not_judged:
+        console.print(f"[dim]{len(busy)} of {result.watched} rounds disturbed by other processes were left out "
                       f"({escape(busy[0])})[/]", highlight=False)
-    if not_judged:
-        console.print(f"[bold yellow]{escape(verdict)}[/]: run it again on a quiet host "
+    if result.not_judged:
+        console.print(f"[bold yellow]{escape(result.verdict)}[/]: run it again on a quiet host "
                       "(`tunehost gate --wait-quiet`)", highlight=False)
-        return EXIT_BUSY
-    style = "bold red" if slower else "green"
+        return
+    style = "bold red" if result.slower else "green"
+    verdict = result.verdict
     said = f"this box got {verdict} since then" if verdict != "no clear change" else "no clear change since then"
-    console.print(f"[{style}]{said}[/]" if rows else "nothing comparable was measured")
-    if what_changed:
+    console.print(f"[{style}]{said}[/]" if result.rows else "nothing comparable was measured")
+    if result.changed:
         console.print("what changed on this host since then:")
-        for line in what_changed:
+        for line in result.changed:
             console.print(f"  - {escape(line)}", highlight=False)
     else:
         console.print("[dim]no host fact tunehost records changed (CPU, memory modules, GPUs, kernel, BIOS, "
                       "llama.cpp build): look at load, pinning, power and thermal state (`tunehost doctor`)[/]")
-    return EXIT_SLOWER if slower else 0
-
-
-def _median(values: Any) -> float:
-    import statistics
-
-    return float(statistics.median(values))

@@ -36,6 +36,16 @@ PROGRAMS = ("llama-server", "llama-cli", "llama-bench")
 MARKER_BACKENDS = {"cpu": CPU, "cuda": CUDA, "vulkan": VULKAN, "hip": ROCM}
 
 
+def build_label(number: object, commit: object) -> str | None:
+    """The llama.cpp build as one label, "b4567 (0c1e570)" (the results store's `build`, tune's journal, drift's
+    "llama.cpp build changed"): the build number alone or the commit alone when only one is known, None when
+    neither is. One writer, so a label recorded then and one made now compare equal for the same build."""
+    known_commit = bool(commit)
+    if number is None:
+        return str(commit) if known_commit else None
+    return f"b{number} ({commit})" if known_commit else f"b{number}"
+
+
 @dataclass(frozen=True)
 class LlamaBinary:
     name: str

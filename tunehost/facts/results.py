@@ -7,7 +7,7 @@
 The sample is the raw store (tunehost.store.doctor_sample: the CLI records it before the checks run, because the
 store is above the checks in the layer contract). Every field is hostile until validated here: a run with a wrong
 type in a field that matters is dropped (counted in ``problems``), text is one printable line, numbers are finite
-and bounded. The reference of a model is what ``tunehost history --drift`` re-measures (tunehost.cli.history
+and bounded. The reference of a model is what ``tunehost history --drift`` re-measures (tunehost.ops.drift
 ``last_best``): its newest bench or tune run that recorded per-round values; drift and server-bench runs never are.
 """
 

@@ -125,22 +125,23 @@ def wait_quiet_live(open_live: Callable[[], "Host"], timeout_s: float, *, settle
     from tunehost.bench.watch import HostWatcher
 
     start = clock()
-    before = _temperature_only(read_quiet(open_live()))
+    before = _temperature_only(open_live())
     watch = watcher or HostWatcher(open_live(), gpu=False, clock=clock, sleep=sleep)
     waited = watch.wait_quiet(timeout_s, None)
-    after = _temperature_only(read_quiet(open_live()))
+    after = _temperature_only(open_live())
     if not waited.quiet:
         return QuietResult(False, clock() - start, f"busy: {waited.reason}", [before, after])
     if why_not_quiet(before, after, settle_c) is None:
         return QuietResult(True, clock() - start, None, [before, after])
-    settled = wait_quiet(lambda: _temperature_only(read_quiet(open_live())), max(0.0, timeout_s - (clock() - start)),
+    settled = wait_quiet(lambda: _temperature_only(open_live()), max(0.0, timeout_s - (clock() - start)),
                          settle_c=settle_c, clock=clock, sleep=sleep)
     return QuietResult(settled.quiet, clock() - start, settled.reason, [before, after, *settled.readings])
 
 
-def _temperature_only(reading: QuietReading) -> QuietReading:
-    """A reading whose CPU use was judged elsewhere (the watch's windows): only its temperature counts."""
-    return QuietReading((), reading.max_temp_c, reading.cpu_percent_total)
+def _temperature_only(host: "Host") -> QuietReading:
+    """A reading of the temperature alone (the sensor files): the CPU use was judged elsewhere (the watch's
+    windows), so no process-list sample is taken for it."""
+    return QuietReading((), max_temperature(host))
 
 
 def host_summary(host: "Host") -> dict[str, Any]:

@@ -213,10 +213,9 @@ def _given(facts: "HostFacts | None") -> "HostFacts":
 
 
 def _build_text(llama_bench: Mapping[str, Any]) -> str | None:
-    commit, number = llama_bench.get("build_commit"), llama_bench.get("build_number")
-    if not commit and number is None:
-        return None
-    return f"b{number} ({commit})" if number is not None else str(commit)
+    from tunehost.facts.llama import build_label
+
+    return build_label(llama_bench.get("build_number"), llama_bench.get("build_commit"))
 
 
 # ---------------------------------------------------------------- doctor's `results` sample
@@ -263,7 +262,7 @@ def _sampled_run(run: StoredRun) -> dict[str, Any]:
         # the identity's own fields only: whatever else a store's JSON holds stays there
         "host": {k: run.host.get(k) for k in FIELDS} if isinstance(run.host, Mapping) else {}, "build": run.build,
         "model": {"name": one_line(name, 120), "hash": run.model_hash}, "tg": tg, "best": summary.get("best"),
-        # what drift needs of a reference (tunehost.cli.history.last_best): per-round values of its best config
+        # what drift needs of a reference (tunehost.ops.drift.last_best): per-round values of its best config
         # ... and measured on a quiet host (a disturbed run is no reference for "this box got slower")
         "rounds_recorded": bool(summary.get("winner_rounds") or summary.get("rounds_ts")) and not summary.get("disturbed"),
         "disturbed": bool(summary.get("disturbed")),

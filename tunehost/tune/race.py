@@ -62,6 +62,7 @@ from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.watch import QUIET_WINDOW_S, QUIET_WINDOWS, QuietWait, WatchReport, combine, cpus_used_by, rejudge
 from tunehost.bench.stats import MIN_ROUNDS, PRACTICAL_THRESHOLD, RoundsComparison, compare_rounds, round_value
 from tunehost.errors import TunehostError
+from tunehost.facts.llama import build_label
 from tunehost.launch import LaunchConfig
 
 Invoke = Callable[[Sequence[str]], list[BenchResult]]
@@ -182,10 +183,8 @@ class Measurer:
 
     def _seen(self, results: list[BenchResult]) -> list[BenchResult]:
         if self.build is None:
-            first = next((r for r in results if r.build_commit or r.build_number is not None), None)
-            if first is not None:
-                self.build = (f"b{first.build_number} ({first.build_commit})" if first.build_number is not None
-                              else str(first.build_commit))
+            self.build = next((label for r in results if (label := build_label(r.build_number, r.build_commit))),
+                              None)
         return results
 
     def _replayable(self, stored: Any, args: Sequence[str]) -> float | None:

@@ -10,13 +10,15 @@ import json
 
 import pytest
 
-from tests.conftest import corpus
 from tunehost.check import Severity
 from tunehost.checks.memory_bandwidth import MemoryBandwidthCheck
 from tunehost.doctor import run_check
 from tunehost.facts import HostFacts
 from tunehost.facts.measure import MeasureFacts
 from tunehost.host import open_host
+
+from tests.conftest import corpus
+from tests.measure.test_measure_live import measure_calls
 
 DMI = "dmidecode -t memory"
 XMP_OFF = "dmidecode/ddr4-3600-kit-ryzen3600-xmp-off-2133.txt"          # 2x F4-3600C18 at 2133: 34.1 / 57.6 GB/s
@@ -151,3 +153,31 @@ def test_ci_vm_real_measurement_is_info_with_the_ceiling():
     assert f.severity is Severity.INFO
     assert f.summary.startswith("measured 27.4 GB/s read bandwidth: caps CPU token generation at ~6 t/s")
     assert f.evidence["samples/measure.json memory_read_threads"] == "2"
+
+
+def test_quick_never_measures(cli, measure_calls):
+    result = cli("doctor", "--quick", "--json", "--check", "memory-bandwidth")
+    doc = json.loads(result.stdout)
+    assert measure_calls == []
+    assert [(f["severity"], f["summary"]) for f in doc["findings"]] == [("skip", "not measured (--quick)")]
+
+
+def test_a_snapshot_never_measures(cli, measure_calls, make_snapshot):
+    snap = make_snapshot()
+    result = cli("doctor", "--json", "--snapshot", str(snap), "--check", "memory-bandwidth")
+    assert result.exit_code == 0 and measure_calls == []
+    assert "no samples/measure.json" in json.loads(result.stdout)["findings"][0]["summary"]
+
+
+@pytest.mark.live
+def test_snapshot_records_the_measurement_and_replays_its_verdict(cli, tmp_path):
+    from tunehost.checks.memory_bandwidth import MemoryBandwidthCheck
+    from tunehost.doctor import run_check
+
+    result = cli("snapshot", str(tmp_path / "snap"))
+    assert result.exit_code == 0, result.output
+    recorded = json.loads((tmp_path / "snap" / "samples" / "measure.json").read_text())
+    assert recorded["format"] == 1 and ("memory_read_gbps" in recorded or "busy" in recorded.get("skipped", ""))
+    replay = run_check(MemoryBandwidthCheck(), HostFacts(open_host(tmp_path / "snap")))
+    if "memory_read_gbps" in recorded:
+        assert f"measured {recorded['memory_read_gbps']:.1f} GB/s" in replay[0].summary

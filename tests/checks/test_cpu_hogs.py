@@ -5,14 +5,17 @@ judged as before; the sampler records raw windows (fake psutil, no real load).""
 from __future__ import annotations
 
 import itertools
+import sys
 
 import pytest
 
-from tests.system.test_processes import findings, sev
+from tunehost.check import Severity
 from tunehost.checks.cpu_hogs import CpuHogsCheck
 from tunehost.facts import HostFacts
 from tunehost.facts.processes import ProcessFacts
 from tunehost.host import open_host
+
+from tests.system.test_processes import SNAPS, findings, sev, spawn_detached, stop, wait_for
 
 
 def _row(pid, name, pct, self_=False):
@@ -182,3 +185,58 @@ def test_jobs_that_ended_inside_the_windows_still_count_machine_wide(make_snapsh
 def _verdict_of(make_snapshot, activity):
     items = findings(CpuHogsCheck, make_snapshot(samples={"activity": activity}))
     return sev(items), items
+
+
+@pytest.mark.live
+def test_live_busy_loop_is_reported(tmp_path):
+    ready = tmp_path / "busy.ready"
+    code = f"open({str(ready)!r}, 'w').close()\nwhile True: pass\n"
+    pid = spawn_detached([sys.executable, "-c", code], tmp_path)
+    try:
+        wait_for(ready)
+        host = open_host()
+        activity = host.sample("activity")
+        row = next(r for r in activity["processes"] if r["pid"] == pid)
+        assert row["cpu_percent"] > 20 and row["self"] is False
+        hog = [f for f in CpuHogsCheck().run(HostFacts(host)) if f"pid {pid}" in f.summary]
+        assert len(hog) == 1 and hog[0].severity in (Severity.WARN, Severity.FAIL)
+        assert f"kill -STOP {pid}" in " ".join(hog[0].fix.commands)
+    finally:
+        stop(pid)
+
+
+def test_cpu_hogs_on_the_12700f_desktop():
+    items = findings(CpuHogsCheck, SNAPS / "desktop-12700f-rtx3060")
+    assert sev(items) == ["warn", "warn"]
+    assert "tracker-miner-f" in items[0].summary and "tunehost" not in " ".join(f.summary for f in items)
+    assert "competes for memory bandwidth/VRAM" in items[1].summary
+
+
+def test_cpu_hog_is_fail_on_a_small_box(make_snapshot):
+    snap = make_snapshot(samples={"activity": {"interval_s": 0.5, "cpu_count": 4, "cpu_percent_total": 101.0,
+                                               "processes": [{"pid": 77, "name": "updatedb", "cpu_percent": 99.0,
+                                                              "self": False}]}})
+    [hog] = findings(CpuHogsCheck, snap)
+    assert hog.severity is Severity.FAIL and "4-CPU machine" in hog.summary
+    assert hog.fix.commands[1] == "sudo kill -STOP 77"
+
+
+def test_self_is_excluded(make_snapshot):
+    snap = make_snapshot(samples={"activity": {"cpu_count": 2, "processes": [
+        {"pid": 5, "name": "tunehost", "cpu_percent": 90.0, "self": True}]}})
+    assert sev(findings(CpuHogsCheck, snap)) == ["ok"]
+
+
+def test_idle_ollama_without_model_is_info(make_snapshot):
+    snap = make_snapshot(samples={"activity": {"cpu_count": 8, "processes": []},
+                                  "processes": [{"pid": 9, "name": "ollama", "rss_bytes": 60 * 2**20, "server": "ollama",
+                                                 "flags": {"host": None, "port": None, "api_key": False}}]})
+    items = findings(CpuHogsCheck, snap)
+    assert sev(items) == ["ok", "info"] and items[1].fix.commands == ("sudo systemctl stop ollama",)
+
+
+def test_cpu_hogs_missing_and_garbage_samples(make_snapshot):
+    assert sev(findings(CpuHogsCheck, make_snapshot())) == ["skip"]
+    snap = make_snapshot(samples={"activity": {"processes": [{"pid": "x"}, None, {"pid": 3, "cpu_percent": "hot"}]},
+                                  "processes": "garbage"})
+    assert sev(findings(CpuHogsCheck, snap)) == ["ok"]

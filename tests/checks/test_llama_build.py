@@ -15,17 +15,19 @@ from pathlib import Path
 import pytest
 
 from tunehost.check import Severity
+from tunehost.checks.llama_build import LlamaBuildCheck
 from tunehost.facts import HostFacts
 from tunehost.facts.llama import LlamaBuildFacts, gpu_views
 from tunehost.host import open_host
 from tunehost.host.samples import llama_search_dirs
-from tunehost.checks.llama_build import LlamaBuildCheck
 from tunehost.parsers.llama_version import (backends_from_libs, build_date, cuda_architecture, parse_list_devices,
                                             parse_llama_version)
 
 from tests.conftest import corpus
+from tests.system.test_llama_exit import NON_AMX, _judge, _snapshot, fake, flags
+from tests.system.test_running_servers import SERVER_EXE, VERSION, build_snapshot, running_server, sample_rows
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "system" / "data"
 SNAPS = Path(__file__).parents[1] / "data" / "snapshots"
 A100_BANNER = ("ggml_cuda_init: GGML_CUDA_FORCE_MMQ:    no\nggml_cuda_init: GGML_CUDA_FORCE_CUBLAS: no\n"
                "ggml_cuda_init: found 1 CUDA devices:\n  Device 0: NVIDIA A100-SXM4-80GB, compute capability 8.0, VMM: yes\n")
@@ -325,3 +327,105 @@ def test_advise_says_tunehost_llama_bin_dir_points_nowhere(make_snapshot, cli, t
     assert result.exit_code == 0, result.output
     assert ("TUNEHOST_LLAMA_BIN_DIR is set to /opt/gone, which is not a directory: not used here (bench and tune "
             "stop with an error on it)") in result.stdout
+
+
+def test_llama_build_judges_the_running_server_when_nothing_is_on_path(make_snapshot):
+    # issue 13: "llama.cpp not found" while a llama-server was running
+    snap = build_snapshot(make_snapshot, running_server())
+    [finding] = LlamaBuildCheck().run(HostFacts(open_host(snap)))
+    assert finding.severity is not Severity.SKIP
+    assert "b6865 (1c1409e1)" in finding.summary and "serving now, pid 2288" in finding.summary
+    assert finding.evidence["llama-server"] == f"{SERVER_EXE} (running now: pid 2288)"
+    assert finding.evidence["started with"] == "--host 127.0.0.1 --port 10001 --n-gpu-layers 99"
+    assert finding.fix.commands[0] == "cd /home/user/IA/llama.cpp && git pull"
+
+
+def test_running_build_comes_first_before_other_builds_found(make_snapshot):
+    snap = make_snapshot(manifest={"format": 1, "uid": 0},
+                         cmd={f"{SERVER_EXE} --version": VERSION,
+                              "/usr/local/bin/llama-server --version": ("", 0, "version: 9000 (deadbee)\n")},
+                         samples={"processes": sample_rows([running_server()]),
+                                  "llama_install": {"sampled_at": "2026-11-20T00:00:00Z", "binaries": [
+                                      {"name": "llama-server", "path": "/usr/local/bin/llama-server", "from": "PATH"}]}})
+    facts = LlamaBuildFacts.gather(open_host(snap))
+    assert [(b.path, b.running) for b in facts.binaries] == [(SERVER_EXE, (2288,)), ("/usr/local/bin/llama-server", ())]
+    first, second = LlamaBuildCheck().run(HostFacts(open_host(snap)))
+    assert "serving now" in first.summary and "serving now" not in second.summary
+
+
+def test_another_users_binary_is_never_run_as_root(make_snapshot):
+    # even with a recorded answer present, --version of a file uid 1000 can change is not asked for
+    snap = build_snapshot(make_snapshot, running_server(uid=1000))
+    facts = LlamaBuildFacts.gather(open_host(snap))
+    [binary] = facts.binaries
+    assert binary.version_command is None and not binary.version.known
+    assert "belongs to uid 1000" in binary.version_not_run
+    assert binary.backends == ("CUDA", "CPU") or binary.backends == ("CUDA",)  # from the libraries beside it
+    [finding] = LlamaBuildCheck().run(HostFacts(open_host(snap)))
+    assert "not run: the file belongs to uid 1000" in finding.evidence[f"{SERVER_EXE} --version"]
+
+
+def test_a_running_server_whose_file_was_replaced(make_snapshot):
+    proc = running_server()
+    proc["exe"] = SERVER_EXE + " (deleted)"
+    [finding] = LlamaBuildCheck().run(HostFacts(open_host(build_snapshot(make_snapshot, proc))))
+    assert finding.severity is Severity.INFO and "deleted or replaced" in finding.summary
+    assert finding.fix.commands == ("kill 2288",)
+
+
+def test_a_running_server_whose_executable_is_not_readable(make_snapshot):
+    proc = dict(running_server(), exe=None, exe_file=None)
+    snap = make_snapshot(manifest={"format": 1, "uid": 1000}, samples={"processes": sample_rows([proc])})
+    [finding] = LlamaBuildCheck().run(HostFacts(open_host(snap)))
+    assert finding.severity is Severity.SKIP and "llama-server (pid 2288) is running" in finding.summary
+    assert "root" in finding.summary
+
+
+def test_version_probe_dying_by_sigill_fails_llama_build(tmp_path, monkeypatch):
+    fake(tmp_path, "llama-server", "kill -ILL $$")
+    fake(tmp_path, "llama-bench", "exit 0")  # a bin directory without llama-bench would be a finding of its own
+    monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(tmp_path))
+    # (the fakes are shell scripts: the one that does not crash is named as a wrapper script, on its own)
+    findings = [f for f in LlamaBuildCheck().run(HostFacts(open_host())) if str(tmp_path) in json.dumps(f.evidence)
+                and "wrapper script" not in f.summary]
+    assert [f.severity for f in findings] == [Severity.FAIL]
+    assert "dies on this CPU" in findings[0].summary and "SIGILL" in findings[0].detail
+
+
+def test_native_build_on_amx_cpu_warns_with_the_no_amx_fix(make_snapshot):
+    [finding] = _judge(_snapshot(make_snapshot, SPR))
+    assert finding.severity is Severity.WARN and "AMX" in finding.summary
+    assert any("-DGGML_AMX_INT8=OFF" in c for c in finding.fix.commands) and "-nr" in finding.fix.text
+
+
+@pytest.mark.parametrize("cpu", NON_AMX)
+def test_same_build_without_amx_is_not_warned(make_snapshot, cpu):
+    [finding] = _judge(_snapshot(make_snapshot, cpu))
+    assert finding.severity is Severity.OK and "AMX" not in finding.summary
+
+
+def test_tunehost_portable_build_on_amx_cpu_is_ok(make_snapshot):
+    marker = {"llama_cpp_build_number": 11312, "variant": "portable", "isa": ["avx2", "avx512f", "sse4_2"]}
+    [finding] = _judge(_snapshot(make_snapshot, SPR, marker=marker))
+    assert finding.severity is Severity.OK
+
+
+def test_tunehost_native_build_on_amx_cpu_fix_forces_the_portable_build(make_snapshot):
+    marker = {"llama_cpp_build_number": 11312, "variant": "native", "isa": ["amx_int8", "amx_tile", "avx2"]}
+    [finding] = _judge(_snapshot(make_snapshot, SPR, marker=marker))
+    assert finding.severity is Severity.WARN
+    assert finding.fix.commands == ("python scripts/build_llama_cpp.py --portable",)
+
+
+def test_build_whose_isa_the_cpu_lacks_fails(make_snapshot):
+    # tunehost's native build from a Sapphire Rapids copied onto the CI's EPYC guest
+    marker = {"llama_cpp_build_number": 11312, "variant": "native",
+              "isa": sorted(f for f in flags(SPR) if f.startswith(("avx", "amx", "sse4_2", "fma", "f16c", "bmi2")))}
+    [finding] = _judge(_snapshot(make_snapshot, "epyc-kvm-guest-avx2.txt", marker=marker))
+    assert finding.severity is Severity.FAIL and "avx512f" in finding.summary and "amx_int8" in finding.summary
+    assert finding.fix.commands == ("python scripts/build_llama_cpp.py --force",)
+
+
+def test_version_probe_killed_by_sigsegv_replays_from_a_snapshot(make_snapshot):
+    [finding] = _judge(_snapshot(make_snapshot, SPR, rc=-11))
+    assert finding.severity is Severity.FAIL and "AMX" in finding.detail and "SIGSEGV" in finding.detail

@@ -14,6 +14,7 @@ from tunehost.facts.power_limits import PowerLimitFacts
 from tunehost.host import open_host
 
 from tests.power.build_clock_fixtures import rapl_zone
+from tests.power.test_clock_fixtures import CLOCKS
 
 PP = "/sys/firmware/acpi/platform_profile"
 CHOICES = "/sys/firmware/acpi/platform_profile_choices"
@@ -126,3 +127,21 @@ def test_link_out_of_the_snapshot_reads_as_absent(make_snapshot, tmp_path):
 def test_nothing_readable_is_skipped(make_snapshot):
     findings = judge(make_snapshot, {})
     assert severities(findings) == ["skip"] and "platform_profile" in findings[0].summary
+
+
+def test_mmio_limit_that_rules_is_named_and_raised():
+    """asusctl#145: MMIO 45 W rules over the MSR's 175 W; the fix raises the MMIO zone, not the MSR one."""
+    facts = HostFacts(open_host(CLOCKS / "asus-strix-g814jz-13980hx-mmio-45w-over-msr-175w"))
+    [finding] = run_check(PowerLimitsCheck(), facts)
+    assert "MMIO limit rules: PL1 45 W (intel-rapl-mmio:0)" in finding.summary and "175 W" in finding.summary
+    assert finding.fix.commands[0] == ("echo 175000000 | sudo tee "
+                                       "/sys/class/powercap/intel-rapl-mmio:0/constraint_0_power_limit_uw")
+
+
+def test_thermald_low_pl1_restores_the_rated_power():
+    facts = HostFacts(open_host(CLOCKS / "dell-vostro-3491-thermald-pl1-8.75w-of-15w"))
+    [finding] = run_check(PowerLimitsCheck(), facts)
+    assert "PL1 is 8.75 W (intel-rapl:0), below the CPU's rated 15 W" in finding.summary
+    assert finding.fix.commands[0] == ("echo 15000000 | sudo tee "
+                                       "/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw")
+    assert "thermald" in finding.fix.text

@@ -16,6 +16,7 @@ from tunehost.host import open_host
 
 from tests.conftest import DATA, SNAPSHOTS, corpus
 from tests.cpu.fixtures import grep_h_files
+from tests.power.test_clock_fixtures import CLOCKS
 
 I7_1370P = "cpufreq/intel-i7-1370p-hybrid-elitebook-840-g10-cpufreq-intel_pstate-sysfs.txt"
 I7_1370P_TOPO = "topology/intel-i7-1370p-hybrid-6p8e-elitebook-840-g10-topology-sysfs.txt"
@@ -209,3 +210,10 @@ def test_throttling_on_battery_is_info(make_snapshot):
 def test_all_core_within_ten_percent_of_base_is_fine(make_snapshot):
     measure = {"format": 1, "cpu_mhz_all": {str(n): 1720 for n in range(0, 12, 2)}}   # 90.5 % of 1900
     assert severities(judge(i7_1370p_with(make_snapshot, measure))) == ["ok"]
+
+
+def test_thinkpad_400mhz_names_power_profiles_daemon():
+    facts = HostFacts(open_host(CLOCKS / "thinkpad-p14s-gen1-i7-10610u-400mhz-ppd-performance"))
+    [finding] = run_check(CpuClocksCheck(), facts)
+    assert "400 MHz of 1800 MHz base" in finding.summary
+    assert "power-profiles-daemon all say performance" in finding.summary
