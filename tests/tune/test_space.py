@@ -3,6 +3,8 @@ change what llama.cpp does."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.advise.conftest import dense_tensors, write_gguf
 from tests.tune.test_tune_cli import HOST, SUPPORTED
 from tunehost.advise.plan import AdviseOptions, plan
@@ -136,3 +138,33 @@ def test_priority_races_both_ways_from_advise_s_plan(tmp_path):
     # a llama-bench without --prio cannot express it
     no_prio = {k.name: k for k in knobs(facts, HOST, "cpu", SUPPORTED - {"--prio"})}
     assert no_prio["priority"].variants(plan_c) == []
+
+
+def test_priority_is_not_raced_where_this_process_may_not_lower_its_nice_value(tmp_path):
+    """llama-bench refuses to run with --prio 2 ("failed to set process priority", llama-bench.cpp) where the
+    process cannot reach nice -10: without CAP_SYS_NICE and with RLIMIT_NICE below 30. No failed challenger then."""
+    from dataclasses import replace
+
+    path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
+    facts = read_model(path)
+    for floor, raced in ((0, False), (-9, False), (-10, True), (-20, True), (None, True)):
+        host = replace(HOST, nice_floor=floor)
+        stages, plan_c, _ = _advised(facts, host, ctx=512)
+        assert bool(stages["priority"].variants(plan_c)) is raced, floor
+
+
+@pytest.mark.parametrize(("limits", "status", "floor"), [
+    ("Max nice priority         0                    0                    \n", "CapEff:\t0000000000000000\n", 0),
+    ("Max nice priority         30                   30                   \n", "CapEff:\t0000000000000000\n", -10),
+    ("Max nice priority         25                   40                   \n", "CapEff:\t0000000000000000\n", -5),
+    ("Max nice priority         0                    0                    \n", "CapEff:\t000001ffffffffff\n", -20),
+    ("Max nice priority         unlimited            unlimited            \n", None, -20),
+    ("Max nice priority         0                    0                    \n", "CapEff:\t0000000000800000\n", -20),
+    (None, "CapEff:\t0000000000000000\n", 0),  # no CAP_SYS_NICE, the limit unread: the default 0 (nice 20 - 0)
+    (None, None, None),  # neither file: unknown (the knob is tried)
+    ("Max nice priority         x                    x                    \n", "CapEff:\tzz\n", None),
+])
+def test_the_nice_floor_from_the_limits_and_the_capabilities(limits, status, floor):
+    from tunehost.advise.host_view import parse_nice_floor
+
+    assert parse_nice_floor(limits, status) == floor

@@ -107,9 +107,9 @@ def read_caps(host: "Host", server: str | None) -> ServerCaps | None:
 
 @declare_reads("advise")
 def read_advise_inputs(facts: "HostFacts") -> None:
-    """What `tunehost advise --snapshot` reads beyond the checks: the memlock limit (/proc/self/limits) and
-    llama-server's --help, read through the recording run's host (`facts`, built once by the caller) so that it
-    stores them."""
+    """What `tunehost advise --snapshot` reads beyond the checks: the memlock and nice limits (/proc/self/limits,
+    /proc/self/status) and llama-server's --help, read through the recording run's host (`facts`, built once by the
+    caller) so that it stores them."""
     from tunehost.advise.host_view import HostView
 
     read_caps(facts.host, HostView.from_facts(facts).llama_server)

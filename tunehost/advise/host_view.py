@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 MiB = 1024 * 1024
 LIMITS = "/proc/self/limits"
+STATUS = "/proc/self/status"  # CapEff: whether this process may raise its priority
+CAP_SYS_NICE = 23  # linux/capability.h
 NODES = "/sys/devices/system/node"
 
 
@@ -60,6 +62,9 @@ class HostView:
     ram_available: int | None = None
     memlock_limit: int | None = None  # soft "Max locked memory" in bytes; None unknown (see memlock_unlimited)
     memlock_unlimited: bool = False
+    # the lowest nice value this process may set (-20 with CAP_SYS_NICE or an unlimited RLIMIT_NICE, else
+    # 20 - RLIMIT_NICE, setpriority(2)); None unknown. llama.cpp's --prio 2 needs -10 (tune's priority knob)
+    nice_floor: int | None = None
     numa_nodes: int | None = None
     thp: str | None = None  # transparent huge pages mode: always | madvise | never | None (unknown)
     llama_server: str | None = None  # path of the llama-server found on the host
@@ -121,15 +126,17 @@ class HostView:
         total, available = _ram_part(facts, notes)
         host = facts.host
         limit, unlimited = (None, False)
-        numa = None
+        numa = nice_floor = None
         if host is not None:
-            limit, unlimited = parse_memlock(host.files.read(LIMITS))
+            limits = host.files.read(LIMITS)
+            limit, unlimited = parse_memlock(limits)
+            nice_floor = parse_nice_floor(limits, host.files.read(STATUS))
             if limit is None and not unlimited:
                 notes.append(f"memlock limit unknown ({LIMITS} unreadable)")
             numa = sum(1 for n in host.files.listdir(NODES) if re.fullmatch(r"node\d+", n)) or None
         server, backends = _llama_part(facts, llama_server, notes)
         return cls(gpus=gpus, gpus_known=gpus_known, gpu_backends=backends, ram_total=total, ram_available=available,
-                   memlock_limit=limit, memlock_unlimited=unlimited, numa_nodes=numa, thp=_thp_part(facts),
+                   memlock_limit=limit, memlock_unlimited=unlimited, nice_floor=nice_floor, numa_nodes=numa, thp=_thp_part(facts),
                    llama_server=server, notes=tuple(notes), **cpu)
 
 
@@ -142,11 +149,11 @@ def _thp_part(facts: "HostFacts") -> str | None:
         return None
 
 
-def parse_memlock(text: str | None) -> tuple[int | None, bool]:
-    """/proc/<pid>/limits -> (soft "Max locked memory" in bytes, unlimited?); (None, False) when absent."""
+def _soft_limit(text: str | None, name: str) -> tuple[int | None, bool]:
+    """/proc/<pid>/limits -> (the soft value of the limit `name`, unlimited?); (None, False) when absent."""
     for line in (text or "").splitlines():
-        if line.startswith("Max locked memory"):
-            parts = line[len("Max locked memory"):].split()
+        if line.startswith(name):
+            parts = line[len(name):].split()
             if not parts:
                 return None, False
             if parts[0] == "unlimited":
@@ -156,6 +163,30 @@ def parse_memlock(text: str | None) -> tuple[int | None, bool]:
             except ValueError:
                 return None, False
     return None, False
+
+
+def parse_memlock(text: str | None) -> tuple[int | None, bool]:
+    """/proc/<pid>/limits -> (soft "Max locked memory" in bytes, unlimited?); (None, False) when absent."""
+    return _soft_limit(text, "Max locked memory")
+
+
+def parse_nice_floor(limits: str | None, status: str | None) -> int | None:
+    """The lowest nice value the process may set: -20 with CAP_SYS_NICE (/proc/<pid>/status CapEff) or an
+    unlimited "Max nice priority", else 20 minus that soft limit (setpriority(2), clamped to -20..19); None when
+    neither file says."""
+    cap = None
+    for line in (status or "").splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                cap = bool(int(line.split()[1], 16) >> CAP_SYS_NICE & 1)
+            except (IndexError, ValueError):
+                cap = None
+    value, unlimited = _soft_limit(limits, "Max nice priority")
+    if cap or unlimited:
+        return -20
+    if value is None:
+        return None if cap is None else 0
+    return min(19, max(-20, 20 - value)) if value > 0 else 0
 
 
 def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
@@ -267,4 +298,4 @@ def _llama_part(facts: "HostFacts", given: str | None, notes: list[str]) -> tupl
     return path, backends
 
 
-__all__ = ["GpuView", "HostView", "parse_memlock"]
+__all__ = ["GpuView", "HostView", "parse_memlock", "parse_nice_floor"]

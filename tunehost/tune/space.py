@@ -161,9 +161,13 @@ def _offloads(launch: LaunchConfig, space: Space) -> list[tuple[str, int]]:
 
 
 def _priorities(launch: LaunchConfig, space: Space) -> list[str | None]:
-    """No --prio where the incumbent has it; --prio 2 where it has none and its pinning leaves a CPU free."""
+    """No --prio where the incumbent has it; --prio 2 where it has none, its pinning leaves a CPU free and this
+    process may lower its nice value to -10 (llama-bench refuses to run otherwise: "failed to set process
+    priority"; a process without CAP_SYS_NICE needs RLIMIT_NICE >= 30). An unknown floor is tried."""
     if launch.flag("--prio"):
         return [None]
+    if space.host.nice_floor is not None and space.host.nice_floor > PRIO_NICE:
+        return []
     spare = set(space.host.online_cpus or ()) - set(launch.pin_cpus or ())
     return [PRIO] if launch.pin_cpus and spare else []
 
