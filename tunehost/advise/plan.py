@@ -35,7 +35,6 @@ MIN_SUGGESTED_CTX = 2048
 RAM_SPARE = 1 * GiB  # left to the OS before --no-mmap/--mlock are advised
 GRAPH_OPT_SPARE = 512 * MiB  # VRAM left beyond the plan before GGML_CUDA_GRAPH_OPT=1 is advised
 MIN_CPU_WEIGHTS_FOR_MLOCK = 256 * MiB
-N_BATCH, N_UBATCH = 2048, 512
 SPEC_DRAFT_N_MAX = 3  # --spec-draft-n-max default (common/common.h): MTP keeps that many recurrent-state snapshots
 
 # ---- inputs and outputs ----
@@ -253,7 +252,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
                         + "; ".join(options.draft_vocab_problems[:3]) + ". Use a draft from the same model family")
     kv_type = "f16" if spec or not kv_type_fits(model, "q8_0") else "q8_0"
     settings = ServerSettings(n_ctx=ctx * options.parallel, n_parallel=options.parallel, type_k=kv_type,
-                              type_v=kv_type, n_batch=N_BATCH, n_ubatch=N_UBATCH, flash_attn=True,
+                              type_v=kv_type, flash_attn=True,
                               mmproj=bool(options.mmproj), n_rs_seq=SPEC_DRAFT_N_MAX if spec == "mtp" else 0)
     extras = _extras(model, options, settings, spec)
     extra_gpu = sum(r.gpu for r in extras)

@@ -333,7 +333,11 @@ def _with_estimate(host: "Host", fit_bin: str | None, model_path: str, result: "
 
 def fit_args(model_path: str, p: "Plan") -> list[str]:
     """llama-fit-params arguments that pin what the plan decided (it only fits what is left unset)."""
-    margin = 2048 if p.value("-mm") else 512
+    from tunehost.advise.memory import HEADROOM_MMPROJ, HEADROOM_TEXT, MiB, ServerSettings
+
+    margin = (HEADROOM_MMPROJ if p.value("-mm") else HEADROOM_TEXT) // MiB
+    default = ServerSettings()  # llama.cpp's -b/-ub where the plan states none
     return ["-m", model_path, "-c", str(p.ctx * p.parallel), "-np", str(p.parallel), "-fa", "on",
-            "-ctk", p.kv_type, "-ctv", p.kv_type, "-b", p.value("-b") or "2048", "-ub", p.value("-ub") or "512",
+            "-ctk", p.kv_type, "-ctv", p.kv_type, "-b", p.value("-b") or str(default.n_batch),
+            "-ub", p.value("-ub") or str(default.n_ubatch),
             "-fitt", str(margin)]
