@@ -9,8 +9,8 @@ from tests.bench.test_runner import FakeBench, configs_ab, settings
 from tests.tune.busy import LoadedBench, bursty, one_core, quiet
 from tunehost.bench.runner import RoundsHooks, run_rounds
 from tunehost.bench.watch import (
-    CpuTimes, HostReading, HostWatcher, WatchReport, combine, cpus_used_by, judge, other_cpu_limit, reasons_for,
-    rejudge, wait_for_quiet,
+    CpuTimes, HostReading, HostWatcher, QuietRule, WatchReport, combine, cpus_used_by, judge, other_cpu_limit,
+    reasons_for, rejudge, wait_for_quiet,
 )
 
 
@@ -84,8 +84,7 @@ def test_bench_rounds_each_get_their_own_report(monkeypatch):
 @pytest.mark.parametrize("load, quiet_after", [(quiet, True), (one_core, False), (bursty, False)])
 def test_waiting_for_quiet_needs_two_quiet_windows_in_a_row(load, quiet_after):
     sim = LoadedBench(load)
-    waited = wait_for_quiet(sim.reading, cpu_count=2, cpus_used=None, timeout_s=60.0, clock=sim.clock,
-                            sleep=sim.advance)
+    waited = wait_for_quiet(sim.reading, QuietRule(cpu_count=2), 60.0, clock=sim.clock, sleep=sim.advance)
     assert waited.quiet is quiet_after
     if quiet_after:
         assert waited.waited_s == pytest.approx(4.0)
