@@ -34,12 +34,13 @@ WORKLOADS = {"medium": (128, 32, 3), "tiny": (16, 8, 5)}  # -p, -n, rounds
 
 
 def engine_run(binary: Path, settings, configs) -> tuple[float, list[list[str]]]:
-    from tunehost.bench.runner import default_invoke, run_rounds
+    from tunehost.bench.runner import RoundsHooks, default_invoke, run_rounds
     from tunehost.bench.watch import HostWatcher
     from tunehost.host import open_host
 
     started = time.perf_counter()
-    outcome = run_rounds(configs, settings, default_invoke(binary, timeout_s=900), watcher=HostWatcher(open_host()))
+    hooks = RoundsHooks(default_invoke(binary, timeout_s=900), watcher=HostWatcher(open_host()))
+    outcome = run_rounds(configs, settings, hooks)
     wall = time.perf_counter() - started
     return wall, [list(i.argv) for i in outcome.invocations]
 

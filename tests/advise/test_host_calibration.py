@@ -9,7 +9,7 @@ import math
 import pytest
 
 from tunehost.advise.ceiling import BAND_MODELS
-from tunehost.advise.host_calibration import HostPoint, fit_host, host_band, undetermined
+from tunehost.advise.host_calibration import HostPoint, RunRef, fit_host, host_band, undetermined
 
 GB = 1e9
 
@@ -90,20 +90,17 @@ def test_classes_are_fitted_apart_and_a_mixed_basis_is_not_merged():
                                                          "gbps": float("inf")}]},
 ])
 def test_malformed_ceiling_documents_give_no_point(ceiling):
-    assert HostPoint.from_run(run_id=1, created="x", command="bench", model="m", model_hash="h", tg_ts=10.0,
-                              ceiling=ceiling) is None
+    assert HostPoint.from_run(RunRef(1, "x", "bench", "m", "h"), 10.0, ceiling) is None
 
 
 def test_a_point_from_a_recorded_ceiling():
     ceiling = {"path": "moe", "layers": 48, "moe": True, "ram_dimm_gbps": None,
                "parts": [{"memory": "VRAM", "bytes_per_token": 2_000_000_000, "gbps": 360.0},
                          {"memory": "RAM", "bytes_per_token": 1_000_000_000, "gbps": 31.0}]}
-    p = HostPoint.from_run(run_id=4, created="2026-11-20", command="tune", model="q", model_hash="h", tg_ts=20.0,
-                           ceiling=ceiling)
+    p = HostPoint.from_run(RunRef(4, "2026-11-20", "tune", "q", "h"), 20.0, ceiling)
     assert p is not None and p.cls == "gpu-moe" and p.basis == "measured"
     assert p.read_s() == pytest.approx(2 / 360 + 1 / 31)
-    with_dimms = HostPoint.from_run(run_id=4, created="x", command="tune", model="q", model_hash="h", tg_ts=20.0,
-                                    ceiling={**ceiling, "ram_dimm_gbps": 51.2})
+    with_dimms = HostPoint.from_run(RunRef(4, "x", "tune", "q", "h"), 20.0, {**ceiling, "ram_dimm_gbps": 51.2})
     assert with_dimms.basis == "dimm" and with_dimms.ram_gbps == 51.2
 
 

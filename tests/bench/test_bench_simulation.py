@@ -22,7 +22,7 @@ import pytest
 
 from tunehost.bench import runner
 from tunehost.bench.llama_bench import BenchResult
-from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
+from tunehost.bench.runner import BenchConfig, BenchSettings, Provenance, RoundsHooks, run_rounds
 
 DATA = Path(__file__).parent / "data"
 TESTS = (("pp512", 512, 0, 400.0), ("tg128", 0, 128, 60.0))
@@ -75,8 +75,8 @@ def simulate(noise: Noise, effect: float, runs: int, seed: int, *, seconds: floa
     counts = {"faster": 0, "slower": 0, "no clear difference": 0, "rows": 0, "rounds": 0}
     for _ in range(runs):
         fake = SimulatedBench(noise, effect, rng, seconds)
-        outcome = run_rounds(configs, settings, fake, clock=fake.clock)
-        result = runner.build_result(outcome, settings, binary="llama-bench", model_id={"name": "m.gguf"})
+        outcome = run_rounds(configs, settings, RoundsHooks(fake, clock=fake.clock))
+        result = runner.build_result(outcome, settings, Provenance("llama-bench", {"name": "m.gguf"}))
         assert result.comparison is not None
         for row in result.comparison.rows:
             counts[row.verdict] += 1

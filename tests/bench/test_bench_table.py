@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from tunehost.bench.results import ROUNDS_LEVEL, ConfigResult, TestSamples, compare_configs
+from tunehost.bench.results import ROUNDS_LEVEL, ConfigResult, Side, TestSamples, compare_configs
 from tunehost.cli.bench_render import _ts, render_comparison
 
 TESTS = (("pp512", 512, 0), ("tg128", 0, 128))
@@ -50,7 +50,7 @@ def test_the_columns_agree_with_the_change_where_pooled_medians_contradict_it():
     base, cand = _drifting()
     a, b = _sides(base, cand)
     assert b.tests[0].centre > a.tests[0].centre  # the old columns: "faster" medians beside a -5 % change
-    comparison = compare_configs(a, b, interleaved=True, baseline_rounds=base, candidate_rounds=cand)
+    comparison = compare_configs(Side(a, rounds=base), Side(b, rounds=cand), interleaved=True)
     for row in comparison.rows:
         assert row.level == ROUNDS_LEVEL and row.change_percent == pytest.approx(-5.0)
         assert row.candidate_ts / row.baseline_ts == pytest.approx(1 + row.change_percent / 100, rel=1e-12)
@@ -72,7 +72,7 @@ def test_the_ratio_of_the_columns_is_the_change_judged(seed, paired, rounds):
     cand = {t: [tuple(rng.uniform(1, 20000) for _ in range(rng.randint(1, 4)))
                 for _ in range(rounds if paired else rng.randint(1, 12))] for t, _, _ in TESTS}
     a, b = _sides(base, cand)
-    comparison = compare_configs(a, b, interleaved=paired, baseline_rounds=base, candidate_rounds=cand)
+    comparison = compare_configs(Side(a, rounds=base), Side(b, rounds=cand), interleaved=paired)
     for row in comparison.rows:
         assert row.candidate_ts / row.baseline_ts == pytest.approx(1 + row.change_percent / 100, rel=1e-9)
         if row.low is not None and row.high is not None and row.high < float("inf"):
@@ -83,8 +83,7 @@ def _big_disturbed_comparison(tests=TESTS, labels=("before (a-long-label-for-the
     base = {t: [(12345.6 * (1 + i / 20),) * 3 for i in range(6)] for t, _, _ in tests}
     cand = {t: [tuple(v * 1.089 * f for v, f in zip(r, (0.99, 1.0, 1.01))) for r in base[t]] for t, _, _ in tests}
     a, b = _sides(base, cand, tests)
-    return compare_configs(a, b, interleaved=True, disturbed=True, baseline_rounds=base, candidate_rounds=cand,
-                           baseline_label=labels[0], candidate_label=labels[1])
+    return compare_configs(Side(a, labels[0], base), Side(b, labels[1], cand), interleaved=True, disturbed=True)
 
 
 def _assert_fits_without_broken_numbers(text: str, comparison) -> None:

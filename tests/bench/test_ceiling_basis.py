@@ -12,7 +12,7 @@ import pytest
 from tests.bench.test_bench_cli import Boundary
 from tests.conftest import SNAPSHOTS, write_tiny_gguf
 from tunehost.advise.host_calibration import (BUSY_SOURCE, DIMM_SOURCE, MEASURED_SOURCE, STORE_SOURCE, HostPoint,
-                                              StoredBandwidth, quiet_bandwidth)
+                                              RunRef, StoredBandwidth, quiet_bandwidth)
 from tunehost.bench import runner
 from tunehost.facts import HostFacts
 from tunehost.host import open_host
@@ -141,10 +141,10 @@ def test_quiet_bandwidth_takes_the_newest_quiet_measurements():
 def test_a_busy_measurement_is_no_calibration_point():
     ceiling = {"path": "cpu", "layers": 32, "moe": False, "ram_dimm_gbps": None, "ram_source": BUSY_SOURCE,
                "parts": [{"memory": "RAM", "bytes_per_token": 800_000_000, "gbps": 5.5}]}
-    args = dict(run_id=1, created="2026-11-26", command="bench", model="m", model_hash="h", tg_ts=4.0)
-    assert HostPoint.from_run(ceiling=ceiling, **args) is None
-    assert HostPoint.from_run(ceiling=dict(ceiling, ram_source=MEASURED_SOURCE), **args) is not None
-    assert HostPoint.from_run(ceiling=dict(ceiling, ram_dimm_gbps=51.2), **args) is not None  # basis: the DIMMs
+    run = RunRef(1, "2026-11-26", "bench", "m", "h")
+    assert HostPoint.from_run(run, 4.0, ceiling) is None
+    assert HostPoint.from_run(run, 4.0, dict(ceiling, ram_source=MEASURED_SOURCE)) is not None
+    assert HostPoint.from_run(run, 4.0, dict(ceiling, ram_dimm_gbps=51.2)) is not None  # basis: the DIMMs
 
 
 def test_a_quiet_run_recorded_by_bench_is_what_a_busy_one_uses_later(cli, monkeypatch, model, probes):

@@ -7,10 +7,10 @@ import pytest
 
 from tests.bench.test_runner import FakeBench, configs_ab, settings
 from tests.tune.busy import LoadedBench, bursty, one_core, quiet
-from tunehost.bench.runner import run_rounds
+from tunehost.bench.runner import RoundsHooks, run_rounds
 from tunehost.bench.watch import (
-    CpuTimes, HostReading, HostWatcher, WatchReport, combine, cpus_used_by, judge, other_cpu_limit, reasons_for,
-    rejudge, wait_for_quiet,
+    CpuTimes, HostReading, HostWatcher, QuietRule, WatchReport, combine, cpus_used_by, judge, other_cpu_limit,
+    reasons_for, rejudge, wait_for_quiet,
 )
 
 
@@ -73,7 +73,7 @@ def test_bench_rounds_each_get_their_own_report(monkeypatch):
                            throttle_count=0, temperature=None)
 
     watcher = HostWatcher(None, cpu_count=2, read=read, gpu=False)  # type: ignore[arg-type]
-    out = run_rounds(configs_ab(), settings(), bench, watcher=watcher, clock=bench.clock)
+    out = run_rounds(configs_ab(), settings(), RoundsHooks(bench, watcher=watcher, clock=bench.clock))
     assert len(out.round_watch) == out.rounds
     marks = [w.disturbed for w in out.round_watch]
     assert any(marks) and not all(marks)
@@ -84,8 +84,7 @@ def test_bench_rounds_each_get_their_own_report(monkeypatch):
 @pytest.mark.parametrize("load, quiet_after", [(quiet, True), (one_core, False), (bursty, False)])
 def test_waiting_for_quiet_needs_two_quiet_windows_in_a_row(load, quiet_after):
     sim = LoadedBench(load)
-    waited = wait_for_quiet(sim.reading, cpu_count=2, cpus_used=None, timeout_s=60.0, clock=sim.clock,
-                            sleep=sim.advance)
+    waited = wait_for_quiet(sim.reading, QuietRule(cpu_count=2), 60.0, clock=sim.clock, sleep=sim.advance)
     assert waited.quiet is quiet_after
     if quiet_after:
         assert waited.waited_s == pytest.approx(4.0)
@@ -130,17 +129,17 @@ def _bursty_run(monkeypatch, busy_cpu):
                            throttle_count=0, temperature=None)
 
     watcher = HostWatcher(None, cpu_count=2, read=read, gpu=False)  # type: ignore[arg-type]
-    return run_rounds(configs_ab(), settings(), bench, watcher=watcher, clock=bench.clock)
+    return run_rounds(configs_ab(), settings(), RoundsHooks(bench, watcher=watcher, clock=bench.clock))
 
 
 def test_benchs_verdict_leaves_out_the_rounds_the_store_marks_disturbed(monkeypatch):
-    from tunehost.bench.runner import build_result
+    from tunehost.bench.runner import Provenance, build_result
 
     # a burst in a few rounds: the whole run's average may pass, the rounds it hit are marked and left out
     out = _bursty_run(monkeypatch, lambda t: max(0.0, min(t, 8.0) - 4.0))
     marked = sum(w.disturbed for w in out.round_watch)
     assert 0 < marked < out.rounds
-    result = build_result(out, settings(), binary="llama-bench", model_id={})
+    result = build_result(out, settings(), Provenance("llama-bench", {}))
     comparison = result.comparison
     assert comparison is not None
     assert any(f"{marked} of {out.rounds} rounds disturbed" in n and "left out of the paired estimate" in n
@@ -152,10 +151,10 @@ def test_benchs_verdict_leaves_out_the_rounds_the_store_marks_disturbed(monkeypa
 
 
 def test_benchs_verdict_is_disturbed_when_too_few_quiet_rounds_remain(monkeypatch):
-    from tunehost.bench.runner import build_result
+    from tunehost.bench.runner import Provenance, build_result
 
     out = _bursty_run(monkeypatch, lambda t: t if t > 3.0 else 0.0)  # busy from 3 s on: nearly every round
-    result = build_result(out, settings(), binary="llama-bench", model_id={})
+    result = build_result(out, settings(), Provenance("llama-bench", {}))
     assert out.rounds - sum(w.disturbed for w in out.round_watch) < 5
     assert all(row.verdict == "disturbed" for row in result.comparison.rows)
     assert any("too few for a verdict" in n for n in result.comparison.notes)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import CORPUS
 from tunehost.bench import results
-from tunehost.bench.results import ConfigResult, SavedResult, TestSamples
+from tunehost.bench.results import ConfigResult, SavedResult, Side, TestSamples
 from tunehost.bench.watch import WatchReport
 from tunehost.errors import TunehostError
 
@@ -100,7 +100,8 @@ def test_compare_saved_notes_what_differs():
 
 
 def test_too_few_samples_give_no_verdict():
-    comparison = results.compare_configs(config("a", [100], [50]), config("b", [200], [100]), interleaved=True)
+    comparison = results.compare_configs(Side(config("a", [100], [50])), Side(config("b", [200], [100])),
+                                         interleaved=True)
     assert {r.verdict for r in comparison.rows} == {"no clear difference"}
     assert "fewer than 5" in comparison.rows[0].note
 
@@ -109,7 +110,7 @@ def test_repetitions_of_one_run_are_one_round_whatever_their_number():
     # before: 20 tight repetitions from ONE llama-bench run a side; pooled as independent they gave "faster"
     base, cand = config("a", [100.0 + i % 3 * 0.1 for i in range(20)], [50.0] * 20), \
         config("b", [104.0 + i % 3 * 0.1 for i in range(20)], [50.0] * 20)
-    row = results.compare_configs(base, cand, interleaved=True).row("pp")
+    row = results.compare_configs(Side(base), Side(cand), interleaved=True).row("pp")
     assert row is not None and row.verdict == "no clear difference" and row.rounds == 1 and row.n_baseline == 20
 
 
@@ -164,7 +165,8 @@ def test_a_round_without_positive_throughput_is_not_comparable_not_a_crash():
     base = config("a", [100.0, 101.0, 99.0], [50.0, 50.0, 50.0])
     broken = config("b", [0.0, 0.0, 0.0], [50.0, 50.0, 50.0])
     rounds = {"pp512": [(100.0,), (101.0,), (99.0,)], "tg128": [(50.0,)] * 3}
-    comparison = results.compare_configs(base, broken, interleaved=True, baseline_rounds=rounds,
-                                         candidate_rounds={"pp512": [(0.0,)] * 3, "tg128": [(50.0,)] * 3})
+    comparison = results.compare_configs(
+        Side(base, rounds=rounds), Side(broken, rounds={"pp512": [(0.0,)] * 3, "tg128": [(50.0,)] * 3}),
+        interleaved=True)
     assert comparison.row("pp").verdict == "n/a" and "no positive throughput" in comparison.row("pp").note
     assert comparison.row("tg").verdict == "no clear difference"

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import write_tiny_gguf
 from tunehost.bench import runner, stats
 from tunehost.bench.llama_bench import BenchResult
-from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
+from tunehost.bench.runner import BenchConfig, BenchSettings, Provenance, RoundsHooks, run_rounds
 from tunehost.bench.watch import CpuTimes, HostReading, Temperature, judge
 from tunehost.errors import TunehostError
 from tunehost.facts import HostFacts
@@ -67,7 +67,7 @@ def sequence(calls: list[list[str]]) -> list[tuple[str, str]]:
 
 def test_warmup_runs_once_per_config_with_one_repetition_and_is_not_counted():
     fake = FakeBench({"2": 100.0, "1": 50.0})
-    out = run_rounds(configs_ab(), settings(reps=3), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(reps=3), RoundsHooks(fake, clock=fake.clock))
     assert sequence(fake.calls)[:2] == [("2", "1"), ("1", "1")]
     warm = [i for i in out.invocations if not i.counted]
     assert [(i.config, i.round) for i in warm] == [("baseline", 0), ("candidate", 0)]
@@ -77,7 +77,7 @@ def test_warmup_runs_once_per_config_with_one_repetition_and_is_not_counted():
 
 def test_rounds_alternate_ab_then_ba():
     fake = FakeBench({"2": 100.0, "1": 100.0}, noise=(0.0, 0.3, -0.3, 0.1))  # undecidable: runs to max_rounds
-    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=4), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=4), RoundsHooks(fake, clock=fake.clock))
     counted = [(i.config, i.round) for i in out.invocations if i.counted]
     assert counted == [("baseline", 1), ("candidate", 1), ("candidate", 2), ("baseline", 2),
                        ("baseline", 3), ("candidate", 3), ("candidate", 4), ("baseline", 4)]
@@ -85,20 +85,20 @@ def test_rounds_alternate_ab_then_ba():
 
 def test_a_clear_difference_stops_after_min_rounds():
     fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
-    out = run_rounds(configs_ab(), settings(min_rounds=5, max_rounds=10), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(min_rounds=5, max_rounds=10), RoundsHooks(fake, clock=fake.clock))
     assert out.rounds == 5 and out.stop_reason == "decided"
 
 
 def test_no_verdict_and_no_stop_before_the_statistics_minimum_even_when_asked_for_fewer_rounds():
     fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
-    out = run_rounds(configs_ab(), settings(min_rounds=2, max_rounds=10), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(min_rounds=2, max_rounds=10), RoundsHooks(fake, clock=fake.clock))
     assert out.rounds == stats.MIN_ROUNDS == runner.MIN_ROUNDS and out.stop_reason == "decided"
 
 
 def test_the_engine_stops_on_the_same_comparison_the_result_reports():
     fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
-    out = run_rounds(configs_ab(), settings(), fake, clock=fake.clock)
-    result = runner.build_result(out, settings(), binary="/bin/llama-bench", model_id={"name": "m.gguf"})
+    out = run_rounds(configs_ab(), settings(), RoundsHooks(fake, clock=fake.clock))
+    result = runner.build_result(out, settings(), Provenance("/bin/llama-bench", {"name": "m.gguf"}))
     assert result.comparison is not None
     for row in result.comparison.rows:
         assert row.statistical_verdict == "slower" and row.rounds == out.rounds == 5
@@ -108,36 +108,41 @@ def test_the_engine_stops_on_the_same_comparison_the_result_reports():
 
 def test_a_wide_interval_adds_rounds_until_max_rounds():
     fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2, 0.1, -0.1))
-    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=6, budget_s=1e6), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=6, budget_s=1e6),
+                     RoundsHooks(fake, clock=fake.clock))
     assert out.rounds == 6 and out.stop_reason.startswith("max rounds")
 
 
 def test_the_budget_stops_extra_rounds_but_never_the_first_ones():
     fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2), seconds=10.0)
-    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=5.0), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=5.0),
+                     RoundsHooks(fake, clock=fake.clock))
     assert out.rounds == 3 and out.stop_reason.startswith("budget")
     fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2), seconds=10.0)
-    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=95.0), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=95.0),
+                     RoundsHooks(fake, clock=fake.clock))
     # 2 warm-ups + 3 rounds = 80 s; a 4th round (20 s) would end at 100 s > 95 s
     assert out.rounds == 3
     fake = FakeBench({"2": 100.0, "1": 101.0}, noise=(0.0, 0.2, -0.2), seconds=10.0)
-    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=100.0), fake, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(min_rounds=3, max_rounds=50, budget_s=100.0),
+                     RoundsHooks(fake, clock=fake.clock))
     assert out.rounds == 4
 
 
 def test_a_single_config_extends_while_its_own_noise_is_wider_than_the_threshold():
     quiet = FakeBench({"2": 100.0}, noise=(0.0, 0.001, -0.001))
-    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(), quiet, clock=quiet.clock)
+    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(), RoundsHooks(quiet, clock=quiet.clock))
     assert out.rounds == 5 and out.stop_reason == "decided"
     noisy = FakeBench({"2": 100.0}, noise=(0.0, 0.3, -0.3, 0.15, -0.2))  # 5 draws, 6 per run: rounds differ
-    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(max_rounds=7), noisy, clock=noisy.clock)
+    out = run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(max_rounds=7),
+                     RoundsHooks(noisy, clock=noisy.clock))
     assert out.rounds == 7
 
 
 def test_progress_events_carry_round_config_eta_and_llama_bench_lines():
     fake = FakeBench({"2": 100.0, "1": 50.0})
     events = []
-    run_rounds(configs_ab(), settings(), fake, on_progress=events.append, clock=fake.clock)
+    run_rounds(configs_ab(), settings(), RoundsHooks(fake, on_progress=events.append, clock=fake.clock))
     phases = [e.phase for e in events]
     assert phases[0] == "warm-up" and phases[-1] == "done"
     assert any(e.line and "prompt run" in e.line for e in events)
@@ -152,7 +157,7 @@ def test_several_values_for_one_option_are_refused_after_the_run():
         return one + one
 
     with pytest.raises(TunehostError, match="more than once"):
-        run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(), doubled)
+        run_rounds([BenchConfig("baseline", ("-t", "2"))], settings(), RoundsHooks(doubled))
 
 
 class FakeWatcher:
@@ -181,7 +186,7 @@ def reading(at: float, busy: float, own: float, *, swap: int = 0, throttle: int 
 def test_the_watcher_brackets_only_the_counted_rounds_and_ticks_after_each():
     fake = FakeBench({"2": 100.0, "1": 50.0})
     watcher = FakeWatcher(reading(0, 0, 0), reading(10, 20, 19.5))
-    out = run_rounds(configs_ab(), settings(), fake, watcher=watcher, clock=fake.clock)
+    out = run_rounds(configs_ab(), settings(), RoundsHooks(fake, watcher=watcher, clock=fake.clock))
     assert watcher.started and watcher.ticks == 10
     assert out.watch is not None and not out.watch.disturbed
 
@@ -190,8 +195,8 @@ def test_a_busy_host_marks_every_verdict_disturbed_but_keeps_the_statistics():
     fake = FakeBench({"2": 100.0, "1": 50.0}, noise=(0.0, 0.01, -0.01))
     watcher = FakeWatcher(reading(0, 0, 0, procs={7: ("stress", 1.0)}),
                           reading(10, 20, 12, procs={7: ("stress", 9.0)}))
-    out = run_rounds(configs_ab(), settings(), fake, watcher=watcher, clock=fake.clock)
-    result = runner.build_result(out, settings(), binary="/bin/llama-bench", model_id={"name": "m.gguf"})
+    out = run_rounds(configs_ab(), settings(), RoundsHooks(fake, watcher=watcher, clock=fake.clock))
+    result = runner.build_result(out, settings(), Provenance("/bin/llama-bench", {"name": "m.gguf"}))
     assert result.comparison is not None
     assert [r.verdict for r in result.comparison.rows] == ["disturbed", "disturbed"]
     assert [r.statistical_verdict for r in result.comparison.rows] == ["slower", "slower"]

@@ -55,6 +55,18 @@ def read_seconds(ram_bytes: int, ram_gbps: float | None, vram_bytes: int, vram_g
 
 
 @dataclass(frozen=True)
+class RunRef:
+    """Which recorded run a point comes from (:meth:`HostPoint.from_run`), as the store read it (hostile: cleaned
+    there)."""
+
+    run_id: int
+    created: str
+    command: str  # bench | tune
+    model: str  # display name
+    model_hash: str
+
+
+@dataclass(frozen=True)
 class HostPoint:
     """One recorded run as an equation: what a token read, from where, and the TG it reached."""
 
@@ -82,10 +94,9 @@ class HostPoint:
         return read_seconds(self.ram_bytes, ram_gbps or self.ram_gbps, self.vram_bytes, vram_gbps or self.vram_gbps)
 
     @classmethod
-    def from_run(cls, *, run_id: int, created: str, command: str, model: str, model_hash: str, tg_ts: float,
-                 ceiling: Mapping[str, Any]) -> "HostPoint | None":
-        """A point from a run's recorded ceiling document (tunehost.bench.runner.tg_ceiling); None when it lacks
-        what the equation needs or holds values no real run has (the store is read as hostile input)."""
+    def from_run(cls, run: RunRef, tg_ts: float, ceiling: Mapping[str, Any]) -> "HostPoint | None":
+        """A point from a run's TG and its recorded ceiling document (tunehost.bench.runner.tg_ceiling); None when
+        it lacks what the equation needs or holds values no real run has (the store is read as hostile input)."""
         path, layers, moe = ceiling.get("path"), ceiling.get("layers"), ceiling.get("moe")
         parts = ceiling.get("parts")
         if path not in ("gpu", "moe", "split", "unified", "cpu") or not _count(layers) or not isinstance(moe, bool) \
@@ -109,8 +120,9 @@ class HostPoint:
                 ram_gbps = float(dimm) if basis == "dimm" else (float(gbps) if _positive(gbps) else None)
         if not ram_bytes and not vram_bytes:
             return None
-        point = cls(int(run_id), one_line(created, 32), one_line(command, 16), one_line(model, 120), str(model_hash)[:40],
-                    str(path), moe, int(layers), ram_bytes, vram_bytes, ram_gbps, vram_gbps, basis, float(tg_ts))
+        point = cls(int(run.run_id), one_line(run.created, 32), one_line(run.command, 16), one_line(run.model, 120),
+                    str(run.model_hash)[:40], str(path), moe, int(layers), ram_bytes, vram_bytes, ram_gbps, vram_gbps,
+                    basis, float(tg_ts))
         return point if point.read_s() is not None else None
 
 

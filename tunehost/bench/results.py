@@ -5,8 +5,8 @@ A :class:`SavedResult` is what ``tunehost bench --save`` writes and ``--json`` p
 command lines, the build, the model's identity, the host (CPU brand, the doctor's verdict), what happened on the
 host during the run, and every repetition's tokens/s.
 
-- :func:`compare_configs` (pure): candidate against baseline, one row per test (pp, tg), with the interval over
-  rounds and the verdict of :mod:`tunehost.bench.stats`;
+- :func:`compare_configs` (pure): candidate against baseline (each a :class:`Side`), one row per test (pp, tg),
+  with the interval over rounds and the verdict of :mod:`tunehost.bench.stats`;
 - :func:`compare_saved` (pure): a result measured before a host change against one measured after it;
 - :func:`save` / :func:`load`: the JSON file;
 - :func:`import_results`: llama-bench output in any form (Markdown, CSV, JSON, JSONL) as a SavedResult.
@@ -330,28 +330,41 @@ def now_utc() -> str:
 # ---------------------------------------------------------------- comparing
 
 
-def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interleaved: bool, disturbed: bool = False,
-                    baseline_label: str | None = None, candidate_label: str | None = None,
-                    notes: Sequence[str] = (), baseline_rounds: Mapping[str, Sequence[Sequence[float]]] | None = None,
-                    candidate_rounds: Mapping[str, Sequence[Sequence[float]]] | None = None) -> Comparison:
+@dataclass(frozen=True)
+class Side:
+    """One side of :func:`compare_configs`: a configuration's result, the name the comparison shows for it
+    (default: the configuration's), and its rounds (test -> one tuple of repetitions per llama-bench invocation,
+    :func:`rounds_of`; None: imported output, whose samples count as one round)."""
+
+    config: ConfigResult
+    label: str | None = None
+    rounds: Mapping[str, Sequence[Sequence[float]]] | None = field(default=None, hash=False)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.config.name
+
+
+def compare_configs(baseline: Side, candidate: Side, *, interleaved: bool, disturbed: bool = False,
+                    notes: Sequence[str] = ()) -> Comparison:
     """One row per test both configurations ran. The verdict is "disturbed" whenever the host was disturbed
     (the statistics' own verdict is kept beside it), "n/a" without per-repetition samples.
 
-    ``*_rounds`` (test -> one tuple of repetitions per llama-bench invocation, :func:`rounds_of`) make the round the
-    unit: paired round by round when ``interleaved``, unpaired otherwise. Without them (imported output) a side's
-    samples count as ONE round: repetitions of one run cannot show run-to-run noise, so there is no verdict."""
+    A side's rounds (:attr:`Side.rounds`) make the round the unit: paired round by round when ``interleaved``,
+    unpaired otherwise. Without them (imported output) a side's samples count as ONE round: repetitions of one
+    run cannot show run-to-run noise, so there is no verdict."""
     from tunehost.bench import stats
 
     rows = []
-    for base in baseline.tests:
-        cand = candidate.test(base.test)
+    for base in baseline.config.tests:
+        cand = candidate.config.test(base.test)
         if cand is None:
             continue
         row_note = None
         result = None
         if len(base.samples_ts) >= 1 and len(cand.samples_ts) >= 1 and base.centre > 0:
-            base_runs = _rounds_or_one(baseline_rounds, base)
-            cand_runs = _rounds_or_one(candidate_rounds, cand)
+            base_runs = _rounds_or_one(baseline.rounds, base)
+            cand_runs = _rounds_or_one(candidate.rounds, cand)
             paired = interleaved and len(base_runs) == len(cand_runs)
             try:
                 result = stats.compare_rounds(base_runs, cand_runs, paired=paired)
@@ -387,11 +400,11 @@ def compare_configs(baseline: ConfigResult, candidate: ConfigResult, *, interlea
         all_notes.append("not interleaved: the two sides were measured at different times, so slow drift of the "
                          "host between them is not separated from the change")
     if not rows:
-        raise TunehostError(f"{candidate_label or candidate.name} and {baseline_label or baseline.name} share no test "
-                            f"({', '.join(t.test for t in baseline.tests)} vs {', '.join(t.test for t in candidate.tests)})")
-    return Comparison(baseline=baseline_label or baseline.name, candidate=candidate_label or candidate.name,
-                      rows=tuple(rows), interleaved=interleaved, confidence=stats.CONFIDENCE,
-                      threshold=stats.PRACTICAL_THRESHOLD, notes=tuple(all_notes))
+        raise TunehostError(f"{candidate.name} and {baseline.name} share no test "
+                            f"({', '.join(t.test for t in baseline.config.tests)} vs "
+                            f"{', '.join(t.test for t in candidate.config.tests)})")
+    return Comparison(baseline=baseline.name, candidate=candidate.name, rows=tuple(rows), interleaved=interleaved,
+                      confidence=stats.CONFIDENCE, threshold=stats.PRACTICAL_THRESHOLD, notes=tuple(all_notes))
 
 
 def compare_saved(before: SavedResult, after: SavedResult, *, config: str | None = None) -> Comparison:
@@ -418,10 +431,9 @@ def compare_saved(before: SavedResult, after: SavedResult, *, config: str | None
         if result.disturbed and result.watch is not None:
             notes.append(f"{side} was disturbed: {'; '.join(result.watch.reasons)}")
     return compare_configs(
-        base, cand, interleaved=False, disturbed=before.disturbed or after.disturbed,
-        baseline_label=f"before{_label(before, 'before')}", candidate_label=f"after{_label(after, 'after')}", notes=notes,
-        baseline_rounds=rounds_of(before.invocations, base.name) or None,
-        candidate_rounds=rounds_of(after.invocations, cand.name) or None,
+        Side(base, f"before{_label(before, 'before')}", rounds_of(before.invocations, base.name) or None),
+        Side(cand, f"after{_label(after, 'after')}", rounds_of(after.invocations, cand.name) or None),
+        interleaved=False, disturbed=before.disturbed or after.disturbed, notes=notes,
     )
 
 
@@ -503,7 +515,7 @@ def result_from_bench_results(parsed: Sequence[BenchResult], *, source: str, lab
     first = parsed[0]
     comparison = None
     if len(configs) == 2:
-        comparison = compare_configs(configs[0], configs[1], interleaved=False,
+        comparison = compare_configs(Side(configs[0]), Side(configs[1]), interleaved=False,
                                      notes=["imported: tunehost did not see how these runs were made"])
     return SavedResult(
         source=source, configs=tuple(configs), label=label, created=now_utc(), comparison=comparison,

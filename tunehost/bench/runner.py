@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.results import (
-    Comparison, ConfigResult, Invocation, SavedResult, compare_configs, config_from_invocations, now_utc, rounds_of,
+    Comparison, ConfigResult, Invocation, SavedResult, Side, compare_configs, config_from_invocations, now_utc,
+    rounds_of,
 )
 from tunehost.errors import TunehostError
 
@@ -228,106 +229,147 @@ def command_line(binary: str | os.PathLike[str], args: Sequence[str]) -> str:
 # ---------------------------------------------------------------- the engine
 
 
-def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, invoke: Invoke, *,
-               watcher: "HostWatcher | None" = None, on_progress: Callable[[Progress], None] | None = None,
-               clock: Callable[[], float] = time.monotonic,
-               invoke_for: Callable[[BenchConfig], Invoke] | None = None) -> RoundsOutcome:
-    """Warm up, then interleaved rounds until every test is decided, the budget or max_rounds is reached.
+@dataclass(frozen=True)
+class RoundsHooks:
+    """What :func:`run_rounds` drives and reports to (tests: fakes): the llama-bench runner, or ``invoke_for``
+    picking one per configuration (the server bench measures two running servers, one per configuration, and their
+    flags alone may be equal: an A/A run); the host watcher; the progress callback; the clock."""
 
-    ``invoke_for(config)`` (when given) picks the runner of each configuration: the server bench measures two
-    running servers, one per configuration, and their flags alone may be equal (an A/A run)."""
-    from tunehost.bench import stats
+    invoke: Invoke
+    watcher: "HostWatcher | None" = None
+    on_progress: Callable[[Progress], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    invoke_for: Callable[[BenchConfig], Invoke] | None = None
 
+    def runner(self, config: BenchConfig) -> Invoke:
+        return self.invoke if self.invoke_for is None else self.invoke_for(config)
+
+
+def run_rounds(configs: Sequence[BenchConfig], settings: BenchSettings, hooks: RoundsHooks) -> RoundsOutcome:
+    """Warm up, then interleaved rounds until every test is decided, the budget or max_rounds is reached."""
     if not configs:
         raise ValueError("nothing to measure")
     if settings.n_prompt <= 0 and settings.n_gen <= 0:
         raise TunehostError("nothing to measure: -p and -n are both 0")
-    start = clock()
-    invocations: list[Invocation] = []
-    results: dict[str, dict[str, BenchResult]] = {c.name: {} for c in configs}
-    durations: dict[str, list[float]] = {c.name: [] for c in configs}
-    n_warm = len(configs) if settings.warmup else 0
-    rounds_planned = settings.min_rounds
-    state = {"done": 0}
+    engine = _Rounds(configs, settings, hooks)
+    if settings.warmup:
+        engine.warm_up()
+    engine.run()
+    return engine.outcome()
 
-    def planned() -> int:
-        return n_warm + rounds_planned * len(configs)
 
-    def eta() -> float | None:
-        known = [sum(d) / len(d) for d in durations.values() if d]
+class _Rounds:
+    """The state of one engine run: every invocation so far, each configuration's latest results and counted
+    durations (the ETA and the budget check), the rounds played and planned, each round's watch report."""
+
+    def __init__(self, configs: Sequence[BenchConfig], settings: BenchSettings, hooks: RoundsHooks):
+        self.configs, self.settings, self.hooks = configs, settings, hooks
+        self.watcher = hooks.watcher
+        self.start = hooks.clock()
+        self.invocations: list[Invocation] = []
+        self.results: dict[str, dict[str, BenchResult]] = {c.name: {} for c in configs}
+        self.durations: dict[str, list[float]] = {c.name: [] for c in configs}
+        self.n_warm = len(configs) if settings.warmup else 0
+        self.rounds_planned = settings.min_rounds
+        self.done = 0  # invocations finished
+        self.rounds = 0
+        self.round_watch: list[WatchReport] = []
+        self.stop_reason = "max rounds"
+        self.cpus: int | None = None  # the CPUs the configurations keep busy (set when the counted rounds begin)
+
+    # ---- progress
+
+    def planned(self) -> int:
+        return self.n_warm + self.rounds_planned * len(self.configs)
+
+    def eta(self) -> float | None:
+        known = [sum(d) / len(d) for d in self.durations.values() if d]
         if not known:
             return None
         per = sum(known) / len(known)
-        return max(0.0, (planned() - state["done"]) * per)
+        return max(0.0, (self.planned() - self.done) * per)
 
-    def emit(phase: str, config: str, round_no: int, line: str | None = None) -> None:
-        if on_progress is not None:
-            on_progress(Progress(phase, config, round_no, rounds_planned, state["done"], planned(),
-                                 clock() - start, eta(), line))
+    def emit(self, phase: str, config: str, round_no: int, line: str | None = None) -> None:
+        if self.hooks.on_progress is not None:
+            self.hooks.on_progress(Progress(phase, config, round_no, self.rounds_planned, self.done, self.planned(),
+                                            self.hooks.clock() - self.start, self.eta(), line))
 
-    def run_one(config: BenchConfig, round_no: int) -> None:
+    # ---- the rounds
+
+    def run_one(self, config: BenchConfig, round_no: int) -> None:
+        """One llama-bench invocation of ``config``: a warm-up (round 0, ``-r 1``) or a counted one."""
+        clock, settings = self.hooks.clock, self.settings
         counted = round_no > 0
         args = bench_args(settings, config.flags, reps=settings.reps if counted else 1)
         phase = "round" if counted else "warm-up"
-        emit(phase, config.name, round_no)
+        self.emit(phase, config.name, round_no)
         began = clock()
-        run = invoke if invoke_for is None else invoke_for(config)
-        got = run(args, lambda line: emit(phase, config.name, round_no, line))
+        got = self.hooks.runner(config)(args, lambda line: self.emit(phase, config.name, round_no, line))
         took = clock() - began
         by_test = _one_per_test(got, config)
         if counted:
-            durations[config.name].append(took)
-        invocations.append(Invocation(config=config.name, round=round_no, counted=counted,
-                                      started_s=began - start, duration_s=took, argv=tuple(args),
-                                      samples={t: r.samples_ts or (r.avg_ts,) for t, r in by_test.items()}))
-        results[config.name] = by_test
-        state["done"] += 1
-        if watcher is not None and counted:
-            watcher.tick()
+            self.durations[config.name].append(took)
+        self.invocations.append(Invocation(config=config.name, round=round_no, counted=counted,
+                                           started_s=began - self.start, duration_s=took, argv=tuple(args),
+                                           samples={t: r.samples_ts or (r.avg_ts,) for t, r in by_test.items()}))
+        self.results[config.name] = by_test
+        self.done += 1
+        if self.watcher is not None and counted:
+            self.watcher.tick()
 
-    if settings.warmup:
-        for config in configs:
-            run_one(config, 0)
-    if watcher is not None:
-        watcher.start()
-    lap = getattr(watcher, "lap", None)
-    cpus = _cpus_used(configs, getattr(watcher, "cpu_count", None) or os.cpu_count() or 1)
-    round_watch: list[WatchReport] = []
-    rounds = 0
-    stop_reason = "max rounds"
-    while True:
-        order = list(configs) if rounds % 2 == 0 else list(reversed(configs))
-        for config in order:
-            run_one(config, rounds + 1)
-        rounds += 1
-        if lap is not None:
-            round_watch.append(lap(cpus))
-        if rounds < settings.min_rounds:
-            continue
+    def warm_up(self) -> None:
+        for config in self.configs:
+            self.run_one(config, 0)
+
+    def run(self) -> None:
+        """Counted rounds, the order alternating, until :meth:`stop_now` names a reason."""
+        if self.watcher is not None:
+            self.watcher.start()
+        lap = getattr(self.watcher, "lap", None)
+        self.cpus = _cpus_used(self.configs, getattr(self.watcher, "cpu_count", None) or os.cpu_count() or 1)
+        while True:
+            order = list(self.configs) if self.rounds % 2 == 0 else list(reversed(self.configs))
+            for config in order:
+                self.run_one(config, self.rounds + 1)
+            self.rounds += 1
+            if lap is not None:
+                self.round_watch.append(lap(self.cpus))
+            if self.rounds < self.settings.min_rounds:
+                continue
+            reason = self.stop_now()
+            if reason is not None:
+                self.stop_reason = reason
+                break
+            self.rounds_planned = self.rounds + 1
+        self.rounds_planned = self.rounds
+
+    def stop_now(self) -> str | None:
+        """Why the engine stops after this round (from ``min_rounds`` on), or None: another round."""
+        from tunehost.bench import stats
+
+        settings, rounds = self.settings, self.rounds
         if rounds >= settings.max_rounds:
-            stop_reason = f"max rounds ({settings.max_rounds})"
-            break
+            return f"max rounds ({settings.max_rounds})"
         # the estimate leaves disturbed rounds out (quiet_rounds_only), so the engine decides on the quiet ones:
         # a disturbed round is made up for (within the budget), never counted towards min_rounds or a decision
-        disturbed = {n for n, w in enumerate(round_watch, start=1) if w.disturbed}
-        quiet = [i for i in invocations if i.round not in disturbed]
-        if rounds - len(disturbed) >= settings.min_rounds and not _undecided(configs, quiet, stats):
-            stop_reason = "decided"
-            break
-        round_s = sum(sum(durations[c.name][-1:]) for c in configs)
-        if clock() - start + round_s > settings.budget_s:
-            stop_reason = f"budget ({settings.budget_s:g} s)"
-            break
-        rounds_planned = rounds + 1
-    rounds_planned = rounds
-    report = watcher.stop() if watcher is not None else None
-    if report is not None and cpus is not None:
-        from tunehost.bench.watch import rejudge
+        disturbed = {n for n, w in enumerate(self.round_watch, start=1) if w.disturbed}
+        quiet = [i for i in self.invocations if i.round not in disturbed]
+        if rounds - len(disturbed) >= settings.min_rounds and not _undecided(self.configs, quiet, stats):
+            return "decided"
+        round_s = sum(sum(self.durations[c.name][-1:]) for c in self.configs)
+        if self.hooks.clock() - self.start + round_s > settings.budget_s:
+            return f"budget ({settings.budget_s:g} s)"
+        return None
 
-        report = rejudge(report, cpus)  # judged for the CPUs the configurations use
-    emit("done", configs[-1].name, rounds)
-    return RoundsOutcome(tuple(configs), tuple(invocations), results, rounds, stop_reason, clock() - start, report,
-                         tuple(round_watch))
+    def outcome(self) -> RoundsOutcome:
+        report = self.watcher.stop() if self.watcher is not None else None
+        if report is not None and self.cpus is not None:
+            from tunehost.bench.watch import rejudge
+
+            report = rejudge(report, self.cpus)  # judged for the CPUs the configurations use
+        self.emit("done", self.configs[-1].name, self.rounds)
+        return RoundsOutcome(tuple(self.configs), tuple(self.invocations), self.results, self.rounds,
+                             self.stop_reason, self.hooks.clock() - self.start, report, tuple(self.round_watch))
 
 
 def _cpus_used(configs: Sequence[BenchConfig], cpu_count: int) -> int | None:
@@ -568,10 +610,9 @@ def measure(settings: BenchSettings, configs: Sequence[BenchConfig], facts: "Hos
 
         watcher = HostWatcher(host)
     timeout_s = run_deadline_s(settings.budget_s) if settings.timeout_s is None else settings.timeout_s
-    outcome = run_rounds(configs, settings, hooks.invoke or default_invoke(binary, timeout_s=timeout_s),
-                         watcher=watcher, on_progress=hooks.on_progress)
-    return build_result(outcome, settings, binary=binary, model_id=identity, host_summary=host_summary,
-                        ceiling=ceiling_data, label=settings.label)
+    outcome = run_rounds(configs, settings, RoundsHooks(hooks.invoke or default_invoke(binary, timeout_s=timeout_s),
+                                                        watcher=watcher, on_progress=hooks.on_progress))
+    return build_result(outcome, settings, Provenance(binary, identity, host_summary, ceiling_data))
 
 
 def _supported(binary: Path) -> frozenset[str]:
@@ -580,35 +621,29 @@ def _supported(binary: Path) -> frozenset[str]:
     return supported_options(binary)
 
 
-def build_result(outcome: RoundsOutcome, settings: BenchSettings, *, binary: str | os.PathLike[str],
-                 model_id: Mapping[str, Any], host_summary: Mapping[str, Any] | None = None,
-                 ceiling: Mapping[str, Any] | None = None, label: str | None = None) -> SavedResult:
-    """The SavedResult of an engine run (pure)."""
+@dataclass(frozen=True)
+class Provenance:
+    """Where a result's numbers came from, beside the rounds themselves (:func:`build_result`): the llama-bench
+    binary, the model's identity (:func:`model_identity`), the host summary and the TG ceiling."""
+
+    binary: str | os.PathLike[str]
+    model_id: Mapping[str, Any] = field(hash=False)
+    host_summary: Mapping[str, Any] | None = field(default=None, hash=False)
+    ceiling: Mapping[str, Any] | None = field(default=None, hash=False)
+
+
+def build_result(outcome: RoundsOutcome, settings: BenchSettings, provenance: Provenance) -> SavedResult:
+    """The SavedResult of an engine run (pure), labelled ``settings.label``."""
+    binary = provenance.binary
     configs: list[ConfigResult] = []
     for config in outcome.configs:
         last = next((i for i in reversed(outcome.invocations) if i.config == config.name and i.counted), None)
         command = command_line(binary, last.argv) if last else None
         configs.append(config_from_invocations(config.name, config.flags, outcome.invocations,
                                                outcome.results[config.name], command))
-    disturbed = outcome.watch is not None and outcome.watch.disturbed
-    comparison: Comparison | None = None
-    if len(configs) == 2:
-        notes = [f"host disturbed: {'; '.join(outcome.watch.reasons)}"] if disturbed and outcome.watch else []
-        counted = outcome.invocations
-        left_out = quiet_rounds_only(outcome)
-        if left_out:  # the rounds the store marks disturbed never enter the paired estimate (as in drift)
-            rounds_left = outcome.rounds - len(left_out)
-            reason = next(w.reasons[0] for w in outcome.round_watch if w.disturbed)
-            counted = tuple(i for i in outcome.invocations if i.round not in left_out)
-            disturbed = rounds_left < MIN_ROUNDS
-            notes = [f"{len(left_out)} of {outcome.rounds} rounds disturbed by other processes were left out of "
-                     f"the paired estimate ({reason})"
-                     + (f"; {rounds_left} quiet rounds are too few for a verdict" if disturbed else "")]
-        comparison = compare_configs(configs[0], configs[1], interleaved=True, disturbed=disturbed, notes=notes,
-                                     baseline_rounds=rounds_of(counted, configs[0].name),
-                                     candidate_rounds=rounds_of(counted, configs[1].name))
+    comparison = _paired_comparison(outcome, configs) if len(configs) == 2 else None
     first = next(iter(next(iter(outcome.results.values())).values()))
-    model = dict(model_id, model_type=first.model_type, n_params=first.n_params)
+    model = dict(provenance.model_id, model_type=first.model_type, n_params=first.n_params)
     notes = []
     if outcome.stop_reason.startswith(("budget", "max rounds")) and comparison is not None \
             and any(r.statistical_verdict == "no clear difference" for r in comparison.rows):
@@ -620,11 +655,31 @@ def build_result(outcome: RoundsOutcome, settings: BenchSettings, *, binary: str
         source="measured", configs=tuple(configs), model=model,
         llama_bench={"path": str(binary), "build_commit": first.build_commit, "build_number": first.build_number,
                      "backend": first.backend},
-        settings=settings_json, host=dict(host_summary or {}), comparison=comparison,
+        settings=settings_json, host=dict(provenance.host_summary or {}), comparison=comparison,
         invocations=outcome.invocations, watch=outcome.watch, round_watch=outcome.round_watch,
-        ceiling=dict(ceiling) if ceiling else None,
-        label=label, created=now_utc(), notes=tuple(notes),
+        ceiling=dict(provenance.ceiling) if provenance.ceiling else None,
+        label=settings.label, created=now_utc(), notes=tuple(notes),
     )
+
+
+def _paired_comparison(outcome: RoundsOutcome, configs: Sequence[ConfigResult]) -> Comparison:
+    """The candidate against the baseline, paired round by round; the rounds the watch marks disturbed are left
+    out of the estimate (as in drift), and the verdict reads "disturbed" when too few quiet rounds remain."""
+    disturbed = outcome.watch is not None and outcome.watch.disturbed
+    notes = [f"host disturbed: {'; '.join(outcome.watch.reasons)}"] if disturbed and outcome.watch else []
+    counted = outcome.invocations
+    left_out = quiet_rounds_only(outcome)
+    if left_out:  # the rounds the store marks disturbed never enter the paired estimate (as in drift)
+        rounds_left = outcome.rounds - len(left_out)
+        reason = next(w.reasons[0] for w in outcome.round_watch if w.disturbed)
+        counted = tuple(i for i in outcome.invocations if i.round not in left_out)
+        disturbed = rounds_left < MIN_ROUNDS
+        notes = [f"{len(left_out)} of {outcome.rounds} rounds disturbed by other processes were left out of "
+                 f"the paired estimate ({reason})"
+                 + (f"; {rounds_left} quiet rounds are too few for a verdict" if disturbed else "")]
+    return compare_configs(Side(configs[0], rounds=rounds_of(counted, configs[0].name)),
+                           Side(configs[1], rounds=rounds_of(counted, configs[1].name)),
+                           interleaved=True, disturbed=disturbed, notes=notes)
 
 
 def quiet_rounds_only(outcome: RoundsOutcome) -> frozenset[int]:

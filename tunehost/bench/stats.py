@@ -57,6 +57,19 @@ UNPAIRED: Method = "unpaired rounds, Welch t interval"
 
 
 @dataclass(frozen=True)
+class VerdictRule:
+    """When an interval is a verdict: at the ``confidence`` level, beyond 1 ± ``threshold``, from ``min_rounds``
+    rounds on (:func:`compare_rounds`; the tune race raises the confidence for its many pairs)."""
+
+    threshold: float = PRACTICAL_THRESHOLD
+    confidence: float = CONFIDENCE
+    min_rounds: int = MIN_ROUNDS
+
+
+DEFAULT_RULE = VerdictRule()
+
+
+@dataclass(frozen=True)
 class SampleSummary:
     """Centre and spread of one set of repetitions."""
 
@@ -242,24 +255,18 @@ def log_ratios(baseline_rounds: Sequence[Sequence[float]], candidate_rounds: Seq
     return [math.log(round_value(c) / round_value(b)) for b, c in zip(baseline_rounds, candidate_rounds)]
 
 
-def compare_rounds(
-    baseline_rounds: Sequence[Sequence[float]],
-    candidate_rounds: Sequence[Sequence[float]],
-    *,
-    paired: bool = True,
-    threshold: float = PRACTICAL_THRESHOLD,
-    confidence: float = CONFIDENCE,
-    min_rounds: int = MIN_ROUNDS,
-    describe: bool = True,
-) -> RoundsComparison:
+def compare_rounds(baseline_rounds: Sequence[Sequence[float]], candidate_rounds: Sequence[Sequence[float]], *,
+                   paired: bool = True, rule: VerdictRule = DEFAULT_RULE, describe: bool = True) -> RoundsComparison:
     """Candidate against baseline, each given as its invocations' repetitions (``rounds[i]`` = one invocation).
 
     paired (measured interleaved, round i of each side back to back): the t-mixture confidence sequence on the
     per-round log ratios, valid however the engine decided to stop. Unpaired (before/after measured at different
     times, each side stopped on its own noise, never on the difference): a Welch t interval on the two sides'
-    per-round log values. "faster" only when the interval's low end exceeds 1 + threshold, "slower" only when its
-    high end is below 1 - threshold, never with fewer than ``min_rounds`` rounds (on the smaller side).
-    ``describe=False`` skips the effective sample size (the engine's check after every round needs only the verdict)."""
+    per-round log values. ``rule`` (:class:`VerdictRule`): "faster" only when the interval's low end exceeds
+    1 + threshold, "slower" only when its high end is below 1 - threshold, never with fewer than ``min_rounds``
+    rounds (on the smaller side). ``describe=False`` skips the effective sample size (the engine's check after
+    every round needs only the verdict)."""
+    threshold, confidence, min_rounds = rule.threshold, rule.confidence, rule.min_rounds
     if not baseline_rounds or not candidate_rounds:
         raise ValueError("need at least one round on each side")
     if paired:

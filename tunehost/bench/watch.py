@@ -469,12 +469,10 @@ class HostWatcher:
         self._lap, self._lap_temps = now, []
         return report
 
-    def wait_quiet(self, timeout_s: float, cpus_used: int | None = None, **kwargs: Any) -> "QuietWait":
-        """:func:`wait_for_quiet` on this host."""
-        kwargs.setdefault("clock", self._clock)
-        kwargs.setdefault("sleep", self._sleep)
-        return wait_for_quiet(lambda: self._read(self.host), cpu_count=self.cpu_count, cpus_used=cpus_used,
-                              timeout_s=timeout_s, **kwargs)
+    def wait_quiet(self, timeout_s: float, cpus_used: int | None = None) -> "QuietWait":
+        """:func:`wait_for_quiet` on this host (the default :class:`QuietRule` for ``cpus_used`` CPUs)."""
+        return wait_for_quiet(lambda: self._read(self.host), QuietRule(self.cpu_count, cpus_used), timeout_s,
+                              clock=self._clock, sleep=self._sleep)
 
     def stop(self) -> WatchReport:
         if self._before is None:
@@ -540,13 +538,25 @@ class QuietWait:
         return cls(bool(data.get("quiet")), waited, str(data["reason"]) if data.get("reason") else None)
 
 
-def wait_for_quiet(read: Callable[[], HostReading], *, cpu_count: int, cpus_used: int | None, timeout_s: float,
-                   window_s: float = QUIET_WINDOW_S, windows: int = QUIET_WINDOWS,
+@dataclass(frozen=True)
+class QuietRule:
+    """When the host counts as quiet (:func:`wait_for_quiet`): ``windows`` looks of ``window_s`` in a row that
+    :func:`reasons_for` finds undisturbed for a configuration using ``cpus_used`` of ``cpu_count`` CPUs (None:
+    judged as if it used every CPU)."""
+
+    cpu_count: int
+    cpus_used: int | None = None
+    window_s: float = QUIET_WINDOW_S
+    windows: int = QUIET_WINDOWS
+
+
+def wait_for_quiet(read: Callable[[], HostReading], rule: QuietRule, timeout_s: float, *,
                    clock: Callable[[], float] = time.monotonic,
                    sleep: Callable[[float], None] = time.sleep) -> QuietWait:
-    """Look at the host in windows of ``window_s`` until ``windows`` in a row are undisturbed by
-    :func:`reasons_for` (the same judgement as a measured round's, for a configuration using ``cpus_used`` CPUs), or
-    until the next window would pass ``timeout_s``. Bounded: at most ``timeout_s`` plus one reading."""
+    """Look at the host in windows of ``rule.window_s`` until ``rule.windows`` in a row are undisturbed by
+    :func:`reasons_for` (the same judgement as a measured round's), or until the next window would pass
+    ``timeout_s``. Bounded: at most ``timeout_s`` plus one reading."""
+    window_s, windows = rule.window_s, rule.windows
     start = clock()
     before = read()
     streak = 0
@@ -557,7 +567,7 @@ def wait_for_quiet(read: Callable[[], HostReading], *, cpu_count: int, cpus_used
                                                                 f"within {timeout_s:g} s")
         sleep(window_s)
         after = read()
-        report = judge(before, after, cpu_count=cpu_count, cpus_used=cpus_used)
+        report = judge(before, after, cpu_count=rule.cpu_count, cpus_used=rule.cpus_used)
         before = after
         if report.disturbed:
             streak, reason = 0, report.reasons[0]

@@ -173,7 +173,7 @@ def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
     """Bench and tune runs (of one host: :func:`runs_on_host`) as equations of advise's band model
     (tunehost.advise.host_calibration): runs whose summary recorded the placement's ceiling, with the TG of the
     configuration that ceiling was computed for. Anything malformed is left out."""
-    from tunehost.advise.host_calibration import HostPoint
+    from tunehost.advise.host_calibration import HostPoint, RunRef
     from tunehost.facts.results import REFERENCE_COMMANDS
 
     points = []
@@ -186,9 +186,8 @@ def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
         tg = run.tg(config)
         if tg is None:
             continue
-        point = HostPoint.from_run(run_id=run.id, created=run.created, command=run.command,
-                                   model=run.model_name or Path(run.model_path).name, model_hash=run.model_hash,
-                                   tg_ts=tg, ceiling=ceiling)
+        ref = RunRef(run.id, run.created, run.command, run.model_name or Path(run.model_path).name, run.model_hash)
+        point = HostPoint.from_run(ref, tg, ceiling)
         if point is not None:
             points.append(point)
     return points

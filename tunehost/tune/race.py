@@ -60,7 +60,9 @@ from typing import Any, Protocol
 
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.watch import QUIET_WINDOW_S, QUIET_WINDOWS, QuietWait, WatchReport, combine, cpus_used_by, rejudge
-from tunehost.bench.stats import MIN_ROUNDS, PRACTICAL_THRESHOLD, RoundsComparison, compare_rounds, round_value
+from tunehost.bench.stats import (
+    MIN_ROUNDS, PRACTICAL_THRESHOLD, RoundsComparison, VerdictRule, compare_rounds, round_value,
+)
 from tunehost.errors import TunehostError
 from tunehost.facts.llama import build_label
 from tunehost.launch import LaunchConfig
@@ -708,8 +710,8 @@ def _compare(base: Mapping[int, float], cand: Mapping[int, float], confidence: f
     if not common:
         return RoundsComparison(1.0, 0.0, math.inf, "no clear difference", 0, None, 0,
                                 "paired rounds, t-mixture confidence sequence")
-    return compare_rounds([[base[r]] for r in common], [[cand[r]] for r in common], paired=True,
-                          threshold=settings.threshold, confidence=confidence, min_rounds=settings.min_rounds,
+    rule = VerdictRule(settings.threshold, confidence, settings.min_rounds)
+    return compare_rounds([[base[r]] for r in common], [[cand[r]] for r in common], paired=True, rule=rule,
                           describe=False)
 
 

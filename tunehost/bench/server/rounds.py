@@ -608,8 +608,8 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
     (every round is then judged as bench judges its rounds)."""
     from dataclasses import replace
 
-    from tunehost.bench.results import compare_configs, config_from_invocations, now_utc, rounds_of
-    from tunehost.bench.runner import BenchConfig, BenchSettings, run_rounds
+    from tunehost.bench.results import Side, compare_configs, config_from_invocations, now_utc, rounds_of
+    from tunehost.bench.runner import BenchConfig, BenchSettings, RoundsHooks, run_rounds
 
     if not targets:
         raise ValueError("nothing to measure")
@@ -635,8 +635,9 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
                            reps=1, budget_s=settings.budget_s, min_rounds=max(1, settings.min_rounds),
                            max_rounds=max(settings.min_rounds, settings.max_rounds), warmup=True,
                            progress_lines=False)
-    outcome = run_rounds(configs, engine, runners[targets[0].name].invoke, on_progress=on_progress,
-                         invoke_for=lambda config: runners[config.name].invoke, watcher=watcher)
+    outcome = run_rounds(configs, engine, RoundsHooks(runners[targets[0].name].invoke, watcher=watcher,
+                                                      on_progress=on_progress,
+                                                      invoke_for=lambda config: runners[config.name].invoke))
     config_results = tuple(
         config_from_invocations(c.name, c.flags, outcome.invocations, outcome.results[c.name],
                                 " ".join(targets[i].command) if targets[i].command else targets[i].target.url)
@@ -644,12 +645,11 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
     comparison = None
     disturbed = outcome.watch is not None and outcome.watch.disturbed
     if len(config_results) == 2:
-        comparison = compare_configs(config_results[0], config_results[1], interleaved=True,
-                                     disturbed=disturbed,
+        comparison = compare_configs(Side(config_results[0], rounds=rounds_of(outcome.invocations, configs[0].name)),
+                                     Side(config_results[1], rounds=rounds_of(outcome.invocations, configs[1].name)),
+                                     interleaved=True, disturbed=disturbed,
                                      notes=[f"host disturbed: {'; '.join(outcome.watch.reasons)}"]
-                                     if disturbed and outcome.watch is not None else [],
-                                     baseline_rounds=rounds_of(outcome.invocations, configs[0].name),
-                                     candidate_rounds=rounds_of(outcome.invocations, configs[1].name))
+                                     if disturbed and outcome.watch is not None else [])
     records = tuple(r for runner in runners.values() for r in runner.records)
     notes = []
     if outcome.stop_reason.startswith(("budget", "max rounds")) and comparison is not None \
