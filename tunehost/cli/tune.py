@@ -19,6 +19,8 @@ from tunehost.printable import one_line
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tunehost.ops.tune import TuneResult
+
 
 def register(app: typer.Typer) -> None:
     app.command("tune", short_help='Find the fastest llama.cpp configuration by measurement.')(tune_command)
@@ -68,7 +70,6 @@ def tune_command(
     refused up front."""
     from tunehost.advise.unit_access import unit_kind
     from tunehost.facts import HostFacts
-    from tunehost.formats import Subject, render
     from tunehost.host import open_host
     from tunehost.ops import tune as op
     from tunehost.store import open_for_recording
@@ -106,15 +107,21 @@ def tune_command(
         result = op.tune(host, HostFacts(host), lambda: open_for_recording(warn), options, hooks)
     if result.journal_note is not None:
         warn(result.journal_note)
-    # the winner in the formats room (tunehost.formats: tune's report is tune_report's; a unit only with the check
-    # tune made before its race)
+    render_result(result, fmt)
+    if not result.outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
+        raise typer.Exit(EXIT_BUSY)
+
+
+def render_result(result: "TuneResult", fmt: str) -> None:
+    """The tune's result as `fmt` through the formats room (tunehost.formats; tune's human report and JSON document
+    are tunehost.formats.tune_report's; a unit only with the check tune made before its race)."""
+    from tunehost.formats import Subject, render
+
     text = render(fmt, Subject(result.outcome.winner.launch, result, result.unit_check, console=make_console()))
     if text:
         typer.echo(text, nl=False)
     if result.unit_check is not None and not result.unit_check.report.checked:
         typer.echo(f"tunehost: warning: {one_line(result.unit_check.report.reason)}", err=True)
-    if not result.outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
-        raise typer.Exit(EXIT_BUSY)
 
 
 class _TuneView:
