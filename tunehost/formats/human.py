@@ -26,9 +26,9 @@ def render(subject: "Subject") -> str:
     from tunehost.ops.tune import TuneResult
 
     if isinstance(subject.report, TuneResult):
-        from tunehost.formats.tune_report import render_human
+        from tunehost.formats import tune_report
 
-        return render_human(subject)
+        return tune_report.render_human(subject)
     advice, console = subject.report, subject.console
     if console is None:
         raise TunehostError("internal: --format human prints through a console")
