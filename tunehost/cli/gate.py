@@ -117,7 +117,7 @@ def run_gate(args: GateRun) -> int:
                     judge=lambda facts: judge(facts, checks, loaded.warnings, strict=args.strict, quick=args.quick,
                                               show_status=True),
                     record_snapshot=record_snapshot, on_status=say)
-    result = gate_op(GateRequest(args.command, args.wait_quiet, args.out, args.strict, args.snapshot), edge)
+    result = gate_op(GateRequest(args.command, args.wait_quiet, args.out, args.snapshot), edge)
     if result.error is not None:
         typer.echo(f"tunehost: error: {one_line(result.error)}", err=True)
     elif result.status == EXIT_NOT_QUIET and result.quiet is not None:

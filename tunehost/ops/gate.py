@@ -229,13 +229,12 @@ MEASURED_CHECKS = ("memory-bandwidth", "cpu-clocks", "power-limits")  # their fi
 @dataclass(frozen=True)
 class GateRequest:
     """What the gate was asked: the command to run after it, how long to wait for quiet, where to record
-    (``out``: DIR, the record goes to DIR/host/), whether warnings refuse too, and the snapshot judged (None: the
-    live host)."""
+    (``out``: DIR, the record goes to DIR/host/) and the snapshot judged (None: the live host). How strictly the
+    host is judged is the caller's judge's (GateEdge.judge)."""
 
     command: list[str]
     wait_quiet_s: float = 0.0
     out: Path | None = None
-    strict: bool = False
     snapshot: Path | None = None
 
 
