@@ -3,6 +3,7 @@ verdict through the engine, and every bad target as one clear line and a non-zer
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -358,3 +359,34 @@ def test_overhead_script_reports_the_share(tmp_path, capsys):
     assert data["requests"] == 2 and data["build"] == "b11312-0c1e570"
     assert status == (0 if data["total_percent"] < 1.0 else 1)
     assert "client overhead:" in capsys.readouterr().out
+
+
+def test_the_server_bench_operation_returns_the_recorded_result_and_never_prints(capfd, tmp_path):
+    """tunehost.ops.server_bench.bench_server: measured, saved and recorded, its progress through the hooks, and
+    nothing written to the terminal (the CLI renders)."""
+    from tunehost.bench.server.rounds import ServerSettings, ServerTarget
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.ops.server_bench import ServerBenchHooks, ServerBenchRequest, bench_server
+    from tunehost.store import open_store
+
+    events: list[object] = []
+
+    @contextlib.contextmanager
+    def progress():
+        events.append("start")
+        yield events.append
+        events.append("stop")
+
+    out = tmp_path / "server.json"
+    with FakeLlamaServer() as fake:
+        request = ServerBenchRequest(ServerSettings(depths=(32,), n_gen=8, budget_s=0),
+                                     target=ServerTarget("server", parse_target(fake.url)), label="server",
+                                     save=out)
+        outcome = bench_server(request, HostFacts(open_host()), ServerBenchHooks(progress=progress))
+    assert outcome.run_id is not None and outcome.warnings == ()
+    assert json.loads(out.read_text()) == outcome.result.to_json()
+    assert events[0] == "start" and events[-1] == "stop" and len(events) > 2
+    with open_store() as store:
+        assert [run.id for run in store.runs(command="server-bench")] == [outcome.run_id]
+    assert capfd.readouterr() == ("", "")

@@ -10,7 +10,7 @@ import pytest
 
 from tunehost.bench.server.cpu import ServingCpu
 from tunehost.bench.watch import CpuTimes, HostReading, judge
-from tunehost.cli.bench_server import _server_watcher
+from tunehost.ops.server_bench import server_watcher
 from tunehost.host import open_host
 
 
@@ -64,7 +64,7 @@ def _targets(port: int = 8080):
 
 def test_the_watcher_says_once_that_the_server_is_not_visible_and_judges_cpu_unknown():
     lines: list[str] = []
-    watcher = _server_watcher(_targets(), open_host(), warn=lines.append, listening=lambda ports: set(),
+    watcher = server_watcher(_targets(), open_host(), warn=lines.append, listening=lambda ports: set(),
                               serving=ServingCpu(Trees({})))
     watcher._gpu_option = False
     watcher.start()
@@ -79,7 +79,7 @@ def test_the_watcher_says_once_that_the_server_is_not_visible_and_judges_cpu_unk
 def test_a_visible_server_counts_its_tree_as_the_measurements_own():
     lines: list[str] = []
     trees = Trees({4242: 1.0, 4243: 3.0})
-    watcher = _server_watcher(_targets(), open_host(), warn=lines.append, listening=lambda ports: {4242},
+    watcher = server_watcher(_targets(), open_host(), warn=lines.append, listening=lambda ports: {4242},
                               serving=ServingCpu(trees))
     watcher._gpu_option = False
     watcher.start()

@@ -344,3 +344,55 @@ def test_live_wait_quiet_takes_no_activity_sample_for_the_temperature(make_snaps
     result = wait_quiet_live(open_counted, 30, clock=calm.clock, sleep=calm.advance, watcher=calm.watch().watcher)
     assert result.quiet and [r.max_temp_c for r in result.readings] == [52.5, 52.5]
     assert "activity" not in sampled
+
+
+def _edge(snapshot, said, opened=None):
+    from tunehost.doctor import run_doctor
+    from tunehost.doctor.registry import load_checks
+    from tunehost.ops.gate import GateEdge
+
+    checks = load_checks().checks
+
+    def fresh(record):
+        if opened is not None:
+            opened.append(record)
+        return open_host(snapshot, record=record)
+
+    return GateEdge(fresh_host=fresh, judge=lambda facts: run_doctor(facts, checks),
+                    record_snapshot=lambda facts, directory: None, on_status=said.append)
+
+
+def test_the_gate_operation_returns_its_result_and_never_prints(capfd, tmp_path):
+    """The operation (tunehost.ops.gate.run_gate) says its lines through on_status and returns what happened; the
+    command's own output is the only thing written."""
+    from tunehost.ops.gate import GateRequest, run_gate
+
+    said: list[str] = []
+    result = run_gate(GateRequest(["sh", "-c", "exit 3"], out=tmp_path, snapshot=READY), _edge(READY, said))
+    assert result.status == 3 and result.ran and result.error is None and result.cannot_run is None
+    assert result.doc is not None and result.doc["verdict"] == "ready"
+    assert said[-2:] == [f"doctor report and host facts written to {tmp_path / 'host'}", "tunehost doctor: ready"]
+    assert json.loads((tmp_path / "host" / "summary.json").read_text())["exit_status"] == 3
+    assert capfd.readouterr() == ("", "")
+
+
+def test_the_gate_operation_refuses_without_running_the_command(capfd, tmp_path):
+    from tunehost.ops.gate import GateRequest, run_gate
+
+    said: list[str] = []
+    marker = tmp_path / "ran"
+    result = run_gate(GateRequest(["touch", str(marker)], snapshot=NOT_READY), _edge(NOT_READY, said))
+    assert result.status == EXIT_NOT_READY and not result.ran and result.doc["verdict"] == "not-ready"
+    assert "tunehost doctor: ready" not in said and not marker.exists()
+    missing = run_gate(GateRequest(["/nonexistent/tunehost-gate-test"], snapshot=READY), _edge(READY, said))
+    assert missing.status == EXIT_NOT_FOUND and not missing.ran
+    assert missing.cannot_run.startswith("cannot run '/nonexistent/tunehost-gate-test': ")
+    assert capfd.readouterr() == ("", "")
+
+
+def test_the_gate_operation_judges_a_snapshot_without_a_recording_host(tmp_path):
+    from tunehost.ops.gate import GateRequest, run_gate
+
+    opened: list[bool] = []
+    run_gate(GateRequest([], out=tmp_path, snapshot=READY), _edge(READY, [], opened))
+    assert opened == [False]  # a snapshot is judged as it is: nothing to record

@@ -230,7 +230,8 @@ def test_on_an_smt_desktop_a_small_load_is_judged_as_if_every_cpu_were_used_in_t
 
 
 def test_challengers_dropped_for_load_mark_the_outcome_disturbed_and_the_headline_says_so():
-    from tunehost.cli.tune import headline, tune_summary
+    from tunehost.formats.tune_report import headline
+    from tunehost.ops.tune import tune_summary
 
     # the load comes mid-race: -t 16 cannot be raced under it, -t 8 (the plan) stays; that is no quiet result
     bench = LoadedBench(lambda t: 0.4 if t > 40.0 else 0.0, cpus=16, seed=1, threads_speed={8: 1.0, 16: 1.0})
@@ -270,7 +271,7 @@ def test_a_long_wait_is_not_blamed_on_the_budget():
 
 
 def test_stages_not_searched_are_named_and_the_plan_is_not_called_the_fastest():
-    from tunehost.cli.tune import headline
+    from tunehost.formats.tune_report import headline
     from tunehost.tune.race import TuneOutcome
 
     plan = PLAN
@@ -282,7 +283,7 @@ def test_stages_not_searched_are_named_and_the_plan_is_not_called_the_fastest():
 
 
 def test_a_load_after_a_quiet_stage_keeps_the_result_exit_0_and_names_what_was_not_searched():
-    from tunehost.cli.tune import headline
+    from tunehost.formats.tune_report import headline
 
     bench = LoadedBench(quiet, seed=3)
     measure = bench.__call__

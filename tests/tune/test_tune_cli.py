@@ -268,3 +268,13 @@ def test_a_model_that_does_not_fit_names_the_memory_it_overflows(cli, model, bou
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert "at this context (does not fit: the CPU side needs " in result.stderr
     assert "only 0.0 GiB is available (MemAvailable)" in result.stderr
+
+
+def test_tune_offers_the_formats_the_registry_lists_for_it(cli, tmp_path):
+    """tune's --format choices are tunehost.formats.TUNE, each a registered format (one registry, one list)."""
+    from tunehost.formats import FORMATS, TUNE
+
+    assert set(TUNE) <= set(FORMATS) and "ollama" not in TUNE
+    result = cli("tune", "-m", str(tmp_path / "m.gguf"), "--format", "ollama")
+    assert result.exit_code == 1
+    assert "--format must be one of human, shell, systemd, json, not 'ollama'" in result.output

@@ -1,15 +1,16 @@
 """`tunehost bench --server URL` / `--serve -- llama-server ARGS [--vs -- ARGS_B]`: the server bench's command line.
 
-Parsing and rendering only; the measurement is tunehost.bench.server.rounds, the process handling tunehost.bench.serve.
+Parsing and rendering only: the operation (starting the servers, the rounds, the watch, the store) is
+tunehost.ops.server_bench; the measurement tunehost.bench.server.rounds, the process handling
+tunehost.bench.server.launch.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tunehost.bench.server.rounds import ServerBenchResult
+    from tunehost.ops.server_bench import ServerBenchRequest
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,51 @@ def parse_counts(text: str | None, option: str, low: int, high: int) -> tuple[in
 
 
 def bench_server(opts: ServerOptions) -> None:
+    """Check the options, open the host once, run the server bench's operation (tunehost.ops.server_bench) and
+    render its result: a table per server (or JSON), the disturbed rounds and the store's warnings on stderr."""
+    from tunehost.cli import make_console
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.ops import server_bench as server_op
+    from tunehost.ops.server_bench import ServerBenchHooks
+
+    request = server_request(opts)
+    err = make_console(stderr=True)
+
+    def starting(name: str, argv: tuple[str, ...]) -> None:
+        if not opts.json_out:
+            err.print(f"starting llama-server {name}: {one_line(' '.join(argv), 300)}", markup=False,
+                      highlight=False)
+
+    hooks = ServerBenchHooks(
+        on_starting=starting, on_note=lambda line: err.print(f"note: {line}", markup=False, highlight=False),
+        progress=lambda: _Progress(err, enabled=sys.stderr.isatty() and not opts.json_out))
+    outcome = server_op.bench_server(request, HostFacts(open_host()), hooks)  # the host opened once
+    result = outcome.result
+    if result.disturbed and not opts.json_out and result.watch is not None:
+        for reason in result.watch.reasons:
+            err.print(f"disturbed: {one_line(reason, 300)}", markup=False, highlight=False)
+    for line in outcome.warnings:
+        err.print(f"warning: {line}", markup=False, highlight=False)
+    if opts.json_out:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    console = make_console()
+    render_server_result(result, console)
+    if opts.save is not None:
+        from rich.markup import escape
+
+        console.print(f"\nsaved to {escape(str(opts.save))}", highlight=False)
+
+
+def server_request(opts: ServerOptions) -> "ServerBenchRequest":
+    """The options checked (one clear error for anything wrong, before anything starts) as the operation's
+    request: the settings, the running server's address or the llama-server command lines to start."""
     from tunehost.bench.server import launch as serving
-    from tunehost.bench.results import write_json
-    from tunehost.bench.server.rounds import (
-        DEFAULT_DEPTHS, DEFAULT_N_GEN, MAX_CLIENTS, ServerSettings, ServerTarget, measure_server,
-    )
     from tunehost.bench.server.client import parse_target, read_api_key
-    from tunehost.cli import LLAMA_INT_MAX, make_console
+    from tunehost.bench.server.rounds import DEFAULT_DEPTHS, DEFAULT_N_GEN, MAX_CLIENTS, ServerSettings, ServerTarget
+    from tunehost.cli import LLAMA_INT_MAX
+    from tunehost.ops.server_bench import Served, ServerBenchRequest
 
     if (opts.server is None) == (not opts.serve):
         raise TunehostError("give one of --server URL (a running llama-server) and --serve -- llama-server ARGS")
@@ -86,55 +126,20 @@ def bench_server(opts: ServerOptions) -> None:
     settings = ServerSettings(depths=depths, n_gen=n_gen, clients=counts or (), to_context=opts.to_context,
                               budget_s=opts.budget_s, timeout_s=opts.timeout_s, model=opts.model,
                               api=opts.api)
-    err = make_console(stderr=True)
-    from tunehost.facts import HostFacts
-    from tunehost.host import open_host
-
-    facts = HostFacts(open_host())  # opened once: the watch and the store's host identity read it
-    with contextlib.ExitStack() as stack:
-        if opts.server is not None:
-            target = parse_target(opts.server)
-            targets = [ServerTarget("server", target)]
-        else:
-            serving.install_handlers()
-            argv_a, argv_b = serving.split_serve_args(opts.extra)
-            serving.check_server_args(argv_a, what="--serve")
-            if argv_b is not None:
-                serving.check_server_args(argv_b, what="--vs")
-            targets = []
-            for name, argv in (("A", argv_a), ("B", argv_b)):
-                if argv is None:
-                    continue
-                if not opts.json_out:
-                    err.print(f"starting llama-server {name}: {one_line(' '.join(argv), 300)}", markup=False,
-                              highlight=False)
-                served = stack.enter_context(serving.ServedServer(
-                    argv, name=name, api_key_file=str(opts.api_key_file) if opts.api_key_file else None,
-                    start_timeout_s=opts.start_timeout_s, api_key=api_key))
-                targets.append(ServerTarget(name, served.target, served.command, served.died))
-        progress = _Progress(err, enabled=sys.stderr.isatty() and not opts.json_out)
-        try:
-            result = measure_server(targets, settings, api_key=api_key, on_progress=progress.update,
-                                    label=opts.save.stem if opts.save else None, watcher=_server_watcher(
-                                        targets, facts.host, warn=lambda line: err.print(f"note: {line}", markup=False,
-                                                                             highlight=False)))
-        finally:
-            progress.close()
-    if opts.save is not None:
-        write_json(result.to_json(), opts.save)
-    if result.disturbed and not opts.json_out and result.watch is not None:
-        for reason in result.watch.reasons:
-            err.print(f"disturbed: {one_line(reason, 300)}", markup=False, highlight=False)
-    _record(result, err, facts)  # the results store (docs/history.md): every measured run
-    if opts.json_out:
-        typer.echo(json.dumps(result.to_json(), indent=2))
-        return
-    console = make_console()
-    render_server_result(result, console)
-    if opts.save is not None:
-        from rich.markup import escape
-
-        console.print(f"\nsaved to {escape(str(opts.save))}", highlight=False)
+    request = ServerBenchRequest(settings, api_key=api_key, label=opts.save.stem if opts.save else None,
+                                 api_key_file=str(opts.api_key_file) if opts.api_key_file else None,
+                                 start_timeout_s=opts.start_timeout_s, save=opts.save)
+    if opts.server is not None:
+        request = replace(request, target=ServerTarget("server", parse_target(opts.server)))
+    else:
+        argv_a, argv_b = serving.split_serve_args(opts.extra)
+        serving.check_server_args(argv_a, what="--serve")
+        if argv_b is not None:
+            serving.check_server_args(argv_b, what="--vs")
+        request = replace(request, serve=tuple(Served(name, tuple(argv)) for name, argv in (("A", argv_a),
+                                                                                              ("B", argv_b))
+                                               if argv is not None))
+    return request
 
 
 class _Progress:
@@ -142,8 +147,14 @@ class _Progress:
 
     def __init__(self, console: "Console", enabled: bool):
         self._status = console.status("probing", spinner="dots") if enabled else None
+
+    def __enter__(self) -> Callable[[Any], None]:
         if self._status is not None:
             self._status.start()
+        return self.update
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def update(self, event: Any) -> None:
         if self._status is None:
@@ -212,64 +223,3 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
 def _ms(value: float) -> str:
     """Compact (no space, so a narrow table never wraps it): "955ms", "10.8s"."""
     return f"{value / 1000:.1f}s" if value >= 1000 else f"{value:.0f}ms"
-
-
-def _record(result, err, facts) -> None:
-    """Into the results store, with the servers' /props as provenance; a store that cannot be written is one warning
-    line and the result is still shown."""
-    from tunehost.store import open_for_recording, server_run
-
-    store = open_for_recording(lambda line: err.print(f"warning: {line}", markup=False, highlight=False))
-    if store is None:
-        return
-    with store:
-        store.record(server_run(result, facts))
-
-
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
-
-
-def _server_watcher(targets: Any, host: Any, *, warn: Any = None, listening: Any = None,
-                    serving: Any = None) -> Any:
-    """A HostWatcher for the server bench: the CPU time of the servers measured on this host (found by their
-    listening port; each process's own increase, tunehost.bench.server.cpu) counts as the measurement's own;
-    everything else is other work, judged per round as bench's. A local server whose process this user cannot see
-    (another user's, e.g. advise's DynamicUser unit, when not run as root): `warn` says so once, and the CPU load
-    of other processes is unknown rather than disturbed (swap, steal, heat still judged). None when no target is
-    on this host (a remote server's host cannot be watched from here). `host`: the live host, opened by the
-    caller. `listening`/`serving`: tests' fakes."""
-    from tunehost.bench.server.cpu import ServingCpu
-    from tunehost.bench.watch import HostWatcher, read_reading
-
-    if listening is None:
-        from tunehost.host.samples import listening_pids as listening
-    ports = {t.target.port for t in targets if t.target.host in LOCAL_HOSTS}
-    if not ports:
-        return None
-    found: set[int] = set()
-    cpu = serving if serving is not None else ServingCpu()
-    seen: dict[str, bool] = {"visible": False, "said": False}
-
-    def servers() -> set[int]:
-        if not seen["visible"]:
-            try:
-                pids = listening(ports)
-            except Exception:  # not visible to this user: said below
-                pids = set()
-            if pids:
-                seen["visible"] = True
-                found.update(pids - {os.getpid()})  # an in-process server's time is counted already (os.times)
-            elif not seen["said"] and warn is not None:
-                seen["said"] = True
-                shown = ", ".join(str(p) for p in sorted(ports))
-                warn(f"no process listening on port {shown} is visible to this user (a server run by another "
-                     "account; run as root or as that account to see it): the CPU load of other processes is not "
-                     "judged")
-        return set(found) | cpu.seen  # the router's children too: none of them is other work
-
-    def own(_pids: set[int]) -> float | None:
-        if not seen["visible"]:
-            return None  # its CPU time would count as other work: unknown, not disturbed
-        return cpu.update(set(found)) if found else 0.0
-
-    return HostWatcher(host, read=lambda host: read_reading(host, exclude_pids=servers, own_cpu=own))

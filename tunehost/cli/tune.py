@@ -5,8 +5,6 @@ docs/tune.md explains the race, the search space and how a killed tune resumes.
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -15,13 +13,13 @@ import typer
 
 from tunehost.cli import LINE_EVERY_ROUNDS, check_range, cli_errors, make_console
 from tunehost.errors import EXIT_BUSY, TunehostError
+from tunehost.formats import TUNE, choices_text
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tunehost.tune.race import TuneOutcome
-
-FORMATS = ("human", "shell", "systemd", "json")
+    from tunehost.ops.tune import TuneResult
 
 
 def register(app: typer.Typer) -> None:
@@ -48,7 +46,7 @@ def tune_command(
     n_gen: int = typer.Option(128, "-n", "--n-gen", metavar="N", help="Generated tokens of the TG test."),
     reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run."),
     fmt: str = typer.Option("human", "--format", "-f", metavar="FORMAT",
-                            help="human (default), shell, systemd or json: how the winner is printed."),
+                            help=f"{choices_text(TUNE)}: how the winner is printed."),
     llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
                                                help="The llama-bench binary (or its directory)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming an interrupted tune."),
@@ -77,8 +75,8 @@ def tune_command(
     from tunehost.store import open_for_recording
     from tunehost.tune import race
 
-    if fmt not in FORMATS:
-        raise TunehostError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt not in TUNE:
+        raise TunehostError(f"--format must be one of {', '.join(TUNE)}, not {fmt!r}")
     kind = unit_kind(fmt, user_unit, service_user)
     if objective not in race.OBJECTIVES:
         raise TunehostError(f"--objective must be one of {', '.join(race.OBJECTIVES)}, not {objective!r}")
@@ -109,112 +107,21 @@ def tune_command(
         result = op.tune(host, HostFacts(host), lambda: open_for_recording(warn), options, hooks)
     if result.journal_note is not None:
         warn(result.journal_note)
-    outcome = result.outcome
-    render(outcome, result.settings, fmt, make_console(), unit_check=result.unit_check)
-    if not outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
+    render_result(result, fmt)
+    if not result.outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
         raise typer.Exit(EXIT_BUSY)
 
 
-def tune_summary(outcome: "TuneOutcome", tune_key: str | None) -> dict[str, Any]:
-    """The outcome as JSON (tunehost.ops.tune.tune_summary: what the store keeps)."""
-    from tunehost.ops.tune import tune_summary as summary
+def render_result(result: "TuneResult", fmt: str) -> None:
+    """The tune's result as `fmt` through the formats room (tunehost.formats; tune's human report and JSON document
+    are tunehost.formats.tune_report's; a unit only with the check tune made before its race)."""
+    from tunehost.formats import Subject, render
 
-    return summary(outcome, tune_key)
-
-
-def headline(outcome: "TuneOutcome", objective: str) -> str:
-    """"+12.0 % TG, 95 % interval +9.1..+15.2 %, 14 rounds" or "advise's plan is already the fastest ..."."""
-    what = {"tg": "TG", "pp": "PP", "balanced": "PP·TG (geometric mean)"}[objective]
-    c = outcome.confirmation
-    if not outcome.has_result:
-        return (f"no winner: {outcome.stopped}; advise's plan stands. A load that holds a CPU changes which thread "
-                "count wins: run again on a quiet host (`tunehost gate --wait-quiet`), or --allow-busy to "
-                "measure under this load")
-    if outcome.improved and c is not None:
-        text = (f"{outcome.winner.label}: {c.change_percent:+.1f} % {what} over advise's plan, 95 % interval "
-                f"{(c.low - 1) * 100:+.1f}..{(c.high - 1) * 100:+.1f} %, {c.rounds} rounds")
-        if outcome.disturbed_rounds:
-            counted = sum(1 for m in outcome.marks if m.counted)
-            text += (f" — UNDER BACKGROUND LOAD ({outcome.disturbed_rounds} of {counted} rounds disturbed: "
-                     f"{outcome.busy_reason}): this winner holds only under that load")
-        return text + _gaps(outcome)
-    complete = not outcome.not_searched and not outcome.load_dropped
-    text = "advise's plan is already the fastest within the noise" if complete else "advise's plan stands"
-    if c is not None:
-        high = f"{(c.high - 1) * 100:+.1f}" if math.isfinite(c.high) else "+inf"
-        low = f"{(c.low - 1) * 100:+.1f}" if c.low > 0 else "-100"
-        text += (f" (the search's best, {outcome.best.label}, re-measured against it: {c.change_percent:+.1f} % "
-                 f"{what}, 95 % interval {low}..{high} %, {c.rounds} rounds)")
-    if outcome.disturbed_rounds:
-        text += (f" — under background load ({outcome.disturbed_rounds} rounds disturbed: {outcome.busy_reason}); "
-                 "this holds only under that load")
-    return text + _gaps(outcome)
-
-
-def _gaps(outcome: "TuneOutcome") -> str:
-    """What the result does not cover: challengers not raced under the load, knobs not searched, why it stopped."""
-    text = ""
-    if outcome.load_dropped:
-        text += (f"; not raced under that load: {', '.join(outcome.load_dropped)} ({outcome.busy_reason}), "
-                 "so this holds only under that load")
-    if outcome.not_searched:
-        text += "; not searched: " + ", ".join(f"{knob} ({why})" for knob, why in outcome.not_searched)
-    if outcome.stopped is not None:
-        text += f" (from quiet rounds; the tune then stopped: {outcome.stopped})"
-    return text
-
-
-def render(outcome: "TuneOutcome", settings: Any, fmt: str, console: "Console", *, unit_check: Any = None) -> None:
-    """The winner as `fmt`: json, shell and systemd through the formats room (tunehost.formats, as advise; a unit
-    only with the check tune made before its race, `unit_check`: tunehost.advise.unit_access.check_unit), human
-    as tune's own report with the winner's command line in the shell format."""
-    from rich.markup import escape
-
-    from tunehost.formats import Subject
-    from tunehost.formats import render as render_format
-    from tunehost.formats.shell import render_shell
-
-    launch = outcome.winner.launch
-    if fmt == "json":
-        doc = {"schema": "tunehost-tune/1", "headline": headline(outcome, settings.objective),
-               **tune_summary(outcome, None)}
-        doc.pop("tune_key")
-        typer.echo(render_format("json", Subject(launch, doc)), nl=False)
-        return
-    if fmt in ("shell", "systemd"):
-        typer.echo(render_format(fmt, Subject(launch, unit_check=unit_check)), nl=False)
-        if fmt == "systemd" and not unit_check.report.checked:
-            from tunehost.printable import one_line
-
-            typer.echo(f"tunehost: warning: {one_line(unit_check.report.reason)}", err=True)
-        return
-    if outcome.reused_steps:
-        console.print(f"resumed: reused {outcome.reused_steps} of {outcome.steps} llama-bench runs from the store "
-                      f"({outcome.reused_s:.0f} s of {outcome.spent_s:.0f} s of measurement)", highlight=False)
-    for stage in outcome.stages:
-        console.print(escape(stage.describe()), highlight=False)
-        for label, why in stage.dropped:
-            console.print(f"[dim]  dropped {escape(label)}: {escape(why)}[/]", highlight=False)
-    for knob, why in outcome.skipped:
-        console.print(f"[dim]{escape(knob)}: skipped, {escape(why)}[/]", highlight=False)
-    if outcome.discarded_rounds and not outcome.stopped:
-        console.print(f"[dim]{outcome.discarded_rounds} rounds disturbed by other processes were discarded and run "
-                      f"again ({escape(outcome.busy_reason or '')})[/]", highlight=False)
-    console.print()
-    style = ("bold red" if not outcome.has_result else "bold yellow" if outcome.disturbed
-             else "bold green" if outcome.improved else "yellow")
-    console.print(f"[{style}]{escape(headline(outcome, settings.objective))}[/]", highlight=False)
-    if outcome.waited_s >= 1:
-        spent = (f"{outcome.spent_s:.0f} s of the {outcome.budget_s:.0f} s budget: "
-                 f"{outcome.spent_s - outcome.waited_s:.0f} s of measurement, {outcome.waited_s:.0f} s waiting for quiet")
-    else:
-        spent = f"{outcome.spent_s:.0f} s of measurement of the {outcome.budget_s:.0f} s budget"
-    console.print(f"[dim]{spent}, {outcome.steps} llama-bench runs[/]", highlight=False)
-    if not outcome.has_result:
-        return
-    console.print()
-    console.print(escape(render_shell(launch)), highlight=False, soft_wrap=True)
-    console.print("[dim]as a systemd unit: tunehost tune ... --format systemd; as JSON: --format json[/]")
+    text = render(fmt, Subject(result.outcome.winner.launch, result, result.unit_check, console=make_console()))
+    if text:
+        typer.echo(text, nl=False)
+    if result.unit_check is not None and not result.unit_check.report.checked:
+        typer.echo(f"tunehost: warning: {one_line(result.unit_check.report.reason)}", err=True)
 
 
 class _TuneView:

@@ -1,9 +1,11 @@
 """The formats room: every way a command's result is written out, one module per format, one registry.
 
 A format is `render(subject) -> str`: the text for stdout (the human report prints through the console the CLI
-hands in, and returns ""). advise offers every registered format (`tunehost advise --format NAME`); tune renders
-its winner through the same entries. A format that can also be written as files (--write DIR) has `files(subject,
-directory) -> [Artifact]` in FILES. Adding a format: one module here, one line in FORMATS (and FILES if it writes).
+hands in, and returns ""). advise offers every registered format (`tunehost advise --format NAME`); tune offers
+those in TUNE and renders its result (tunehost.ops.tune.TuneResult; its human report and JSON document are
+tune_report's) through the same entries. A format that can also be written as files (--write DIR) has
+`files(subject, directory) -> [Artifact]` in FILES. Adding a format: one module here, one line in FORMATS (and
+FILES if it writes, TUNE if tune offers it).
 The router's preset INI (router_ini) is a part of the shell and systemd forms, not a --format of its own.
 """
 
@@ -43,6 +45,7 @@ FORMATS: dict[str, Callable[[Subject], str]] = {
     "json": jsondoc.render,
     "ollama": ollama.render,
 }
+TUNE = ("human", "shell", "systemd", "json")  # the formats `tune --format` offers its winner in (in this order)
 FILES: dict[str, Callable[[Subject, Path], "list[Artifact]"]] = {
     "systemd": systemd.files,
     "ollama": ollama.files,

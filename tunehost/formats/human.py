@@ -1,5 +1,6 @@
 """`--format human` (the default): the plan as a report for a terminal, printed through the rich console the CLI
-hands in (folded to its width): the memory budget, the command, each flag's reason, warnings and notes."""
+hands in (folded to its width): the memory budget, the command, each flag's reason, warnings and notes. tune's
+report (the race and its winner) is tunehost.formats.tune_report's."""
 
 from __future__ import annotations
 
@@ -19,9 +20,15 @@ if TYPE_CHECKING:
 
 
 def render(subject: "Subject") -> str:
-    """Print advise's report (tunehost.ops.advise.Advice) to ``subject.console``; nothing is returned to echo."""
+    """Print advise's report (tunehost.ops.advise.Advice), or tune's (tunehost.ops.tune.TuneResult:
+    tunehost.formats.tune_report), to ``subject.console``; nothing is returned to echo."""
     from tunehost.errors import TunehostError
+    from tunehost.ops.tune import TuneResult
 
+    if isinstance(subject.report, TuneResult):
+        from tunehost.formats import tune_report
+
+        return tune_report.render_human(subject)
     advice, console = subject.report, subject.console
     if console is None:
         raise TunehostError("internal: --format human prints through a console")

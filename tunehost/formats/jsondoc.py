@@ -1,4 +1,5 @@
-"""`--format json`: the command's report as one JSON document (its own `to_json()`, or a document it built)."""
+"""`--format json`: the command's report as one JSON document (its own `to_json()`, a document it built, or
+tune's: tunehost.formats.tune_report.document)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ if TYPE_CHECKING:
 
 
 def render(subject: "Subject") -> str:
+    from tunehost.ops.tune import TuneResult
+
     report = subject.report
-    document = report if isinstance(report, Mapping) else report.to_json()
+    if isinstance(report, TuneResult):
+        from tunehost.formats.tune_report import document as tune_document
+
+        document = tune_document(report)
+    else:
+        document = report if isinstance(report, Mapping) else report.to_json()
     return json.dumps(document, indent=2) + "\n"

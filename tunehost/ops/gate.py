@@ -1,5 +1,7 @@
-"""The pre-benchmark gate's logic (`tunehost gate`, tunehost/cli/gate.py, is the edge): is the host quiet, what to
-record next to results, its own exit statuses, and running the wrapped command with signals forwarded.
+"""The pre-benchmark gate as an operation (`tunehost gate`; tunehost/cli/gate.py parses, opens and renders): is
+the host quiet, what to record next to results, its own exit statuses, and running the wrapped command with
+signals forwarded. :func:`run_gate` waits, judges, records and runs; it returns a :class:`GateResult` and never
+prints (its status lines go to the caller's ``on_status``).
 
 Quiet = no other process using more than `hog_percent` of one CPU, and the hottest temperature sensor moved by no
 more than `settle_c` degrees between two readings. Readings come through the host layer (the `activity` sample,
@@ -11,12 +13,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from tunehost.errors import EXIT_BUSY
+from tunehost.errors import EXIT_BUSY, TunehostError
 
 if TYPE_CHECKING:
+    from tunehost.facts import HostFacts
     from tunehost.host import Host
 
 # The gate's own exit statuses: sysexits.h values, which common benchmark commands (llama-bench, make, python, grep,
@@ -215,3 +219,162 @@ def run_command(argv: list[str]) -> int:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
+
+
+# ---------------------------------------------------------------- the gate as an operation (tunehost/cli/gate.py renders)
+
+MEASURED_CHECKS = ("memory-bandwidth", "cpu-clocks", "power-limits")  # their figures are said on every run
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """What the gate was asked: the command to run after it, how long to wait for quiet, where to record
+    (``out``: DIR, the record goes to DIR/host/) and the snapshot judged (None: the live host). How strictly the
+    host is judged is the caller's judge's (GateEdge.judge)."""
+
+    command: list[str]
+    wait_quiet_s: float = 0.0
+    out: Path | None = None
+    snapshot: Path | None = None
+
+
+@dataclass(frozen=True)
+class GateEdge:
+    """What the gate asks of its caller: a host opener (``fresh_host(record)``: a fresh host each call, live or
+    the snapshot; the wait takes fresh readings), doctor's judgement of the facts, the snapshot writer for --out,
+    and where its status lines go (said as they happen: before the judgement and the command's own output)."""
+
+    fresh_host: Callable[[bool], "Host"]
+    judge: Callable[["HostFacts"], Any]  # -> tunehost.doctor Report
+    record_snapshot: Callable[["HostFacts", Path], None]
+    on_status: Callable[[str], None] = lambda line: None
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """How the gate ended. ``status``: its own (GATE_EXIT_STATUSES) or the command's. ``error``: the gate's own
+    failure in one line (EXIT_SOFTWARE). ``doc``: doctor's report as JSON once judged. After the command:
+    ``cannot_run`` (why it could not be started), ``explanation`` (a llama.cpp tool killed by a signal) and
+    ``summary_warning`` (the exit status could not be added to the record)."""
+
+    status: int
+    error: str | None = None
+    quiet: QuietResult | None = None
+    doc: dict[str, Any] | None = None
+    ran: bool = False
+    cannot_run: str | None = None
+    explanation: str | None = None
+    summary_warning: str | None = None
+
+
+def run_gate(request: GateRequest, edge: GateEdge) -> GateResult:
+    """Wait for quiet (``request.wait_quiet_s``), judge the host once after the wait, record it (``out``), and run
+    the command when the host is ready. Never prints: the status lines go to ``edge.on_status``."""
+    say = edge.on_status
+    snapshot_out = request.out / "host" / "snapshot" if request.out is not None else None
+    if snapshot_out is not None and snapshot_out.is_dir() and any(snapshot_out.iterdir()):
+        return GateResult(EXIT_SOFTWARE, f"{snapshot_out} already holds a snapshot; choose a new --out DIR")
+    quiet = None
+    try:
+        if request.wait_quiet_s:
+            say(f"waiting up to {request.wait_quiet_s:g} s for the host to be quiet...")
+            quiet = _wait(request, edge)
+            if not quiet.quiet:
+                return GateResult(EXIT_NOT_QUIET, quiet=quiet)
+            say(f"host quiet after {quiet.waited_s:.0f} s")
+        # judged after the wait, once: this run's measurement decides and is what --out records
+        facts = _facts(edge.fresh_host(request.out is not None and request.snapshot is None))
+        report = edge.judge(facts)
+    except TunehostError as exc:
+        return GateResult(EXIT_SOFTWARE, str(exc), quiet)
+    doc = report.to_json()
+    for finding in doc["findings"]:
+        if finding["check"] in MEASURED_CHECKS:
+            say(f"{finding['check']}: {finding['summary']}")
+    host_dir = request.out / "host" if request.out is not None else None
+    summary: dict[str, Any] = {}
+    if host_dir is not None:
+        try:
+            summary = _record(facts, doc, host_dir, request, quiet, edge)
+        except (OSError, TunehostError) as exc:
+            return GateResult(EXIT_SOFTWARE, f"cannot write {host_dir}: {getattr(exc, 'strerror', None) or exc}",
+                              quiet, doc)
+    if not report.ready:
+        return GateResult(EXIT_NOT_READY, quiet=quiet, doc=doc)
+    say("tunehost doctor: ready")
+    if not request.command:
+        return GateResult(0, quiet=quiet, doc=doc)
+    result, duration_s = _run(request.command)
+    if host_dir is not None:
+        summary.update({"exit_status": result.status, "duration_s": duration_s})
+        try:
+            _write_json(host_dir / "summary.json", summary)
+        except OSError as exc:  # the command has run: its status still comes back
+            result = replace(result, summary_warning=f"could not record the exit status in {host_dir}: "
+                                                     f"{exc.strerror or exc}")
+    return replace(result, quiet=quiet, doc=doc)
+
+
+def _wait(request: GateRequest, edge: GateEdge) -> QuietResult:
+    if request.snapshot is None:  # the live host: judged as tune and bench judge their rounds
+        return wait_quiet_live(lambda: edge.fresh_host(False), request.wait_quiet_s)
+    # a snapshot holds one process list: a fresh host per reading (samples are cached per host)
+    return wait_quiet(lambda: read_quiet(edge.fresh_host(False)), request.wait_quiet_s)
+
+
+def _facts(host: "Host") -> "HostFacts":
+    from tunehost.facts import HostFacts
+
+    return HostFacts(host)
+
+
+def _run(command: list[str]) -> tuple[GateResult, float]:
+    """Run the command (stdout flushed first: nothing buffered lands after the command's own output); its result
+    and how long it ran (s)."""
+    import sys
+
+    sys.stdout.flush()
+    started = time.time()
+    try:
+        rc = run_command(command)
+    except OSError as exc:
+        rc = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_CANNOT_EXECUTE
+        result = GateResult(rc, cannot_run=f"cannot run {command[0]!r}: {exc.strerror or exc}")
+    else:
+        explanation = None
+        program = os.path.basename(command[0])
+        if 128 < rc < 128 + 65 and program.startswith("llama"):  # a llama.cpp tool killed by signal rc - 128
+            from tunehost.facts.llama_exit import explain_exit
+            from tunehost.host.cpuinfo import live_cpu_flags
+
+            explanation = explain_exit(program, 128 - rc, live_cpu_flags()) or ""
+        result = GateResult(rc, ran=True, explanation=explanation)
+    return result, round(time.time() - started, 1)
+
+
+def _record(facts: "HostFacts", doc: dict[str, Any], host_dir: Path, request: GateRequest,
+            quiet: QuietResult | None, edge: GateEdge) -> dict[str, Any]:
+    """DIR/host/doctor.json, summary.json and (live host) snapshot/, the replayable facts with the measurements."""
+    host_dir.mkdir(parents=True, exist_ok=True)
+    _write_json(host_dir / "doctor.json", doc)
+    summary = host_summary(facts.host)  # before the snapshot is written, so that what it read is in it too
+    if quiet is not None:
+        last = quiet.readings[-1]
+        summary["quiet"] = {"waited_s": round(quiet.waited_s, 1), "max_temp_c": last.max_temp_c,
+                            "cpu_percent_total": last.cpu_percent_total}
+    summary["verdict"] = doc["verdict"]
+    summary["command"] = request.command
+    if request.snapshot is None:
+        edge.record_snapshot(facts, host_dir / "snapshot")
+        summary["snapshot"] = "snapshot"
+    else:
+        summary["snapshot"] = str(request.snapshot)  # judged from this snapshot: nothing live to record
+    _write_json(host_dir / "summary.json", summary)
+    edge.on_status(f"doctor report and host facts written to {host_dir}")
+    return summary
+
+
+def _write_json(path: Path, data: Any) -> None:
+    import json
+
+    path.write_text(json.dumps(data, indent=2) + "\n")
