@@ -154,7 +154,7 @@ def test_the_sampler_records_each_window_and_the_whole_span(monkeypatch):
 
 
 def test_doctor_quick_keeps_the_sample_short():
-    from tunehost.cli.doctor import enable_measuring
+    from tunehost.ops.doctor import enable_measuring
     from tunehost.host.samples import ACTIVITY_WINDOW_S, ACTIVITY_WINDOWS, QUICK_ACTIVITY_WINDOW_S
 
     host = open_host()

@@ -292,7 +292,7 @@ def test_doctor_json_on_the_live_host_shows_the_finding(cli):
 
 
 def test_snapshot_records_the_results_sample_and_replays_it(cli, tmp_path):
-    from tunehost.cli.doctor import record_results
+    from tunehost.ops.doctor import record_results
     from tunehost.host.snapshot import write_snapshot
 
     here = HostIdentity.gather(HostFacts(open_host())).to_json()

@@ -131,7 +131,7 @@ def test_no_import_cycle_among_tunehost_modules() -> None:
 
 
 def test_the_host_layer_loads_no_probe_until_a_run_that_measures_declares_it() -> None:
-    """host/ alone registers its own samplers; `doctor`'s enable_measuring imports the probes, which declare the
+    """host/ alone registers its own samplers; `doctor`'s enable_measuring (tunehost.ops.doctor) imports the probes, which declare the
     `measure` sampler to the host layer (a fresh interpreter: nothing imported before)."""
     code = (
         "import sys\n"
@@ -140,7 +140,7 @@ def test_the_host_layer_loads_no_probe_until_a_run_that_measures_declares_it() -
         "host = open_host()\n"
         "assert 'nvml' in SAMPLERS and 'measure' not in SAMPLERS, sorted(SAMPLERS)\n"
         "assert not [m for m in sys.modules if m.startswith(('tunehost.probes', 'tunehost.facts', 'tunehost.advise'))]\n"
-        "from tunehost.cli.doctor import enable_measuring\n"
+        "from tunehost.ops.doctor import enable_measuring\n"
         "enable_measuring(host, quick=True)\n"
         "assert 'measure' not in SAMPLERS\n"
         "enable_measuring(host, quick=False)\n"

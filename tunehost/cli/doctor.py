@@ -33,33 +33,18 @@ SNAPSHOT_HELP = "Read this snapshot directory instead of the live host (nothing 
 QUICK_HELP = "Do not measure (memory bandwidth, CPU clocks under load): judge the settings only, in about a second."
 
 
-def enable_measuring(host, *, quick: bool) -> None:
-    """Let this run take the `measure` sample on the live host, unless --quick (a snapshot replays its own)."""
-    host.measure = host.live and not quick
-    if host.measure:
-        import tunehost.probes.sampler  # noqa: F401 (registers the `measure` sampler with the host layer)
-    if quick:
-        from tunehost.host.samples import QUICK_ACTIVITY_WINDOW_S
-
-        host.measure_off_reason = "not measured (--quick)"
-        host.activity_window_s = QUICK_ACTIVITY_WINDOW_S  # the CPU sample stays about half a second
-
-
 @contextlib.contextmanager
-def measuring_status(host, *, show: bool):
-    """A spinner on stderr that says what is being measured (only on a terminal, only while measuring)."""
+def measuring_status(show: bool):
+    """A spinner on stderr that says what is being measured (only on a terminal, only while measuring): yields the
+    function that updates it, or None."""
     import sys
 
-    if not (show and host.measure and sys.stderr.isatty()):
-        yield
+    if not (show and sys.stderr.isatty()):
+        yield None
         return
     console = make_console(stderr=True)
     with console.status("running the checks") as status:
-        host.on_status = lambda message: status.update(message)
-        try:
-            yield
-        finally:
-            host.on_status = None
+        yield lambda message: status.update(message)
 
 
 def load_checks_warning() -> "LoadedChecks":
@@ -72,42 +57,28 @@ def load_checks_warning() -> "LoadedChecks":
     return loaded
 
 
-def record_results(host) -> None:
-    """Put the results store's raw runs on the live host as the `results` sample (speed-drift judges it; a
-    snapshot writes it as samples/results.json). The store is above the checks in the layers, so the CLI reads it."""
-    if host.live:
-        from tunehost.facts.results import RESULTS_SAMPLE
-        from tunehost.store import doctor_sample
-
-        host.put_sample(RESULTS_SAMPLE, doctor_sample())
-
-
 def judge(facts: "HostFacts", checks: list, warnings: tuple[str, ...] | list[str] = (), *, strict: bool = False,
           quick: bool = False, show_status: bool = True) -> "Report":
-    """One doctor run (doctor's, snapshot's and the gate's): measuring on the live host unless quick."""
-    from tunehost.doctor import run_doctor
+    """One doctor run (doctor's, snapshot's and the gate's: tunehost.ops.doctor.diagnose), its warning lines on
+    stderr: a plugin that printed while it ran, and the checks a snapshot could not answer."""
+    from tunehost.ops.doctor import DoctorRequest, diagnose, measures
 
-    enable_measuring(facts.host, quick=quick)
-    if any(c.id == "speed-drift" for c in checks):
-        record_results(facts.host)
-    with measuring_status(facts.host, show=show_status):
-        report = run_doctor(facts, checks, strict=strict, warnings=warnings)
-    for note in report.notes:  # a plugin that printed while it ran: on stderr, never in the report
+    request = DoctorRequest(tuple(checks), tuple(warnings), strict=strict, quick=quick)
+    with measuring_status(show_status and measures(facts.host, quick)) as on_status:
+        diagnosis = diagnose(facts, request, on_status=on_status)
+    for note in diagnosis.notes:  # a plugin that printed while it ran: on stderr, never in the report
         typer.echo(f"tunehost: warning: {one_line(note)}", err=True)
-    for refused in facts.host.refusals:  # the checks that needed these skipped: say why
+    for refused in diagnosis.refusals:  # the checks that needed these skipped: say why
         typer.echo(f"tunehost: warning: snapshot: {one_line(refused)}", err=True)
-    return report
+    return diagnosis.report
 
 
 def record_snapshot(facts: "HostFacts", directory: Path) -> None:
-    """Write what a recording host (open_host(record=True)) has read, plus what each consumer declared it reads
-    beyond the checks (advise: tunehost.advise.flags.read_advise_inputs), as a snapshot."""
-    import tunehost.advise.flags  # noqa: F401 (advise declares its reads to the host layer)
-    from tunehost.host.snapshot import take_declared_reads, write_snapshot
+    """Write the snapshot (tunehost.ops.doctor.write_snapshot); each declared read that failed is one warning."""
+    from tunehost.ops.doctor import write_snapshot
 
-    for problem in take_declared_reads(facts):  # the snapshot is still useful for doctor without them
+    for problem in write_snapshot(facts, directory):  # the snapshot is still useful for doctor without them
         typer.echo(f"tunehost: warning: {one_line(problem)}", err=True)
-    write_snapshot(facts.host, directory)
 
 
 def register(app: typer.Typer) -> None:
