@@ -103,7 +103,7 @@ class Setup:
             def variants(inc):
                 return [self.candidate(label, change(inc.launch)) for label, change in values
                         if runner.bench_flags(change(inc.launch), self.supported).flags != inc.args]
-            return Knob(name, variants)
+            return Knob(name, variants, uses_cpus=name in ("threads", "cpu set"))
 
         return [
             knob("threads", [(f"-t {t}", lambda l, t=t: l.with_flag("-t", t).with_flag("-tb", t))

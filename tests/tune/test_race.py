@@ -83,7 +83,7 @@ PLAN = cand("plan", t="2", ub="512")
 def threads_knob(values=("1", "3")) -> Knob:
     return Knob("threads", lambda inc: [Candidate(f"-t {v}", inc.launch.with_flag("-t", v),
                                                   bench_flags(inc.launch.with_flag("-t", v)).flags)
-                                        for v in values if v != inc.launch.value("-t")])
+                                        for v in values if v != inc.launch.value("-t")], uses_cpus=True)
 
 
 def ubatch_knob(values=("128", "256", "1024")) -> Knob:

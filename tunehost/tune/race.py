@@ -70,7 +70,6 @@ from tunehost.launch import LaunchConfig
 Invoke = Callable[[Sequence[str]], list[BenchResult]]
 OBJECTIVES = ("tg", "pp", "balanced")
 ALPHA = 0.05
-CPU_KNOBS = ("threads", "cpu set")  # stages whose arms compete for CPUs: judged as if every CPU were busy
 GREEDY_WAIT_SHARE = 0.25  # of a stage's time left, waited for quiet before challengers using more CPUs are dropped
 WAIT_STEP = "(wait for quiet)"  # the journal's argv[0] of a wait: no llama-bench option starts with "("
 
@@ -435,6 +434,7 @@ class Stage:
     alpha: float | None = None
     on_progress: Callable[[TuneProgress], None] | None = field(default=None, compare=False)
     resume: StageOutcome | None = None
+    uses_cpus: bool = False  # the knob's arms compete for CPUs (Knob.uses_cpus)
 
     @property
     def limit_s(self) -> float:
@@ -652,7 +652,7 @@ class _StageRace:
         """Judge as if every CPU were busy: a threads or CPU-set stage, or arms that keep different numbers of
         CPUs busy. A load on the CPUs one arm leaves idle lands on the SMT siblings or the shared caches of the
         others: exactly the load that changes which thread count wins."""
-        return self.stage.knob in CPU_KNOBS or len({cpus_of([a]) for a in self.alive}) > 1
+        return self.stage.uses_cpus or len({cpus_of([a]) for a in self.alive}) > 1
 
     def judged(self, report: WatchReport | None) -> WatchReport | None:
         if report is None or not self.strict():
@@ -732,6 +732,7 @@ class Knob:
     name: str
     variants: Callable[[Candidate], list[Candidate]] = field(compare=False)
     not_searched: str | None = None  # why this knob cannot change the objective here (then it is skipped, said so)
+    uses_cpus: bool = False  # its arms compete for CPUs (threads, CPU sets): judged as if every CPU were busy
 
 
 @dataclass(frozen=True)
@@ -841,7 +842,7 @@ class _Tune:
             self.on_progress(TuneProgress("quiet", 0, len(self.knobs), 0, plan.label, None, 0, measurer.spent_s,
                                           settings.budget_s, measurer.reused_steps, 0, "waiting for a quiet host"))
         # judged for every CPU when a stage will race thread counts or CPU sets (see _StageRace.strict())
-        cpu_stages = any(k.name in CPU_KNOBS and not k.not_searched for k in self.knobs)
+        cpu_stages = any(k.uses_cpus and not k.not_searched for k in self.knobs)
         return measurer.wait_quiet(max(settings.budget_s * settings.quiet_wait_share,
                                        QUIET_WINDOWS * QUIET_WINDOW_S + 0.5), None if cpu_stages else cpus_of([plan]))
 
@@ -870,7 +871,8 @@ class _Tune:
                 continue
             stage_began = measurer.spent_s
             outcome = race_stage(Stage(knob.name, self.incumbent, tuple(challengers), measurer, settings, end_s=end,
-                                       hard_end_s=self.search_end, on_progress=self.relay(index)))
+                                       hard_end_s=self.search_end, on_progress=self.relay(index),
+                                       uses_cpus=knob.uses_cpus))
             self.stages.append(outcome)
             if outcome.rounds:  # the incumbent may have changed speed (-t 1 on a busy box): what a round took now
                 self.round_s = ((measurer.spent_s - stage_began) / (outcome.rounds + outcome.discarded + 1) * 2
@@ -920,8 +922,10 @@ class _Tune:
             if measurer.spent_s + self.round_s * stage.arms / 2 > end:
                 continue
             index = next((k for k, knob in enumerate(self.knobs) if knob.name == stage.knob), 0)
+            uses_cpus = any(knob.uses_cpus for knob in self.knobs if knob.name == stage.knob)
             again = race_stage(Stage(stage.knob, stage.incumbent, stage.candidates[1:], measurer, settings,
-                                     end_s=end, hard_end_s=end, resume=stage, on_progress=self.relay(index)))
+                                     end_s=end, hard_end_s=end, resume=stage, on_progress=self.relay(index),
+                                     uses_cpus=uses_cpus))
             self.stages[i] = again
             if again.stop_reason == "host busy":
                 self.stopped = f"the host stayed busy ({again.busy})"

@@ -76,6 +76,7 @@ class KnobSpec:
     label: Callable[[Any], str] = field(compare=False)
     applies: Callable[[Space], bool] = field(default=lambda space: True, compare=False)
     not_for: tuple[tuple[str, str], ...] = ()  # (objective, why)
+    uses_cpus: bool = False  # its values keep different CPUs busy: the race judges its rounds as if all were used
 
 
 def _int(text: str | None) -> int | None:
@@ -186,8 +187,8 @@ def _llama_bench_has(option: str) -> Callable[[Space], bool]:
 
 KNOBS: tuple[KnobSpec, ...] = (
     KnobSpec("threads", _thread_counts, lambda launch, v: launch.with_flag("-t", str(v)).with_flag("-tb", str(v)),
-             lambda v: f"-t {v}"),
-    KnobSpec("cpu set", _cpu_sets, lambda launch, v: replace(launch, pin_cpus=v[1]), lambda v: v[0]),
+             lambda v: f"-t {v}", uses_cpus=True),
+    KnobSpec("cpu set", _cpu_sets, lambda launch, v: replace(launch, pin_cpus=v[1]), lambda v: v[0], uses_cpus=True),
     KnobSpec("ubatch", _ubatches, lambda launch, v: launch.with_flag("-ub", str(v)), lambda v: f"-ub {v}",
              not_for=(("tg", NOT_FOR_TG),)),
     KnobSpec("batch", _batches, lambda launch, v: launch.with_flag("-b", str(v)), lambda v: f"-b {v}",
@@ -215,7 +216,8 @@ def knobs(model: "ModelFacts", host: "HostView", path: str, supported: frozenset
     balanced) with prompts of ``n_prompt`` tokens: one per declared knob (:data:`KNOBS`), in order."""
     space = Space(model, host, path, supported, objective, n_prompt)
     fits = _fits_checker(model, host, path)
-    return [Knob(spec.name, _variants(spec, space, fits), dict(spec.not_for).get(objective)) for spec in KNOBS]
+    return [Knob(spec.name, _variants(spec, space, fits), dict(spec.not_for).get(objective), spec.uses_cpus)
+            for spec in KNOBS]
 
 
 def _variants(spec: KnobSpec, space: Space, fits: Callable[[LaunchConfig], bool]) -> Callable[[Candidate], list[Candidate]]:
