@@ -168,3 +168,22 @@ def test_the_nice_floor_from_the_limits_and_the_capabilities(limits, status, flo
     from tunehost.advise.host_view import parse_nice_floor
 
     assert parse_nice_floor(limits, status) == floor
+
+
+def test_advise_s_note_on_prio_says_whether_tune_races_it_here(tmp_path):
+    """One rule (tunehost.advise.host_view.why_no_prio) decides both the race and what advise promises of it."""
+    from dataclasses import replace
+
+    path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
+    facts = read_model(path)
+
+    def prio_note(host):
+        made = plan(facts, host, AdviseOptions(model_path="/models/m.gguf", ctx=512))
+        return next(n for n in made.notes if n.startswith("no --prio"))
+
+    assert prio_note(HOST).endswith("`tunehost tune` measures it on this host")
+    assert prio_note(replace(HOST, nice_floor=0)).endswith(
+        "tune does not race it here: this account may not lower its nice value to -10 (it needs CAP_SYS_NICE or a "
+        "'Max nice priority' limit of 30)")
+    everything = replace(HOST, pin_cpus=tuple(HOST.online_cpus))
+    assert "the pinning uses every CPU" in prio_note(everything)

@@ -149,6 +149,23 @@ def _thp_part(facts: "HostFacts") -> str | None:
         return None
 
 
+PRIO_NICE = -10  # llama.cpp's --prio 2 (GGML_SCHED_PRIO_HIGH): setpriority -10 (common.cpp set_process_priority)
+
+
+def why_no_prio(host: "HostView", pin: tuple[int, ...] | None) -> str | None:
+    """Why `tunehost tune` does not race --prio 2 for a plan pinned to ``pin`` on ``host``; None when it does.
+    Real-time compute threads (SCHED_FIFO) on every CPU could starve the system, and llama-bench refuses to run
+    ("failed to set process priority") where the process cannot reach nice -10."""
+    if not pin:
+        return "nothing is pinned, so real-time threads could take every CPU"
+    if not set(host.online_cpus or ()) - set(pin):
+        return "the pinning uses every CPU, so real-time threads could starve the system"
+    if host.nice_floor is not None and host.nice_floor > PRIO_NICE:
+        return (f"this account may not lower its nice value to {PRIO_NICE} (it needs CAP_SYS_NICE or a "
+                f"'Max nice priority' limit of {20 - PRIO_NICE})")
+    return None
+
+
 def _soft_limit(text: str | None, name: str) -> tuple[int | None, bool]:
     """/proc/<pid>/limits -> (the soft value of the limit `name`, unlimited?); (None, False) when absent."""
     for line in (text or "").splitlines():
@@ -298,4 +315,4 @@ def _llama_part(facts: "HostFacts", given: str | None, notes: list[str]) -> tupl
     return path, backends
 
 
-__all__ = ["GpuView", "HostView", "parse_memlock", "parse_nice_floor"]
+__all__ = ["GpuView", "HostView", "PRIO_NICE", "parse_memlock", "parse_nice_floor", "why_no_prio"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from tunehost.advise.ceiling import NGL_ALL, Bandwidths, Ceiling, Placement, gpu_bandwidth, tg_ceiling_for
-from tunehost.advise.host_view import GpuView, HostView
+from tunehost.advise.host_view import GpuView, HostView, why_no_prio
 from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, context_detail,
                                     fit_layers, fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget,
                                     mtp_kv_bytes)
@@ -575,8 +575,9 @@ def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: 
                                                     "CPUs would oversubscribe them"))
     prio = None
     if pin:
+        why = why_no_prio(host, pin)
         notes.append("no --prio: real-time compute threads help only where a measurement shows it (a busy desktop); "
-                     "`tunehost tune` measures it on this host")
+                     + ("`tunehost tune` measures it on this host" if why is None else f"tune does not race it here: {why}"))
     if host.numa_nodes and host.numa_nodes > 1:
         flags.append(Flag("--numa", "distribute", f"{host.numa_nodes} NUMA nodes: spread threads and memory "
                                                   "evenly over them"))

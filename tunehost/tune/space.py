@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from tunehost.advise.host_view import PRIO_NICE, why_no_prio
 from tunehost.advise.memory import ServerSettings
 from tunehost.bench.runner import bench_flags
 from tunehost.launch import LaunchConfig
@@ -49,7 +50,6 @@ BATCHES = (512, 1024, 2048, 4096, 8192)
 NOT_FOR_TG = "llama-bench's tg test decodes one token at a time: -ub and -b change only prompt processing"
 KV_TYPES = ("f16", "q8_0")
 PRIO = "2"  # llama.cpp's GGML_SCHED_PRIO_HIGH: setpriority -10, compute threads SCHED_FIFO 80 (ggml-cpu.c)
-PRIO_NICE = -10  # what --prio 2 sets the process to (common.cpp set_process_priority): the unit's Nice=
 
 
 @dataclass(frozen=True)
@@ -162,15 +162,11 @@ def _offloads(launch: LaunchConfig, space: Space) -> list[tuple[str, int]]:
 
 
 def _priorities(launch: LaunchConfig, space: Space) -> list[str | None]:
-    """No --prio where the incumbent has it; --prio 2 where it has none, its pinning leaves a CPU free and this
-    process may lower its nice value to -10 (llama-bench refuses to run otherwise: "failed to set process
-    priority"; a process without CAP_SYS_NICE needs RLIMIT_NICE >= 30). An unknown floor is tried."""
+    """No --prio where the incumbent has it; --prio 2 where it has none and advise's rule allows racing it here
+    (tunehost.advise.host_view.why_no_prio: its pinning leaves a CPU free, this process may reach nice -10)."""
     if launch.flag("--prio"):
         return [None]
-    if space.host.nice_floor is not None and space.host.nice_floor > PRIO_NICE:
-        return []
-    spare = set(space.host.online_cpus or ()) - set(launch.pin_cpus or ())
-    return [PRIO] if launch.pin_cpus and spare else []
+    return [PRIO] if why_no_prio(space.host, launch.pin_cpus) is None else []
 
 
 def _with_prio(launch: LaunchConfig, prio: str | None) -> LaunchConfig:
