@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tunehost.cli import app
-from tunehost.cli.layout import fold, fold_command
+from tunehost.formats.fold import fold, fold_command
 
 SNAPSHOTS = sorted(p for p in (Path(__file__).parents[1] / "data" / "snapshots").iterdir() if p.is_dir())
 

@@ -172,7 +172,7 @@ def _show_calibration(fmt: str, facts: "HostFacts") -> None:
         typer.echo(json.dumps({"schema": "tunehost-calibration/1", "store": str(store_path()),
                                **calibration.to_json()}, indent=2))
         return
-    from tunehost.cli.layout import print_folded
+    from tunehost.formats.fold import print_folded
 
     console = make_console()  # every line folded to the terminal's width, the table shrunk to it
     print_folded(console, f"speed constants of this host, fitted to its runs in {store_path()}", "", "  ")

@@ -217,7 +217,7 @@ def _width() -> int:
 def _echo_folded(text: str, rest: str, first: str = "") -> None:
     """One message folded to the terminal's width (80 when unknown) after `first`, continuation lines indented by
     `rest`; both are one printable line (profile names, reasons and units come from files tunehost read)."""
-    from tunehost.cli.layout import fold
+    from tunehost.formats.fold import fold
     from tunehost.printable import one_line
 
     for line in fold(one_line(text), max(make_console().width, 40), one_line(first), rest):
@@ -264,7 +264,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
 def _print_settings(run) -> None:
     """Each key of the run's profile with what the apply did: set (rollback restores it), already so (the apply
     changed nothing), or not set because this host does not support it (with the reason the journal holds)."""
-    from tunehost.cli.layout import fold
+    from tunehost.formats.fold import fold
     from tunehost.printable import one_line
     from tunehost.apply.engine import applied_settings
     from tunehost.apply.profiles import SETTING_KEYS
@@ -385,7 +385,7 @@ def _label(key: str, units: list[str]) -> str:
 
 def _echo_command(command: str, first: str, rest: str) -> None:
     """A shell command to copy, folded with line continuations (it still runs as one when pasted)."""
-    from tunehost.cli.layout import fold_command
+    from tunehost.formats.fold import fold_command
     from tunehost.printable import one_line
 
     for line in fold_command(one_line(command), max(make_console().width, 40), first, rest):

@@ -15,7 +15,8 @@ import typer
 
 from tunehost.cli import LINE_EVERY_ROUNDS, LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
-from tunehost.cli.layout import print_folded, progress_text
+from tunehost.cli.layout import progress_text
+from tunehost.formats.fold import print_folded
 from tunehost.durations import DAY_S, parse_duration
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line

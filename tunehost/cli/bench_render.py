@@ -23,7 +23,7 @@ def render_comparison(comparison: "Comparison", console: "Console", *, chart: bo
     from rich.markup import escape
     from rich.table import Table
 
-    from tunehost.cli.layout import print_folded
+    from tunehost.formats.fold import print_folded
 
     if (comparison.baseline, comparison.candidate) == ("A", "B"):
         console.print("A, B: the two servers above", highlight=False)

@@ -155,7 +155,7 @@ def _print_checks(checks: list, json_out: bool) -> None:
     if json_out:
         typer.echo(json.dumps([{"id": c.id, "title": c.title, "judges": c.judges} for c in checks], indent=2))
         return
-    from tunehost.cli.layout import fold
+    from tunehost.formats.fold import fold
 
     width = max((len(c.id) for c in checks), default=0)
     columns = max(make_console().width, 40)
@@ -185,7 +185,7 @@ def render_report(report: "Report", console: "Console", *, verbose: bool = False
     width (whole words, indented under their finding; a long evidence value is never cut inside a number)."""
     from rich.markup import escape
 
-    from tunehost.cli.layout import fold, fold_command
+    from tunehost.formats.fold import fold, fold_command
 
     width = max(console.width, 40)
 

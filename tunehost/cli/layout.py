@@ -1,11 +1,9 @@
-"""The CLI's layout helpers: folding report text to the terminal's width (tunehost.formats.fold, the formats
-room's, imported here for the commands) and one-line progress text."""
+"""The CLI's progress text: one line, never read as markup. (Folding report text to the terminal's width is the
+formats room's: tunehost.formats.fold.)"""
 
 from __future__ import annotations
 
 from typing import Any
-
-from tunehost.formats.fold import fold, fold_command, print_folded  # noqa: F401 (the commands' folding)
 
 
 def progress_text(text: str, limit: int = 200) -> str:
@@ -25,4 +23,4 @@ def print_progress_line(console: Any, text: str, limit: int = 200) -> None:
     console.print(one_line(text, limit), markup=False, highlight=False, soft_wrap=True)
 
 
-__all__ = ["fold", "fold_command", "print_folded", "print_progress_line", "progress_text"]
+__all__ = ["print_progress_line", "progress_text"]
