@@ -319,8 +319,12 @@ def test_no_mmap_alone_is_load_mode_none_or_mmp_0_on_older_builds():
     assert runner.bench_flags(_launch([("--mlock", None)]), SUPPORTED).flags == ("-lm", "mmap+mlock")
 
 
-def test_cpu_list_to_mask():
-    assert runner.cpu_list_to_mask("0-3,8") == "0x10f"
+def test_cpus_to_mask():
+    from tunehost.cpulist import parse_cpu_list
+
+    assert runner.cpus_to_mask(parse_cpu_list("0-3,8")) == "0x10f"
+    with pytest.raises(TunehostError, match="an empty CPU set"):
+        runner.cpus_to_mask(())
 
 
 # ---------------------------------------------------------------- measure() around the engine

@@ -759,16 +759,6 @@ _BENCH_SPELLING = {
 }
 
 
-def cpu_list_to_mask(cpu_list: str) -> str:
-    """"0-3,8" -> "0x10f" (llama-bench's -C takes a hex mask)."""
-    from tunehost.cpulist import parse_cpu_list
-
-    cpus = parse_cpu_list(cpu_list)
-    if not cpus:
-        raise TunehostError(f"empty CPU list {cpu_list!r}")
-    return cpus_to_mask(cpus)
-
-
 def cpus_to_mask(cpus: "Sequence[int]") -> str:
     """(0, 1, 2, 3, 8) -> "0x10f"."""
     mask = 0

@@ -81,18 +81,30 @@ class _Prepared:
     unit_check: "UnitCheck | None"
 
 
+@dataclass(frozen=True)
+class _RunKeys:
+    """What the store keys a tune by: the host's identity (JSON and fingerprint) and the model file's hash."""
+
+    identity: dict[str, Any]
+    fingerprint: str
+    model_hash: str
+
+
 def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | None"], options: TuneOptions,
          hooks: TuneHooks = TuneHooks()) -> TuneResult:
     """Plan, check, race and record. ``open_store`` is called once the tune is sure to measure (a refused tune
     leaves the store untouched); it returns None when the store cannot be written."""
     prepared = _prepare(host, facts, options)
     store = open_store()
-    identity: tuple[dict[str, Any], str] | None = None
+    keys: _RunKeys | None = None
     tune_key: str | None = None
     journal: _StoreJournal | None = None
     if store is not None:  # the journal a killed tune resumes from
-        identity = _identity(host, facts)
-        tune_key = _tune_key(store, identity[1], options, prepared)
+        from tunehost.store import model_hash
+
+        identity, fingerprint = _identity(facts)
+        keys = _RunKeys(identity, fingerprint, model_hash(options.model))  # the model file is hashed once
+        tune_key = _tune_key(store, keys, options, prepared)
         journal = _StoreJournal(store, tune_key)
     watch = race_watch(host)
     measurer = race.Measurer(_invoke(prepared.binary, options.budget_s), journal, clock=CLOCK, watch=watch,
@@ -106,13 +118,13 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
         if close is not None:
             close()
     summary = None
-    if store is not None and identity is not None:
+    if store is not None and keys is not None:
         ceiling = None
         if options.objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
             # calibration point (a busy host's bandwidth is no calibration point)
             ceiling = _tg_ceiling(options.model, outcome.winner.args, facts)
         summary = stored_summary(outcome, tune_key, options, ceiling)
-        _record(store, identity, outcome, measurer.build, options, summary)
+        _record(store, keys, outcome, measurer.build, options, summary)
     return TuneResult(outcome, prepared.settings, tune_key, summary, prepared.unit_check, measurer.journal_note)
 
 
@@ -163,13 +175,11 @@ def _with_server(launch: "LaunchConfig", bench: Path, view: Any) -> "LaunchConfi
     return replace(launch, server=found) if found else launch
 
 
-def _tune_key(store: "Store", fingerprint: str, options: TuneOptions, prepared: _Prepared) -> str:
+def _tune_key(store: "Store", keys: _RunKeys, options: TuneOptions, prepared: _Prepared) -> str:
     """The journal's key: a hash of what decides the race (host, model, llama-bench build, settings, the plan's
     flags) and the attempt's number; the last attempt's key again when it did not finish (it resumes)."""
-    from tunehost.store import model_hash
-
     stat = prepared.binary.stat()
-    prefix = hashlib.sha256(json.dumps([fingerprint, model_hash(options.model), str(prepared.binary), stat.st_size,
+    prefix = hashlib.sha256(json.dumps([keys.fingerprint, keys.model_hash, str(prepared.binary), stat.st_size,
                                         int(stat.st_mtime), options.objective, options.n_prompt, options.n_gen,
                                         options.reps, options.budget_s, list(prepared.plan.args)]
                                        + (["allow-busy"] if options.allow_busy else []))
@@ -205,10 +215,10 @@ def stored_summary(outcome: race.TuneOutcome, tune_key: str | None, options: Tun
     return summary
 
 
-def _record(store: "Store", identity: tuple[dict[str, Any], str], outcome: race.TuneOutcome, build: Any,
-            options: TuneOptions, summary: dict[str, Any]) -> None:
+def _record(store: "Store", keys: _RunKeys, outcome: race.TuneOutcome, build: Any, options: TuneOptions,
+            summary: dict[str, Any]) -> None:
     """The tune as one stored run: the plan's and the winner's medians, the summary, every round."""
-    from tunehost.store import NewRun, StoredResult, config_key, model_hash
+    from tunehost.store import NewRun, StoredResult, config_key
 
     with store:
         results = []
@@ -218,8 +228,8 @@ def _record(store: "Store", identity: tuple[dict[str, Any], str], outcome: race.
             if values:
                 results.append(StoredResult(name, config_key(c.args), c.args, options.objective, options.objective,
                                             float(statistics.median(values)), len(values)))
-        store.record(NewRun(command="tune", host=identity[0], host_fp=identity[1], build=build,
-                            model_path=options.model, model_hash=model_hash(options.model),
+        store.record(NewRun(command="tune", host=keys.identity, host_fp=keys.fingerprint, build=build,
+                            model_path=options.model, model_hash=keys.model_hash,
                             model_name=Path(options.model).name, results=tuple(results), summary=summary,
                             rounds=stored_rounds(outcome)))
 
@@ -298,7 +308,7 @@ def _tg_ceiling(model: str, args: tuple[str, ...], facts: "HostFacts") -> dict[s
     return runner.tg_ceiling(model, args, facts)
 
 
-def _identity(host: "Host", facts: "HostFacts") -> tuple[dict[str, Any], str]:
+def _identity(facts: "HostFacts") -> tuple[dict[str, Any], str]:
     """(identity JSON, fingerprint) of the host the tune runs on."""
     from tunehost.store import records
 
