@@ -128,7 +128,6 @@ class Plan:
     launch_config: LaunchConfig
     path: str  # gpu | moe | split | unified | cpu
     source: str  # estimate | probe
-    fits: bool
     ctx: int  # per slot
     parallel: int
     kv_type: str
@@ -140,7 +139,11 @@ class Plan:
     notes: tuple[str, ...] = ()
     suggestions: tuple[str, ...] = ()
     alternatives: tuple[tuple[str, tuple[Flag, ...]], ...] = ()
-    shortfalls: tuple[Shortfall, ...] = ()  # why it does not fit (fits is False exactly when there is one)
+    shortfalls: tuple[Shortfall, ...] = ()  # why it does not fit (none: it fits)
+
+    @property
+    def fits(self) -> bool:
+        return not self.shortfalls
 
     # the launch configuration's parts, read where the plan is shown
     model = property(lambda self: self.launch_config.model)
@@ -298,7 +301,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
                            ". The TG figures leave host RAM out (the DIMMs' peak is unknown)")
                         + "; run advise again when the host is idle for a measured figure")
     return Plan(
-        launch_config=launch.config, path=path, source=choice.source, fits=fits, ctx=ctx, parallel=options.parallel,
+        launch_config=launch.config, path=path, source=choice.source, ctx=ctx, parallel=options.parallel,
         kv_type=kv_type, pin_reason=launch.pin_reason, budget=budget_view, ceiling=ceiling,
         mlock_fix=launch.mlock_fix, warnings=tuple(warnings), notes=tuple(dict.fromkeys(notes)),
         suggestions=tuple(suggestions), alternatives=alternatives, shortfalls=tuple(shortfalls))
