@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tunehost.bench.results import SavedResult
-    from tunehost.facts import HostFacts
     from tunehost.ops.bench import BenchRequest
 
 
@@ -200,17 +199,6 @@ def _measure(request: "BenchRequest", err: "Console", *, json_out: bool) -> "Sav
         outcome = run_bench(planned, facts, MeasureHooks(on_progress=progress.update, on_status=progress.status))
     _warn(err, outcome.warnings)
     return outcome.result
-
-
-def record_result(result: "SavedResult", err: "Console", facts: "HostFacts", *, command: str = "bench",
-                  extra: dict[str, Any] | None = None) -> int | None:
-    """Every measured run goes into the results store (docs/history.md); a store that cannot be written is one
-    warning line on stderr and the result is still shown."""
-    from tunehost.ops.bench import record
-
-    run_id, warnings = record(result, facts, command=command, extra=extra)
-    _warn(err, warnings)
-    return run_id
 
 
 def _warn(err: "Console", lines: Any) -> None:

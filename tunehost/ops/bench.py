@@ -112,14 +112,9 @@ def record(result: "SavedResult", facts: "HostFacts", *, command: str = "bench",
            extra: Mapping[str, Any] | None = None) -> tuple[int | None, tuple[str, ...]]:
     """Record a measured run in the results store: (its id, or None when the store cannot be written, and the
     warning lines saying so). A store that cannot be written never loses the result itself."""
-    from tunehost.store import bench_run, open_for_recording
+    from tunehost.store.records import bench_run, record_run
 
-    warnings: list[str] = []
-    store = open_for_recording(warnings.append)
-    if store is None:
-        return None, tuple(warnings)
-    with store:
-        return store.record(bench_run(result, facts, command=command, extra=extra)), tuple(warnings)
+    return record_run(lambda: bench_run(result, facts, command=command, extra=extra))
 
 
 def stored_quiet_bandwidth(facts: "HostFacts") -> "StoredBandwidth | None":

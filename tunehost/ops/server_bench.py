@@ -108,14 +108,9 @@ def _start(request: ServerBenchRequest, stack: contextlib.ExitStack, hooks: Serv
 def record(result: "ServerBenchResult", facts: "HostFacts") -> tuple[int | None, tuple[str, ...]]:
     """Into the results store, with the servers' /props as provenance: (its id, or None when the store cannot be
     written, and the warning lines saying so; the result itself is never lost)."""
-    from tunehost.store import open_for_recording, server_run
+    from tunehost.store.records import record_run, server_run
 
-    warnings: list[str] = []
-    store = open_for_recording(warnings.append)
-    if store is None:
-        return None, tuple(warnings)
-    with store:
-        return store.record(server_run(result, facts)), tuple(warnings)
+    return record_run(lambda: server_run(result, facts))
 
 
 def server_watcher(targets: Any, host: "Host", *, warn: Any = None, listening: Any = None,

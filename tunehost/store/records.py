@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tunehost.errors import TunehostError
 from tunehost.store.repository import (NewRun, StoredResult, StoredRound, StoredRun, _now, config_key, model_hash,
-                                       open_store, store_path)
+                                       open_for_recording, open_store, store_path)
 
 if TYPE_CHECKING:
     from tunehost.advise.host_calibration import HostCalibration, HostPoint
@@ -30,6 +30,17 @@ def host_identity(facts: "HostFacts") -> tuple[dict[str, Any], str]:
 
     identity = HostIdentity.gather(facts)
     return identity.to_json(), identity.fingerprint()
+
+
+def record_run(new_run: Callable[[], NewRun]) -> tuple[int | None, tuple[str, ...]]:
+    """Record one measured run (``new_run()`` builds it once the store is open): its id, or None when the store
+    cannot be written, and the warning lines saying so. The measurement itself is never lost to the store."""
+    warnings: list[str] = []
+    store = open_for_recording(warnings.append)
+    if store is None:
+        return None, tuple(warnings)
+    with store:
+        return store.record(new_run()), tuple(warnings)
 
 
 def results_of(saved: "SavedResult") -> tuple[StoredResult, ...]:
