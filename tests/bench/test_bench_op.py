@@ -98,3 +98,18 @@ def test_a_plain_request_plans_its_flags_without_the_planner(monkeypatch):
     planned = plan_bench(request, HostFacts(None))
     assert planned.configs == (BenchConfig("baseline", ("-t", "4")), BenchConfig("candidate", ("-t", "2")))
     assert planned.advised is None and planned.advised_flags is None
+
+
+def test_the_kernel_release_is_read_through_the_host_live_or_recorded(tmp_path):
+    import os
+    import shutil
+
+    from tunehost.host import cpuinfo
+
+    assert cpuinfo.kernel_release(host_module.open_host()) == os.uname().release  # /proc's osrelease is uname -r
+    snap = tmp_path / "snap"
+    shutil.copytree(SNAPSHOTS / "ci-vm", snap)
+    assert cpuinfo.kernel_release(host_module.open_host(snap)) is None  # not recorded: unknown, not this host's
+    (snap / "fs" / "proc" / "sys" / "kernel").mkdir(parents=True, exist_ok=True)
+    (snap / "fs" / "proc" / "sys" / "kernel" / "osrelease").write_text("6.8.0-45-generic\n")
+    assert cpuinfo.kernel_release(host_module.open_host(snap)) == "6.8.0-45-generic"

@@ -66,8 +66,6 @@ def cpu_count(host: "Host") -> int | None:
 
 
 def kernel_release(host: "Host") -> str | None:
-    """The running kernel's release (uname -r; a snapshot: its recorded /proc/sys/kernel/osrelease)."""
-    if host.live:
-        return os.uname().release if hasattr(os, "uname") else None
+    """The running kernel's release (`uname -r`): /proc/sys/kernel/osrelease, live or as a snapshot recorded it."""
     text = host.files.read(OSRELEASE)
     return text.strip() or None if text else None
