@@ -3,6 +3,8 @@ change what llama.cpp does."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.advise.conftest import dense_tensors, write_gguf
@@ -163,6 +165,9 @@ def test_priority_is_not_raced_where_this_process_may_not_lower_its_nice_value(t
     (None, "CapEff:\t0000000000000000\n", 0),  # no CAP_SYS_NICE, the limit unread: the default 0 (nice 20 - 0)
     (None, None, None),  # neither file: unknown (the knob is tried)
     ("Max nice priority         x                    x                    \n", "CapEff:\tzz\n", None),
+    ("Max nice priority         99999999999999999999 0                    \n", "CapEff:\t0\n", -20),  # clamped
+    ("Max nice priority         -5                   -5                   \n", "CapEff:\t0\n", 0),
+    ("Max nice priority\n", "CapEff:\n", None),  # cut short: unknown
 ])
 def test_the_nice_floor_from_the_limits_and_the_capabilities(limits, status, floor):
     from tunehost.advise.host_view import parse_nice_floor
@@ -187,3 +192,16 @@ def test_advise_s_note_on_prio_says_whether_tune_races_it_here(tmp_path):
         "'Max nice priority' limit of 30)")
     everything = replace(HOST, pin_cpus=tuple(HOST.online_cpus))
     assert "the pinning uses every CPU" in prio_note(everything)
+
+
+def test_the_nice_floor_of_this_process_from_its_own_proc_files():
+    """The real files, as advise reads them through the host: a floor in nice's range, -20 exactly where this
+    process holds CAP_SYS_NICE (root here, usually)."""
+    from tunehost.advise.host_view import CAP_SYS_NICE, LIMITS, STATUS, parse_nice_floor
+
+    limits, status = Path(LIMITS).read_text(), Path(STATUS).read_text()
+    floor = parse_nice_floor(limits, status)
+    assert floor is not None and -20 <= floor <= 19
+    cap_eff = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("CapEff:"))
+    if cap_eff >> CAP_SYS_NICE & 1:
+        assert floor == -20
