@@ -302,3 +302,46 @@ def test_a_named_llama_server_runs_that_file(tmp_path: Path, monkeypatch) -> Non
     assert found == here / "llama-server" and found.is_absolute()
     with pytest.raises(TunehostError, match="no executable"):
         resolve_server_binary("./absent/llama-server")
+
+
+def _marking(path: Path, marker: Path) -> Path:
+    return _program(path, f'echo "$0 $*" >> "{marker}"; echo "version: 1 (abc)"')
+
+
+def test_no_other_llama_bench_runs_when_one_is_named(tmp_path: Path, monkeypatch) -> None:
+    """`bench/tune --llama-bench ./llama-bench` measured with that file, but the host summary's llama.cpp search
+    still ran the llama-bench on PATH (`--version`): with a binary named, no other file of its name is run."""
+    from tunehost.facts.llama import LlamaBuildFacts
+    from tunehost.host import open_host
+
+    marker = tmp_path / "ran"
+    on_path = tmp_path / "path"
+    on_path.mkdir()
+    _marking(on_path / "llama-bench", marker)
+    named = _marking(tmp_path / "llama-bench", marker)
+    monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("TUNEHOST_LLAMA_BIN_DIR", str(tmp_path / "absent"))
+    monkeypatch.delenv("LLAMA_CPP_DIR", raising=False)
+    facts = LlamaBuildFacts.gather_named(open_host(), {"llama-bench": str(named)})
+    assert not marker.exists() or str(on_path) not in marker.read_text()
+    listed = [b for b in facts.binaries if b.path == str(on_path / "llama-bench")]
+    assert listed and listed[0].version_not_run and "was named" in listed[0].version_not_run
+    LlamaBuildFacts.gather(open_host())  # the same search without a name runs it: the test can see a run
+    assert str(on_path) in marker.read_text()
+
+
+def test_fit_params_comes_from_the_named_servers_build(tmp_path: Path, monkeypatch) -> None:
+    """`advise --llama-server ./build/llama-server` ran the llama-fit-params on PATH, another build's."""
+    from tunehost.advise.flags import fit_params_path
+    from tunehost.host import open_host
+
+    on_path = tmp_path / "path"
+    on_path.mkdir()
+    _program(on_path / "llama-fit-params", "exit 0")
+    build = tmp_path / "build"
+    build.mkdir()
+    _program(build / "llama-server", "exit 0")
+    _program(build / "llama-fit-params", "exit 0")
+    monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
+    assert fit_params_path(open_host(), str(build / "llama-server")) == str(build / "llama-fit-params")
+    assert fit_params_path(open_host(), "llama-server") == str(on_path / "llama-fit-params")
