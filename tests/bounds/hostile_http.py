@@ -8,6 +8,7 @@ llama-server's API (/health, /props, /tokenize, streamed /completion) and misbeh
     one-token        /tokenize: one token per call, whatever the text
     echo-secret      /tokenize: 500 with the Authorization header (the API key) in the error message
     echo-props       /props: the Authorization header as the model's alias
+    echo-escaped     /props: the same, every character as a JSON \\u escape
 
 Also a program (`python -m tests.bounds.hostile_http --mode M --port N`), for --serve and the before/after figures.
 """
@@ -20,7 +21,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-MODES = ("trickle-headers", "trickle-body", "trickle-line", "flood", "one-token", "echo-secret", "echo-props", "ok")
+MODES = ("trickle-headers", "trickle-body", "trickle-line", "flood", "one-token", "echo-secret", "echo-props",
+         "echo-escaped", "ok")
 
 
 class HostileServer:
@@ -106,10 +108,19 @@ class HostileServer:
         elif path == "/health":
             self._json(h, 200, {"status": "ok"})
         elif path == "/props":
-            alias = auth if self.mode == "echo-props" else "hostile"
-            self._json(h, 200, {"default_generation_settings": {"params": {}, "n_ctx": self.n_ctx},
-                                "total_slots": 1, "model_alias": alias, "model_path": "/models/hostile.gguf",
-                                "build_info": "b11312-0c1e570"})
+            alias = auth if self.mode in ("echo-props", "echo-escaped") else "hostile"
+            props = {"default_generation_settings": {"params": {}, "n_ctx": self.n_ctx}, "total_slots": 1,
+                     "model_alias": alias, "model_path": "/models/hostile.gguf", "build_info": "b11312-0c1e570"}
+            if self.mode == "echo-escaped":
+                text = json.dumps(props).replace(json.dumps(alias), '"' + "".join(f"\\u{ord(c):04x}" for c in alias)
+                                                 + '"').encode()
+                h.send_response(200)
+                h.send_header("Content-Type", "application/json")
+                h.send_header("Content-Length", str(len(text)))
+                h.end_headers()
+                h.wfile.write(text)
+                return
+            self._json(h, 200, props)
         elif path == "/tokenize" and self.mode == "echo-secret":
             self._json(h, 500, {"error": {"code": 500, "message": f"cannot tokenize for {auth}",
                                           "type": "server_error"}})

@@ -242,7 +242,7 @@ def _group_has_live(pgid: int) -> bool:
 # ---------------------------------------------------------------- 10. secrets redacted
 
 
-@pytest.mark.parametrize("mode", ["echo-secret", "echo-props"])
+@pytest.mark.parametrize("mode", ["echo-secret", "echo-props", "echo-escaped"])
 def test_an_echoed_api_key_is_never_printed(cli, tmp_path: Path, mode: str) -> None:
     key = tmp_path / "key"
     key.write_text(KEY + "\n")
