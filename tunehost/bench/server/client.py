@@ -43,6 +43,7 @@ MAX_KEY_BYTES = 4096
 PROBE_TIMEOUT_S = 10.0  # /health and /props answer at once on a live llama-server (even while it generates)
 REDACTED = "[redacted]"
 _USERINFO = re.compile(r"(?<=//)[^/?#]*@")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
@@ -60,7 +61,13 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def _shown_url(url: str) -> str:
-    """A --server URL as an error may show it: one line, no user or password."""
+    """A --server URL as an error may show it: one line, everything between the scheme and its last "@" (a user
+    and password, even one holding a "/" or with no scheme) redacted."""
+    at = url.rfind("@")
+    if at >= 0:
+        scheme = _SCHEME.match(url)
+        start = scheme.end() if scheme else 0
+        url = url[:start] + REDACTED + url[at:] if at >= start else url
     return one_line(redact(url), 300)
 
 
@@ -144,8 +151,9 @@ def parse_target(url: str) -> Target:
     try:
         parts = urllib.parse.urlsplit(url.strip())
         port = parts.port
-    except ValueError as exc:
-        raise TunehostError(f"--server {text}: not a URL ({_shown_url(str(exc))})") from None
+    except ValueError as exc:  # its text quotes parts of the URL ("Port could not be cast … 'PASSWORD'")
+        why = "the port is not a number from 1 to 65535" if "port" in str(exc).lower() else "malformed"
+        raise TunehostError(f"--server {text}: not a URL ({why})") from None
     if parts.scheme not in ("http", "https"):
         raise TunehostError(f"--server {text}: give an http:// or https:// URL (e.g. http://127.0.0.1:8080)")
     if not parts.hostname:
