@@ -346,3 +346,35 @@ def test_fit_params_comes_from_the_named_servers_build(tmp_path: Path, monkeypat
     monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
     assert fit_params_path(open_host(), str(build / "llama-server")) == str(build / "llama-fit-params")
     assert fit_params_path(open_host(), "llama-server") == str(on_path / "llama-fit-params")
+
+
+def test_a_trickled_tls_handshake_ends_at_the_deadline() -> None:
+    """An https:// server that accepts and trickles garbage instead of a TLS handshake: each byte reset the
+    per-read timeout; the deadline covers the handshake too."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    done = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            try:
+                conn.sendall(b"\x16\x03\x03\x40\x00")  # a handshake record of 16 KiB, then its bytes one by one
+                while not done.wait(0.1):
+                    conn.sendall(b"\x00")
+            except OSError:
+                return
+
+    threading.Thread(target=trickle, daemon=True).start()
+    client = ServerClient(parse_target(f"https://127.0.0.1:{listener.getsockname()[1]}"), timeout_s=1.0)
+    try:
+        with within("a trickled TLS handshake", seconds=3.0, peak_bytes=4 * MiB):
+            with pytest.raises(TunehostError, match="no complete answer within 1 s"):
+                client.request_json("GET", "/health")
+    finally:
+        done.set()
+        listener.close()

@@ -241,10 +241,17 @@ class ServerClient:
               deadline: Deadline) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         cls = http.client.HTTPSConnection if self.target.scheme == "https" else http.client.HTTPConnection
         conn = cls(self.target.host, self.target.port, timeout=deadline.left())
+
+        def connected(*args: Any, **kwargs: Any) -> socket.socket:  # watched from the TCP connect on: a TLS
+            sock = socket.create_connection(*args, **kwargs)  # handshake trickled byte by byte ends at the deadline
+            deadline.watch(sock)
+            return sock
+
+        conn._create_connection = connected  # type: ignore[attr-defined]
         payload = None if body is None else json.dumps(body).encode()
         try:
             conn.connect()
-            deadline.watch(conn.sock)
+            deadline.watch(conn.sock)  # the TLS socket that wraps it, for the rest of the exchange
             conn.request(method, self.target.prefix + path, body=payload, headers=self._headers(body is not None))
             response = conn.getresponse()
         except BaseException as exc:
