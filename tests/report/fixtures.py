@@ -12,6 +12,7 @@ from tunehost.store import NewRun, StoredResult, config_key, open_store
 HOSTILE_MODEL = "evil</script><script>alert(1)</script>\x1b[31m<img src=x onerror=alert(2)>.gguf"
 HOSTILE_CONFIG = "cfg<b onmouseover=alert(3)>\x1b]0;title\x07"
 HOSTILE_USER = "alice"
+SECRET = "sk-supersecretvalue1234567"
 MODELS = (("/home/alice/models/llama-3.1-8b-Q4_K_M.gguf", "llama-3.1-8b-Q4_K_M.gguf", "a1b2c3d4e5f6a7b8c9d0e1f2"),
           (f"/home/{HOSTILE_USER}/models/{HOSTILE_MODEL}", HOSTILE_MODEL, "ffeeddccbbaa998877665544"))
 START = 1_772_000_000  # 2026-02-25: the first run
@@ -36,6 +37,8 @@ def run_at(i: int, n: int, *, hostile: bool) -> NewRun:
     kind = ("tune", "drift", "bench", "bench")[i % 4]
     flags = ["-ngl", "99", "-fa", "1", "-t", "16"]
     config = HOSTILE_CONFIG if hostile and i % 2 else "baseline"
+    if config == HOSTILE_CONFIG:  # a secret in a flag the page shows (the configuration's tooltip)
+        flags = flags + ["--api-key", SECRET]
     rounds = [round(tg * f, 3) for f in (0.99, 1.0, 1.01, 1.005, 0.995)]
     if kind == "tune":
         results = (StoredResult("advise-plan", config_key(flags), tuple(flags), "tg", "tg", tg * 0.95, 5),

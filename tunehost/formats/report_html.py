@@ -129,6 +129,12 @@ def epoch(created: str) -> int | None:
     return None
 
 
+def when(created: str) -> str:
+    """A stored time as "2026-03-02 10:00 UTC" (what is not one, as it is)."""
+    at = epoch(created)
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at)) if at is not None else str(created)
+
+
 def _size(n: int | None) -> str:
     if n is None:
         return "?"
@@ -141,6 +147,7 @@ def _assets() -> tuple[Any, str, str, str]:
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("tunehost.formats", ASSETS),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=False)
+    env.filters["when"] = when
     return env, _asset("uPlot.min.css"), _asset("uPlot.iife.min.js"), _asset("uPlot.LICENSE")
 
 

@@ -122,6 +122,7 @@ class Series:
     points: tuple[Point, ...]
     marks: tuple[Mark, ...]
     total_points: int  # before thinning
+    total_marks: int = 0  # before keeping the newest MAX_MARKS
 
     @property
     def thinned(self) -> bool:
@@ -246,7 +247,9 @@ def _from_stored(run: "StoredRun", full: bool) -> RunView:
     from tunehost.facts.identity import HostIdentity
 
     summary = run.summary if isinstance(run.summary, Mapping) else {}
-    model = run.model_path if full and run.model_path else Path(str(run.model_name or run.model_path or "?")).name
+    # the GGUF's name when recorded (it may hold a "/"), else the file's name; its path only with full
+    model = (run.model_path if full and run.model_path else
+             str(run.model_name) if run.model_name else Path(str(run.model_path or "?")).name)
     identity = HostIdentity.from_json(run.host) if isinstance(run.host, Mapping) else None
     verdict = summary.get("verdict") if run.command == "drift" else None
     changed = summary.get("changed") if run.command == "drift" and isinstance(summary.get("changed"), list) else ()
@@ -364,6 +367,8 @@ def build_report(facts: "HostFacts", request: ReportRequest, store: "Store | Non
     plans = tuple(plan_models(host, facts, request, runs))
     series = tuple(chart_series(runs.runs, max_points=request.max_points))
     thinned = [s for s in series if s.thinned]
+    if any(s.total_marks > len(s.marks) for s in series):
+        notes.append(f"charts mark the newest {MAX_MARKS} drift re-measures and host changes per model")
     if thinned:
         notes.append(f"charts show at most {request.max_points} points per model, thinned evenly "
                      f"({', '.join(f'{s.model}: {len(s.points)} of {s.total_points}' for s in thinned[:4])}); "
@@ -491,8 +496,9 @@ def chart_series(runs: Sequence[RunView], *, max_points: int = MAX_POINTS) -> li
                  for r in model_runs if r.command == "drift" and r.verdict]
         marks += [m for m in changes_at if first <= m.at <= last]
         marks.sort(key=lambda m: m.at)
-        out.append(Series(model_runs[-1].model, digest, tuple(thin(points, max_points, {m.at for m in marks})),
-                          tuple(marks[-MAX_MARKS:]), len(points)))
+        shown = marks[-MAX_MARKS:]
+        out.append(Series(model_runs[-1].model, digest, tuple(thin(points, max_points, {m.at for m in shown})),
+                          tuple(shown), len(points), len(marks)))
     return out
 
 
