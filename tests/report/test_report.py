@@ -273,3 +273,16 @@ def test_open_as_a_user_uses_their_browser(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_report.os, "geteuid", lambda: 1000)
     assert cli_report.open_in_browser(tmp_path / "r.html", {}, launch=lambda a, e: started.append(a)) is None
     assert started == [["xdg-open", str(tmp_path / "r.html")]]
+
+
+def test_drift_marks_one_per_change_of_verdict():
+    from tunehost.ops.report import RunView, drift_marks
+
+    verdicts = ["no clear change"] * 3 + ["slower beyond the noise"] * 2 + ["no clear change"]
+    runs = [RunView(i, f"2026-01-{i + 1:02d}T00:00:00Z", "drift", "m", "h", None, None, 10.0, verdict=v)
+            for i, v in enumerate(verdicts)]
+    marks = drift_marks(runs)
+    assert [(m.at[:10], m.tone, m.text) for m in marks] == [
+        ("2026-01-01", "neutral", "drift: no clear change (3 re-measures to 2026-01-03)"),
+        ("2026-01-04", "slower", "drift: slower beyond the noise (2 re-measures to 2026-01-05)"),
+        ("2026-01-06", "neutral", "drift: no clear change")]

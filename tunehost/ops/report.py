@@ -122,7 +122,7 @@ class Series:
     points: tuple[Point, ...]
     marks: tuple[Mark, ...]
     total_points: int  # before thinning
-    total_marks: int = 0  # before keeping the newest MAX_MARKS
+    total_marks: int = 0  # before keeping the newest MAX_MARKS / 2 of each kind
 
     @property
     def thinned(self) -> bool:
@@ -368,7 +368,7 @@ def build_report(facts: "HostFacts", request: ReportRequest, store: "Store | Non
     series = tuple(chart_series(runs.runs, max_points=request.max_points))
     thinned = [s for s in series if s.thinned]
     if any(s.total_marks > len(s.marks) for s in series):
-        notes.append(f"charts mark the newest {MAX_MARKS} drift re-measures and host changes per model")
+        notes.append(f"charts mark the newest {MAX_MARKS // 2} drift verdict changes and host changes per model")
     if thinned:
         notes.append(f"charts show at most {request.max_points} points per model, thinned evenly "
                      f"({', '.join(f'{s.model}: {len(s.points)} of {s.total_points}' for s in thinned[:4])}); "
@@ -492,14 +492,33 @@ def chart_series(runs: Sequence[RunView], *, max_points: int = MAX_POINTS) -> li
     for digest, model_runs in by_model.items():
         points = [Point(r.created, float(r.tg or 0.0), r.id, r.command) for r in model_runs]
         first, last = points[0].at, points[-1].at
-        marks = [Mark(r.created, "drift", f"drift: {r.verdict}", DRIFT_CLASSES.get(r.verdict or "", "neutral"))
-                 for r in model_runs if r.command == "drift" and r.verdict]
-        marks += [m for m in changes_at if first <= m.at <= last]
-        marks.sort(key=lambda m: m.at)
-        shown = marks[-MAX_MARKS:]
+        drifts = drift_marks([r for r in model_runs if r.command == "drift" and r.verdict])
+        changes = [m for m in changes_at if first <= m.at <= last]
+        shown = sorted(drifts[-MAX_MARKS // 2:] + changes[-MAX_MARKS // 2:], key=lambda m: m.at)
         out.append(Series(model_runs[-1].model, digest, tuple(thin(points, max_points, {m.at for m in shown})),
-                          tuple(shown), len(points), len(marks)))
+                          tuple(shown), len(points), len(drifts) + len(changes)))
     return out
+
+
+def drift_marks(drifts: Sequence[RunView]) -> list[Mark]:
+    """One mark where a model's drift verdict changes (oldest first): a run of the same verdict is one mark that
+    says how many re-measures said it and until when."""
+    marks: list[Mark] = []
+    group: list[RunView] = []
+
+    def close() -> None:
+        if group:
+            head, verdict = group[0], group[0].verdict or ""
+            more = f" ({len(group)} re-measures to {group[-1].created[:10]})" if len(group) > 1 else ""
+            marks.append(Mark(head.created, "drift", f"drift: {verdict}{more}", DRIFT_CLASSES.get(verdict, "neutral")))
+
+    for run in drifts:
+        if group and run.verdict != group[0].verdict:
+            close()
+            group = []
+        group.append(run)
+    close()
+    return marks
 
 
 def host_changes(ordered: Sequence[RunView]) -> list[Mark]:

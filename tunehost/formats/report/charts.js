@@ -51,7 +51,7 @@
         var pad = Math.max((b - a) * 0.04, 3600);
         return [Math.min(a, lo) - pad, Math.max(b, hi) + pad];
       } }, y: { range: function (u, a, b) { return [0, Math.max(b * 1.1, 1)]; } } },
-      series: [{}, { label: "TG t/s", stroke: "#0969da", width: 2, points: { show: true, size: 6 },
+      series: [{}, { label: "TG t/s", stroke: "#0969da", width: 2, points: { show: xs.length <= 80, size: 6 },
                      value: function (u, v) { return v == null ? "—" : v.toFixed(2); } }],
       axes: [{}, { label: "t/s", size: 56 }],
       legend: { show: true }
