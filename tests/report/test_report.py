@@ -131,13 +131,20 @@ def test_a_snapshot_without_runs_says_why(cli, tmp_path, hostile_snapshot):
     assert "no run with a TG result yet" in page
 
 
-def test_the_live_host_reads_the_users_store(cli, tmp_path, monkeypatch):
-    from tests.report.fixtures import make_store
+def test_the_live_host_reads_the_users_store_and_plans_its_models(cli, tmp_path, tiny_gguf):
+    import sqlite3
 
-    make_store(Path(os.environ["TUNEHOST_STATE_DIR"]) / "results.sqlite3", runs=8)
+    from tests.report.fixtures import MODELS, make_store
+
+    store = make_store(Path(os.environ["TUNEHOST_STATE_DIR"]) / "results.sqlite3", runs=8)
+    with sqlite3.connect(str(store)) as db:  # the first model's file is on this machine, the other's is not
+        db.execute("UPDATE runs SET model_path = ? WHERE model_hash = ?", (str(tiny_gguf), MODELS[0][2]))
     page = _page(cli, tmp_path, "--quick")
     assert "tunehost report: this host" in page
     assert "8 runs read" in page
+    plans = re.findall(r'<div class="card plan" data-model="([^"]*)">', page)
+    assert plans == ["tiny-test-model.gguf"]
+    assert ">RAM: " in page
 
 
 def test_thinning_keeps_the_ends_and_the_marks():
