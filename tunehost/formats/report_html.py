@@ -148,6 +148,7 @@ def _assets() -> tuple[Any, str, str, str]:
     env = jinja2.Environment(loader=jinja2.PackageLoader("tunehost.formats", ASSETS),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=False)
     env.filters["when"] = when
+    env.filters["size"] = _size
     return env, _asset("uPlot.min.css"), _asset("uPlot.iife.min.js"), _asset("uPlot.LICENSE")
 
 
