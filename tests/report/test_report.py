@@ -293,3 +293,42 @@ def test_drift_marks_one_per_change_of_verdict():
         ("2026-01-01", "neutral", "drift: no clear change (3 re-measures to 2026-01-03)"),
         ("2026-01-04", "slower", "drift: slower beyond the noise (2 re-measures to 2026-01-05)"),
         ("2026-01-06", "neutral", "drift: no clear change")]
+
+
+def test_stored_times_and_values_the_charts_cannot_use_are_left_out():
+    from tunehost.formats.report_html import chart_data, epoch
+    from tunehost.ops.report import HostReport, Point, Series
+
+    assert epoch("2026-03-02T10:00:00Z") == epoch("2026-03-02 10:00:00") == epoch("2026-03-02T10:00") == 1772445600
+    assert epoch("2026-03-02") == 1772409600
+    assert epoch("</script>") is None and epoch("") is None
+    points = (Point("2026-03-02T10:00:00Z", 5.0, 1, "bench"), Point("yesterday<", 6.0, 2, "bench"),
+              Point("2026-03-03T10:00:00Z", float("inf"), 3, "bench"))
+    report = HostReport("now", "0", "this host", "ready", (), (), (), (), (Series("m", "h", points, (), 3),),
+                        "store", 3)
+    assert chart_data(report)["series"] == [{"x": [1772445600], "y": [5.0], "marks": []}]
+
+
+@pytest.mark.parametrize("summary", ['[1, 2]', '"text"', 'null', '{"rounds_ts": {"baseline": "x"}, "verdicts": "v"}',
+                                     '{"best": ["x"], "winner_rounds": "abc", "improved": true, '
+                                     '"confirmation": {"ratio": "1.2", "low": null}, "changed": [1, {"a": 2}]}',
+                                     '{"rounds_ts": {"baseline": {"tg128": [1e309, -5, "a", null, 3, 4]}}}'])
+def test_a_store_of_odd_documents_still_gives_a_page(tmp_path, summary):
+    import sqlite3
+
+    from tests.conftest import SNAPSHOTS
+    from tests.report.fixtures import make_store
+    from tunehost.facts import HostFacts
+    from tunehost.formats.report_html import render
+    from tunehost.host import open_host
+    from tunehost.ops.report import ReportRequest, build_report
+    from tunehost.store import open_store
+
+    path = make_store(tmp_path / "odd.sqlite3", runs=12)
+    with sqlite3.connect(str(path)) as db:
+        db.execute("UPDATE runs SET summary_json = ?, host_json = ? WHERE id % 2 = 0", (summary, summary))
+        db.execute("UPDATE runs SET created = 'not a date <b>' WHERE id = 3")
+    with open_store(path) as store:
+        report = build_report(HostFacts(open_host(SNAPSHOTS / "ci-vm")), ReportRequest(checks=()), store)
+    page = render(report)
+    assert report.runs_read == 12 and "<b>" not in page and "not a date &lt;b&gt;" in page

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import calendar
 import hashlib
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ def chart_data(report: "HostReport") -> dict[str, Any]:
         xs, ys = [], []
         for p in s.points:
             at = epoch(p.at)
-            if at is not None:
+            if at is not None and math.isfinite(p.tg):
                 xs.append(at)
                 ys.append(round(p.tg, 3))
         marks = [{"x": at, "tone": m.tone, "n": n} for n, m in enumerate(s.marks, 1)
@@ -121,9 +122,10 @@ def chart_data(report: "HostReport") -> dict[str, Any]:
 
 def epoch(created: str) -> int | None:
     """A stored time ("2026-03-02T10:00:00Z", or a date) as epoch seconds, None when it is not one."""
-    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
+    text = str(created)[:20].replace(" ", "T").removesuffix("Z")
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
         try:
-            return calendar.timegm(time.strptime(str(created)[:20], fmt))
+            return calendar.timegm(time.strptime(text, fmt))
         except ValueError:
             continue
     return None

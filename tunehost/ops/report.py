@@ -449,8 +449,8 @@ def _plan(host: "Host", facts: "HostFacts", model: Path, request: ReportRequest)
         return ModelPlan(name, skipped="the model file is not on this machine")
     try:
         advice = advise(host, facts, AdviseRequest(models=(model,), no_probe=True, snapshot=request.snapshot))
-    except TunehostError as exc:
-        return ModelPlan(name, skipped=str(exc))
+    except (TunehostError, OSError, ValueError) as exc:  # one model that cannot be planned: said, the page goes on
+        return ModelPlan(name, skipped=str(exc) or type(exc).__name__)
     plan = advice.plan
     if plan is None:
         return ModelPlan(name, skipped="advise returned no plan")

@@ -41,7 +41,7 @@
 
   function draw(s, i) {
     var el = document.getElementById("chart-" + i);
-    if (!el) { return; }
+    if (!el || !s.x.length) { return; }
     var xs = s.x.slice(), lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
     var w = widthOf(el);
     var opts = {
