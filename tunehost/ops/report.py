@@ -24,7 +24,7 @@ import re
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -213,6 +213,14 @@ class RunView:
     changed: tuple[str, ...] = ()
     disturbed: bool = False
     model_path: str | None = None  # the store's path of the model file (a snapshot's sample keeps none)
+    stored: Any = field(default=None, compare=False, repr=False)  # the StoredRun it was read from
+
+    def details(self) -> tuple[tuple[ResultRow, ...], str]:
+        """Its results (with the intervals of their levels, from a store) and its outcome in words."""
+        if self.stored is None:
+            return self.rows, self.outcome
+        summary = self.stored.summary if isinstance(self.stored.summary, Mapping) else {}
+        return _rows(self.stored, summary), _outcome(self.command, summary)
 
 
 @dataclass(frozen=True)
@@ -228,7 +236,8 @@ def store_runs(store: "Store", *, limit: int = MAX_RUNS, full: bool = False) -> 
     """The newest ``limit`` runs of an open results store (read-only use)."""
     runs = store.runs(limit=limit)
     note = f"the newest {limit} runs of the store are shown" if len(runs) >= limit else None
-    return RunSource(tuple(_from_stored(r, full) for r in runs), "results store", note)
+    identities: dict[str, Any] = {}  # by fingerprint: a store holds a few hosts in thousands of runs
+    return RunSource(tuple(_from_stored(r, full, identities) for r in runs), "results store", note)
 
 
 def sample_runs(facts: "HostFacts") -> RunSource:
@@ -243,20 +252,24 @@ def sample_runs(facts: "HostFacts") -> RunSource:
                      "intervals need the results store, --store FILE)", note)
 
 
-def _from_stored(run: "StoredRun", full: bool) -> RunView:
+def _from_stored(run: "StoredRun", full: bool, identities: dict[str, Any]) -> RunView:
+    """The run as the page uses it; its results and their intervals are worked out only for the runs shown
+    (:meth:`RunView.details`)."""
     from tunehost.facts.identity import HostIdentity
 
     summary = run.summary if isinstance(run.summary, Mapping) else {}
     # the GGUF's name when recorded (it may hold a "/"), else the file's name; its path only with full
     model = (run.model_path if full and run.model_path else
              str(run.model_name) if run.model_name else Path(str(run.model_path or "?")).name)
-    identity = HostIdentity.from_json(run.host) if isinstance(run.host, Mapping) else None
+    key = f"{run.host_fp}|{len(str(run.host))}"
+    if key not in identities:
+        identities[key] = HostIdentity.from_json(run.host) if isinstance(run.host, Mapping) else None
+    identity = identities[key]
     verdict = summary.get("verdict") if run.command == "drift" else None
     changed = summary.get("changed") if run.command == "drift" and isinstance(summary.get("changed"), list) else ()
     return RunView(id=int(run.id), created=str(run.created), command=str(run.command), model=model,
                    model_hash=str(run.model_hash), build=run.build, identity=identity, tg=_best_tg(run),
-                   rows=_rows(run, summary), outcome=_outcome(run.command, summary),
-                   verdict=str(verdict) if isinstance(verdict, str) else None,
+                   stored=run, verdict=str(verdict) if isinstance(verdict, str) else None,
                    changed=tuple(str(c) for c in changed), disturbed=bool(summary.get("disturbed")),
                    model_path=str(run.model_path) if run.model_path else None)
 
@@ -472,8 +485,8 @@ def latest_runs(runs: Sequence[RunView], limit: int = MAX_LATEST) -> list[Latest
         if run.command not in LATEST_COMMANDS or key in seen:
             continue
         seen.add(key)
-        out.append(LatestRun(run.id, run.created, run.command, run.model, run.build, run.rows, run.outcome,
-                             run.disturbed))
+        rows, outcome = run.details()
+        out.append(LatestRun(run.id, run.created, run.command, run.model, run.build, rows, outcome, run.disturbed))
         if len(out) >= limit:
             break
     return out
