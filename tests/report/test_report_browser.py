@@ -2,7 +2,7 @@
 root) renders the page of a hostile snapshot and the fixture store. The DOM holds every finding, the charts are
 drawn (pixels on their canvases), nothing reached the console, no request left the file, no script of the
 snapshot's ran; on a phone the page does not scroll sideways; print keeps every section. The screenshots and the
-printed PDF stay in the test's directory (pytest keeps the last runs' tmp_path) and their paths are printed."""
+printed PDF stay in the test's directory (or $TUNEHOST_TEST_OUTPUT/report/ when set) and their paths are printed."""
 
 from __future__ import annotations
 
@@ -99,7 +99,22 @@ def test_the_page_in_chromium(page, tmp_path, hostile_snapshot):
         assert browser.problems() == [] and browser.requests() == [page.absolute().as_uri()]
     for shot in shots:
         assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 5_000
-    print("screenshots:", *shots, pdf, sep="\n  ")
+    kept = _keep([*shots, pdf, page])
+    print("screenshots:", *kept, sep="\n  ")
+
+
+def _keep(files: list[Path]) -> list[Path]:
+    """The files where they stay: $TUNEHOST_TEST_OUTPUT/report/ when set (CI uploads it; pytest keeps only its last
+    three tmp directories), else the test's tmp_path."""
+    import os
+    import shutil
+
+    where = os.environ.get("TUNEHOST_TEST_OUTPUT")
+    if not where:
+        return files
+    target = Path(where) / "report"
+    target.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copy2(f, target / f.name)) for f in files]
 
 
 def test_a_script_in_the_page_that_is_not_its_own_would_not_run(tmp_path, page):
