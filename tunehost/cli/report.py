@@ -5,13 +5,14 @@ docs/report.md describes the page, what it leaves out to be shareable, and its l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -80,25 +81,17 @@ def report(
             typer.echo(f"tunehost: {one_line(said)}", err=True)
 
 
-class _runs_store:
+@contextlib.contextmanager
+def _runs_store(path: Path | None, *, live: bool) -> Iterator[Any]:
     """The results store the runs come from: --store FILE, else (live) the user's when it exists, else None (a
-    snapshot's results sample, or no runs): never created."""
+    snapshot's results sample, or no runs). Never created."""
+    from tunehost.store import open_store, store_path
 
-    def __init__(self, path: Path | None, *, live: bool):
-        self.path, self.live, self.store = path, live, None
-
-    def __enter__(self):
-        from tunehost.store import open_store, store_path
-
-        if self.path is not None:
-            self.store = open_store(self.path)
-        elif self.live and store_path().is_file():
-            self.store = open_store()
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        if self.store is not None:
-            self.store.close()
+    if path is None and not (live and store_path().is_file()):
+        yield None
+        return
+    with open_store(path) as store:
+        yield store
 
 
 def write_page(output: Path, page: str, environ: Mapping[str, str] | None = None) -> Path:
