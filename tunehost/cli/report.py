@@ -39,7 +39,7 @@ def report(
     model: Optional[List[Path]] = typer.Option(None, "--model", "-m", metavar="PATH.gguf",
                                                help="Plan this model (repeatable; default: the store's models "
                                                     "that are on this machine)."),
-    output: Path = typer.Option(Path(DEFAULT_OUTPUT), "--output", "-o", metavar="FILE",
+    output: Path = typer.Option(Path(DEFAULT_OUTPUT), "--output", "-o", metavar="FILE", show_default=False,
                                 help=f"Write the page here (default {DEFAULT_OUTPUT}; - for stdout)."),
     open_page: bool = typer.Option(False, "--open", help="Open the page in your browser when written."),
     full: bool = typer.Option(False, "--full", help="Keep paths and user names (the page is no longer "
@@ -51,6 +51,8 @@ def report(
     host changes marked, and the hardware. It fetches nothing and opens offline in any browser.
 
     Shareable by default: no secrets, home directories or user names (--full keeps them).
+
+    Exit status: 0 the page was written, 1 it could not be (`tunehost doctor` gives the verdict's status).
     """
     from tunehost.doctor import select_checks
     from tunehost.facts import HostFacts
