@@ -50,7 +50,10 @@ def run_at(i: int, n: int, *, hostile: bool) -> NewRun:
     elif kind == "drift":
         results = (StoredResult("baseline", config_key(flags), tuple(flags), "tg128", "tg", tg, 5),)
         summary = {"verdict": "slower beyond the noise" if late else "no clear change", "since_run": max(1, i - 1),
-                   "changed": ["bios version 1602 -> 1813"] if late else [], "rows": []}
+                   "changed": ["bios version 1602 -> 1813"] if late else [],
+                   "rows": [{"test": "tg128", "then": 118.2, "now": tg, "change_percent": (tg / 118.2 - 1) * 100,
+                             "low": 0.79, "high": 0.83 if late else None,
+                             "verdict": "slower" if late else "no clear difference"}]}
     else:
         results = (StoredResult(config, config_key(flags), tuple(flags), "pp512", "pp", pp, 5),
                    StoredResult(config, config_key(flags), tuple(flags), "tg128", "tg", tg, 5))

@@ -60,6 +60,9 @@ def test_the_page_holds_every_finding_the_plan_the_results_and_the_hardware(cli,
     # the latest bench with the interval of its level, the tune with its confirmation interval
     assert re.search(r"<td class=\"num\" data-label=\"interval\">[0-9.]+ – [0-9.]+</td>", page)
     assert "+5.2 % [+2.1 %, +8.4 %] against advise&#39;s plan" in page
+    # the newest drift re-measure: then -> now with the change's interval
+    assert re.search(r"slower beyond the noise since run #\d+; tg128 118.20 -&gt; 9\d.\d\d t/s, -1\d.\d % "
+                     r"\[-21.0 %, -17.0 %\] slower", page)
     # the charts' data: two models, their points and marks
     data = json.loads(DATA_BLOCK.search(page).group(1))
     assert len(data["series"]) == 2 and all(len(s["x"]) == len(s["y"]) == 20 for s in data["series"])

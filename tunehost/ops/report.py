@@ -47,7 +47,7 @@ MAX_LATEST = 12  # the newest bench / tune / server-bench runs shown with their 
 MAX_ROWS_PER_RUN = 16
 MAX_PLANS = 6  # models planned (advise runs once per model)
 MAX_TEXT = 400  # one value on the page, in characters (a whole evidence value is kept in the host's own report)
-LATEST_COMMANDS = ("bench", "tune", "server-bench")
+LATEST_COMMANDS = ("bench", "tune", "server-bench", "drift")
 SERIES_COMMANDS = ("bench", "tune", "drift")
 DRIFT_CLASSES = {"slower beyond the noise": "slower", "faster beyond the noise": "faster"}
 
@@ -343,11 +343,32 @@ def _outcome(command: str, s: Mapping[str, Any]) -> str:
             text = "advise's plan kept"
         return text + ("; stopped: " + str(s["stopped"]) if s.get("stopped") else "")
     if command == "drift":
-        return str(s.get("verdict") or "")
+        return _drift_text(s)
     verdicts = s.get("verdicts") if isinstance(s.get("verdicts"), Mapping) else {}
     text = ", ".join(f"{t} {v}" for t, v in verdicts.items())
     rounds = s.get("rounds")
     return text or (f"{rounds} rounds" if rounds else "")
+
+
+def _drift_text(s: Mapping[str, Any]) -> str:
+    """A drift re-measure in words: its verdict, since which run, and per test then -> now with the change and its
+    95 % interval (ratios now/then as the store keeps them; an open end is null)."""
+    parts = [str(s.get("verdict") or "no verdict recorded")]
+    if isinstance(s.get("since_run"), int) and not isinstance(s.get("since_run"), bool):
+        parts[0] += f" since run #{s['since_run']}"
+    rows = s.get("rows") if isinstance(s.get("rows"), list) else []
+    for row in rows[:MAX_ROWS_PER_RUN]:
+        if not isinstance(row, Mapping):
+            continue
+        then, now, change = _finite(row.get("then")), _finite(row.get("now")), _finite(row.get("change_percent"))
+        if then is None or now is None or change is None:
+            continue
+        low, high = _finite(row.get("low")), _finite(row.get("high"))
+        interval = (f" [{(low - 1) * 100:+.1f} %, " + (f"{(high - 1) * 100:+.1f} %]" if high is not None else "+inf]")
+                    if low is not None else "")
+        parts.append(f"{row.get('test')} {then:.2f} -> {now:.2f} t/s, {change:+.1f} %{interval} "
+                     f"{row.get('verdict') or ''}".rstrip())
+    return "; ".join(parts)
 
 
 def _finite(value: Any) -> float | None:
@@ -477,7 +498,7 @@ def _plan(host: "Host", facts: "HostFacts", model: Path, request: ReportRequest)
 
 
 def latest_runs(runs: Sequence[RunView], limit: int = MAX_LATEST) -> list[LatestRun]:
-    """The newest run of each model and command (bench, tune, server-bench), newest first."""
+    """The newest run of each model and command (bench, tune, server-bench, drift), newest first."""
     seen: set[tuple[str, str]] = set()
     out = []
     for run in runs:
