@@ -60,7 +60,6 @@ class ReportRequest:
     full: bool = False  # keep paths and user names (not shareable)
     models: tuple[Path, ...] = ()  # plan these; none: the models of the store that are on this machine
     snapshot: Path | None = None  # the snapshot the CLI opened, named on the page
-    store: str | None = None  # where the runs came from, for the page ("results store", "snapshot")
     max_runs: int = MAX_RUNS
     max_points: int = MAX_POINTS
 
@@ -397,7 +396,7 @@ def build_report(facts: "HostFacts", request: ReportRequest, store: "Store | Non
     diagnosis = diagnose(facts, DoctorRequest(tuple(request.checks), tuple(request.warnings), quick=request.quick))
     report = diagnosis.report
     findings = tuple(sorted((_shown(f) for f in report.findings), key=lambda f: -f.rank))
-    notes: list[str] = [f"snapshot: {r}" for r in diagnosis.refusals][:5]
+    notes: list[str] = [*list(report.warnings)[:5], *[f"snapshot: {r}" for r in diagnosis.refusals][:5]]
     plans = tuple(plan_models(host, facts, request, runs))
     series = tuple(chart_series(runs.runs, max_points=request.max_points))
     thinned = [s for s in series if s.thinned]
@@ -411,7 +410,7 @@ def build_report(facts: "HostFacts", request: ReportRequest, store: "Store | Non
     result = HostReport(
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), tunehost=__version__, source=source,
         verdict=report.verdict, findings=findings, hardware=hardware(facts), plans=plans,
-        latest=tuple(latest_runs(runs.runs)), series=series, runs_source=request.store or runs.source,
+        latest=tuple(latest_runs(runs.runs)), series=series, runs_source=runs.source,
         runs_read=len(runs.runs), runs_note=runs.note, notes=tuple(notes), full=request.full)
     return finish(result, full=request.full)
 
