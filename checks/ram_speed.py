@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunehost.check import Check, Fix
-from tunehost.facts.chassis import VM_FIRMWARE, machine_of
+from tunehost.facts.chassis import machine_of
 from tunehost.facts.memory_layout import Layout, layout, rating_of
 from tunehost.facts.ram import RamFacts
 from tunehost.facts.memory_parts import JEDEC_BASE, JEDEC_MAX, platform_memory_limit
@@ -84,10 +84,10 @@ class RamSpeedCheck(Check):
         if ram.memory is None or not ram.modules:
             yield self.skip(ram.unavailable or "no installed memory modules found", ram.evidence)
             return
-        kind = machine_of(facts).kind
-        if kind is not None:  # the modules a guest or a container sees are the hypervisor's or the host's
-            yield self.skip(f"{VM_FIRMWARE if kind == 'virtual machine' else 'container: the host decides'} the "
-                            "memory speed and channels: judge them on the host itself", ram.evidence)
+        machine = machine_of(facts)
+        if machine.kind is not None:  # the modules a guest or a container sees are the hypervisor's or the host's
+            where = "the physical host" if len(machine.layers) > 1 else "the host itself"
+            yield self.skip(f"{machine.decides} the memory speed and channels: judge them on {where}", ram.evidence)
             return
         lay = layout(ram)
         evidence = dict(ram.evidence)

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
-from tunehost.facts.chassis import VM_FIRMWARE, machine_of
+from tunehost.facts.chassis import VM_FIRMWARE, MachineFacts, machine_of
 from tunehost.facts.gpu import GpuFacts, GpuInfo
 from tunehost.facts.thermal import TempReading, ThermalFacts, throttle_evidence
 
@@ -68,7 +68,7 @@ class ThermalsCheck(Check):
 
     def run(self, facts) -> Iterable[Finding]:
         thermal = facts.get(ThermalFacts)
-        yield from self._cpu(thermal, machine_of(facts).kind)
+        yield from self._cpu(thermal, machine_of(facts))
         counts = throttle_evidence(thermal.throttle)
         if counts:
             cpus = sorted({int(k.split("/cpu")[-1].split("/")[0]) for k in counts})
@@ -83,7 +83,7 @@ class ThermalsCheck(Check):
         for g in gpus.gpus:
             yield from self._gpu(g)
 
-    def _cpu(self, thermal: ThermalFacts, machine: str | None) -> Iterable[Finding]:
+    def _cpu(self, thermal: ThermalFacts, machine: MachineFacts) -> Iterable[Finding]:
         main = cpu_reading(thermal.cpu)
         if main is None or main.value_c is None:
             bogus = ""
@@ -91,7 +91,12 @@ class ThermalsCheck(Check):
                 b = thermal.bogus[0]
                 bogus = (f"; the ACPI zone {b.chip} {b.label} ({_c(b.value_c)}, crit {_c(b.crit_c)}) is a bogus "
                          "firmware zone, not the CPU")
-            kind = machine
+            kind = machine.kind
+            if len(machine.layers) > 1:  # a container in a VM: neither the container nor the guest has a sensor
+                yield self.skip(f"no CPU temperature in this {machine.label}{bogus}: the sensors are the physical "
+                                "host's, under the hypervisor (load k10temp or coretemp on that host: neither this "
+                                "container nor the virtual machine around it sees a CPU sensor)", _ev(thermal.bogus))
+                return
             if kind == "virtual machine":
                 yield self.skip(f"no CPU temperature: {VM_FIRMWARE} (a guest sees no CPU sensor; the host's cooling "
                                 f"and firmware set the clocks){bogus}", _ev(thermal.bogus))
