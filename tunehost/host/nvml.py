@@ -10,7 +10,7 @@ Format (docs/checks.d/gpu-memory.md): {"driver_version": str|null, "cuda_version
 "power_draw_w", "power_limit_w", "power_default_limit_w", "pstate": "P8", "utilization_pct",
 "display_active": bool, "display_mode": bool, "mig_enabled": bool, "mig_devices": [{"index", "memory_total_mib",
 "memory_used_mib"}], "processes": [{"pid", "used_mib", "type": "C"|"G"|"C+G"}], "memory_bus_width_bits",
-"memory_clock_max_mhz"}]}.
+"memory_clock_max_mhz", "bar1_total_mib"}]}.
 Process names are not recorded here: they come from the `processes` sample.
 """
 
@@ -144,6 +144,7 @@ def _read_gpu(nv: Any, index: int, h: Any) -> dict[str, Any]:
         "processes": _processes(nv, h),
         "memory_bus_width_bits": get("nvmlDeviceGetMemoryBusWidth"),
         "memory_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", getattr(nv, "NVML_CLOCK_MEM", 2)),
+        "bar1_total_mib": _mib(getattr(get("nvmlDeviceGetBAR1MemoryInfo"), "bar1Total", None)),
     }
 
 
