@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
+from tunehost.bounds import whole_text
 from tunehost.check import Check, Finding, Fix
 from tunehost.facts.chassis import VM_FIRMWARE, MachineFacts, machine_of
 from tunehost.facts.gpu import GpuFacts, GpuInfo
@@ -59,6 +60,23 @@ def cpu_reading(cpu: tuple[TempReading, ...]) -> TempReading | None:
             return max(group, key=lambda r: r.value_c or 0)
     valued = [r for r in cpu if r.value_c is not None]
     return max(valued, key=lambda r: r.value_c or 0) if valued else None
+
+
+RECHECK_PSTATE = "nvidia-smi --query-gpu=pstate,utilization.gpu,clocks.mem --format=csv -l 1"
+LOW_PSTATE = 3          # P3 and above while in use: a low performance state (llama.cpp#17880: RTX 3060 in P3)
+IN_USE_PCT = 5
+
+
+def low_pstate_in_use(g: GpuInfo) -> str | None:
+    """"<gpu> is in use (39 %) but in P3 ..." when an NVIDIA GPU doing work sits in P3 or a lower-power state."""
+    level = whole_text(g.pstate[1:], 0, 15) if g.vendor == "nvidia" and g.pstate and g.pstate[:1] == "P" else None
+    util = g.utilization_pct
+    if level is None or level < LOW_PSTATE or util is None or util < IN_USE_PCT or g.idle:
+        return None
+    power = f", {g.power_draw_w:g} W of {g.power_limit_w:g} W" if g.power_draw_w and g.power_limit_w else ""
+    return (f"{g.label} is in use ({util} %{power}) but in {g.pstate}: a low performance state whose memory clock "
+            "is below P0/P2's; partial offload (the GPU idles between CPU-held layers) keeps cards there "
+            "(llama.cpp#17880) — one moment only: `tunehost bench` watches the state for a whole run")
 
 
 class ThermalsCheck(Check):
@@ -190,6 +208,13 @@ class ThermalsCheck(Check):
         if "sw_power_cap" in reasons and idle is False:
             yield self.info(f"{g.label} is at its power limit ({g.power_draw_w} W of {g.power_limit_w} W) under load;"
                             f" {_c(temp)}", ev)
+            return
+        low = low_pstate_in_use(g)
+        if low:
+            yield self.info(low, ev, fix=Fix("Watch the state during a real request; if it stays at P3 or below, "
+                                             "offload more layers (a GPU that idles between CPU-held layers is not "
+                                             "boosted), and keep persistence mode on:", (RECHECK_PSTATE,
+                                                                                       "sudo nvidia-smi -pm 1")))
             return
         if temp is None:
             why = (f"the driver reports {raw_temp:g} °C, a placeholder (vGPU guest, "

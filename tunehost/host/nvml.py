@@ -49,6 +49,11 @@ def _mib(value: Any) -> int | None:
     return int(value) // MIB if isinstance(value, int) else None
 
 
+def _pstate_name(value: Any) -> str | None:
+    """NVML's performance state 0..15 -> "P0".."P15" (32 is NVML_PSTATE_UNKNOWN)."""
+    return f"P{value}" if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 15 else None
+
+
 def _bool(value: Any) -> bool | None:
     return bool(value) if isinstance(value, int) else None
 
@@ -236,6 +241,7 @@ class NvmlSession:
                 "pcie_gen_max": get("nvmlDeviceGetMaxPcieLinkGeneration"),
                 "pcie_width": get("nvmlDeviceGetCurrPcieLinkWidth"),
                 "pcie_width_max": get("nvmlDeviceGetMaxPcieLinkWidth"),
+                "pstate": _pstate_name(get("nvmlDeviceGetPerformanceState")),
             })
         return rows
 
