@@ -125,3 +125,9 @@ def test_an_igpu_beside_a_discrete_gpu_is_not_judged():
 
     [f] = list(ApuMemoryCheck().run(HostFacts(open_host(DATA / "snapshots" / "desktop-9950x3d-rtx5090"))))
     assert f.severity is S.SKIP and "RTX 5090" in f.summary
+
+
+def test_garbage_in_the_ttm_parameter_never_reaches_the_evidence_raw(make_snapshot):
+    fs = apu_fs(vram=512 * MIB, gtt=62 * GIB, mem_total_kib=124 * GIB // 1024, pages_limit="\x1b[2J\x1b]0;owned\x07")
+    [f] = run(ApuMemoryCheck(), make_snapshot(fs=fs))
+    assert "\x1b" not in str(f.evidence) and "\x07" not in str(f.evidence)

@@ -192,3 +192,11 @@ def test_rtx4090_small_bar1_warns_when_the_installed_llama_cpp_uses_vulkan(make_
         LlamaBinary("llama-server", "/opt/llama/llama-server", "PATH", backends=("Vulkan",)),))
     [f] = ResizableBarCheck().run(facts)
     assert f.severity is S.WARN and "the installed llama.cpp uses Vulkan" in f.summary
+
+
+def test_garbage_resize_file_is_shown_escaped(make_snapshot):
+    fs = sysfs_from_lspci((BAR_DATA / "lspci-arc-a750-1g-of-8g-32bit-window.txt").read_text(), "0x8086", "0x56a1",
+                          8 << 30)
+    fs[f"{DEV}/resource2_resize"] = "\x1b[31mff\n"
+    f = one(make_snapshot, fs=fs)
+    assert f.severity is S.WARN and "not reported" in f.summary and "\x1b" not in str(f.evidence)

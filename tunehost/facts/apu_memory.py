@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
 from tunehost.bounds import whole_text
+from tunehost.printable import one_line
 from tunehost.facts.gpu import GpuFacts, GpuInfo
 from tunehost.facts.memory import parse_meminfo
 
@@ -76,7 +77,7 @@ def read_apu_memory(host: "Host", gpus: GpuFacts) -> ApuMemory:
         raw = host.files.read_value(path)
         if raw is None:
             return None
-        evidence[path] = raw[:40]
+        evidence[path] = one_line(raw, 40)
         return whole_text(raw, low, high)
 
     limit = param(f"{TTM}/pages_limit", 1, 1 << 40)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from tunehost.facts.gpu import PCI_DEVICES, GpuFacts, GpuInfo
 from tunehost.parsers.pci_bar import PciBar, parse_resize, parse_resource, vram_aperture
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -110,7 +111,7 @@ def _aperture(host: "Host", g: GpuInfo) -> GpuAperture:
         if resize is not None:
             supported = parse_resize(resize)
             evidence[f"{base}/resource{bar.index}_resize"] = (
-                f"{resize.strip()[:20]} ({', '.join(_size(s) for s in supported) or 'unreadable'})")
+                f"{one_line(resize.strip(), 20)} ({', '.join(_size(s) for s in supported) or 'unreadable'})")
     return GpuAperture(g, bar, supported, evidence)
 
 
