@@ -14,7 +14,7 @@ from tunehost.check import Check, Fix
 from tunehost.facts.chassis import machine_of
 from tunehost.facts.memory_layout import Layout, layout, rating_of
 from tunehost.facts.ram import RamFacts
-from tunehost.facts.memory_parts import JEDEC_BASE, JEDEC_MAX, platform_memory_limit
+from tunehost.facts.memory_parts import JEDEC_BASE, JEDEC_MAX, is_standard_grade, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
        "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "
@@ -117,7 +117,7 @@ class RamSpeedCheck(Check):
             return self.skip(f"{unread}: cannot judge it (a desktop may run its modules below their XMP/EXPO rating, "
                              "which only the configured speed would show)", evidence)
         cap = self._cap(ram, lay) or self._only_type_cap(ram, lay)
-        rated, top = lay.rated, lay.rated_max
+        rated, top = self._ratings_within(lay, cap)
         missing = []
         if rated is None or lay.unknown is not None:
             speeds = sorted({m.device.speed_mts for m in lay.modules if m.device.speed_mts})
@@ -144,7 +144,7 @@ class RamSpeedCheck(Check):
                 f"{t} modules rated {top or rated} MT/s, but {cap[1]}: CPU-limited, not a setting (the configured "
                 f"speed is not reported; judged from the rating and the CPU's maximum)", ev,
                 fix=Fix(f"Nothing to change: this CPU does not run memory above {cap[0]} MT/s."), detail=WHY)
-        if lay.mixed:
+        if top is not None and top > rated:
             return self.info(
                 f"Mixed modules rated {rated} and {top} MT/s: the slowest sets the speed ({rated} MT/s, within the "
                 f"CPU's maximum {cap[0]}; the configured speed is not reported)", ev,
@@ -153,6 +153,22 @@ class RamSpeedCheck(Check):
         return self.ok(f"{t} modules rated {rated} MT/s, within what this platform runs ({cap[1]}): nothing is lost "
                        "to a setting here (no XMP/EXPO on this platform; the configured speed is not reported, judged "
                        "from the rating and the CPU's maximum)", ev)
+
+    @staticmethod
+    def _ratings_within(lay: Layout, cap: tuple[int, str] | None) -> tuple[int | None, int | None]:
+        """(slowest, fastest) rating. A low `Speed` read as a clock (DDR3 800 -> 1600: the AM3 firmware quirk) is
+        taken as the data rate again when the doubled value is above what the CPU runs and the raw value is a grade
+        it does run (an Atom D425's DDR3-800)."""
+        ratings = []
+        for m in lay.modules:
+            rating = rating_of(m, lay.platform)
+            raw = m.device.speed_mts
+            if rating and cap and raw and is_standard_grade(raw) and rating >= 2 * raw * 0.99 \
+                    and rating > cap[0] * 1.02 and raw <= cap[0] * 1.02:
+                rating = raw
+            if rating:
+                ratings.append(rating)
+        return (min(ratings), max(ratings)) if ratings else (lay.rated, lay.rated_max)
 
     @staticmethod
     def _only_type_cap(ram: RamFacts, lay: Layout) -> tuple[int, str] | None:

@@ -512,3 +512,10 @@ def test_no_configured_speed_garbage_speed_field_is_skip_with_the_reason(make_sn
     text = (next(MOBILE.glob("Notebook__Apple__MacBookPro9*"))).read_text().replace("Speed: 1600 MT/s", "Speed: 7 MT/s")
     f = judge(make_snapshot, text=text, chassis=10, cpu="Intel(R) Core(TM) i7-3615QM CPU @ 2.30GHz")
     assert f[0].severity == SKIP and "the modules' rating" in f[0].summary
+
+
+def test_no_configured_speed_a_ddr3_800_speed_is_not_doubled_past_the_cpus_maximum(make_snapshot):
+    # Intel D425KT: one DDR3 module "Speed: 800 MT/s" with an Atom D425 (DDR3-800, one channel). The AM3 quirk reads
+    # a DDR3 Speed below 1066 as a clock (1600); the CPU's maximum says the 800 is the data rate
+    f = _mobile(make_snapshot, "Mini_Pc__Intel__D425KT", 35, "Intel(R) Atom(TM) CPU D425   @ 1.80GHz")
+    assert f[0].severity == OK and "rated 800" in f[0].summary and "DDR3-800" in f[0].summary
