@@ -22,7 +22,7 @@ OS_RESERVE_MIB = 4096     # less RAM than this left outside GTT: the OS and llam
 WHY = ("On an APU the model's weights live in RAM the GPU maps through GTT: ROCm/HIP allocates only from that pool, "
        "so a model larger than it fails with ROCm (out of memory or OOM-killed) while Vulkan may still load it; the "
        "BIOS carve-out is RAM the OS can never use for anything else.")
-VERIFY = "cat /sys/class/drm/card*/device/mem_info_gtt_total   # after the reboot"
+VERIFY = "cat /sys/class/drm/card*/device/mem_info_gtt_total"
 
 
 def _gib(mib: float) -> str:
@@ -48,9 +48,9 @@ def raise_fix(installed_mib: int, carve_out_mib: int | None) -> Fix:
         f"Raise the TTM limit on the kernel command line to {gib} GiB ({pages} pages of 4 KiB = GiB x 262144), "
         "and set only ttm.* (amdgpu.gttsize is deprecated and fights it). Fedora/RHEL: the grubby line below; "
         f"Debian/Ubuntu: add `{args}` to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then `sudo update-grub`; "
-        "reboot and verify. Undo: `sudo grubby --update-kernel=ALL --remove-args=\"ttm.pages_limit "
-        "ttm.page_pool_size\"` (or delete the words from /etc/default/grub and run `sudo update-grub`), then "
-        f"reboot.{uma}",
+        "reboot, and after it verify with the last line. Undo: `sudo grubby --update-kernel=ALL "
+        "--remove-args=\"ttm.pages_limit ttm.page_pool_size\"` (or delete the words from /etc/default/grub and run "
+        f"`sudo update-grub`), then reboot.{uma}",
         (f'sudo grubby --update-kernel=ALL --args="{args}"', "sudo systemctl reboot", VERIFY))
 
 
