@@ -14,6 +14,7 @@ from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
 from tunehost.facts.apu_memory import IGNORED_OPTIONS, PAGES_PER_GIB, ApuMemory, read_apu_memory
+from tunehost.facts.drm_clients import DrmFacts
 from tunehost.facts.gpu import GpuFacts, GpuInfo
 
 DEFAULT_SHARE = 0.55      # GTT at most this share of RAM: the kernel's default TTM limit (half of RAM) in force
@@ -75,7 +76,7 @@ class ApuMemoryCheck(Check):
                 yield self.skip(f"{g.label} sits beside the discrete {discrete[0].label}: inference runs there, the "
                                 "integrated GPU's share of RAM is not judged", mem.evidence)
                 continue
-            yield self._judge(g, mem)
+            yield self._judge(g, mem, _holders(facts, g))
 
     def _options(self, mem: ApuMemory) -> Iterable[Finding]:
         ev = dict(mem.evidence)
@@ -96,8 +97,10 @@ class ApuMemoryCheck(Check):
             yield self.info(f"ttm.pages_limit={asked} is on the kernel command line but the ttm module runs with "
                             f"{mem.pages_limit}: a later setting (/etc/modprobe.d, an initramfs) overrides it", ev)
 
-    def _judge(self, g: GpuInfo, mem: ApuMemory) -> Finding:
+    def _judge(self, g: GpuInfo, mem: ApuMemory, holders: str) -> Finding:
         ev = dict(mem.evidence)
+        if holders:
+            ev["GTT held by (/proc/<pid>/fdinfo)"] = holders
         gtt, ram, carve = g.gtt_total_mib, mem.ram_mib, g.memory_total_mib
         if not gtt:
             return self.skip(f"{g.label}: GTT size not reported (no mem_info_gtt_total: not amdgpu, or too old a "
@@ -110,9 +113,10 @@ class ApuMemoryCheck(Check):
                                                                  and carve > 1024 else "")
         used = g.gtt_used_mib
         if used is not None and used >= FULL_USED * gtt:
-            return self.warn(f"{g.label}: GTT is full — {_gib(used)} of {_gib(gtt)} in use: the loaded model and "
-                             "its context are at the GPU's limit; a larger model or context fails with ROCm (out of "
-                             "memory or OOM-killed)", ev, fix=raise_fix(installed, carve), detail=WHY)
+            by = f" ({holders})" if holders else ""
+            return self.warn(f"{g.label}: GTT is full — {_gib(used)} of {_gib(gtt)} in use{by}: the loaded model "
+                             "and its context are at the GPU's limit; a larger model or context fails with ROCm (out "
+                             "of memory or OOM-killed)", ev, fix=raise_fix(installed, carve), detail=WHY)
         if ram - gtt < OS_RESERVE_MIB:
             return self.warn(f"{g.label}: the GPU may map {pool}, leaving {_gib(ram - gtt)} for the OS: a model "
                              "that fills GTT gets llama.cpp or other processes OOM-killed", ev,
@@ -129,5 +133,16 @@ class ApuMemoryCheck(Check):
                 summary += f"; the {_gib(carve)} carve-out is more than GTT, and ROCm allocates from GTT"
                 return self.warn(summary, ev, fix=raise_fix(installed, carve), detail=WHY)
             return self.info(summary, ev, fix=raise_fix(installed, carve), detail=WHY)
-        in_use = f"; {_gib(used)} in use" if used else ""
+        in_use = f"; {_gib(used)} in use" + (f" ({holders})" if holders else "") if used else ""
         return self.ok(f"{g.label}: the GPU may use {pool}{in_use}", ev)
+
+
+def _holders(facts, g: GpuInfo) -> str:
+    """"llama-server (pid 812) 40 GiB" for the processes holding this APU's GTT (the model the user runs), from
+    fdinfo; "" when none is seen (not root, no DRM clients, the facts absent)."""
+    try:
+        drm = facts.get(DrmFacts)
+    except Exception:  # a test without DRM facts, a broken /proc: judge the pool alone
+        return ""
+    held = sorted((p for p in drm.on(g.pci_bus_id) if p.other_mib), key=lambda p: -(p.other_mib or 0))
+    return ", ".join(f"{p.name or '?'} (pid {p.pid}) {_gib(p.other_mib or 0)}" for p in held[:3])

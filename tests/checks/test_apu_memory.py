@@ -131,3 +131,15 @@ def test_garbage_in_the_ttm_parameter_never_reaches_the_evidence_raw(make_snapsh
     fs = apu_fs(vram=512 * MIB, gtt=62 * GIB, mem_total_kib=124 * GIB // 1024, pages_limit="\x1b[2J\x1b]0;owned\x07")
     [f] = run(ApuMemoryCheck(), make_snapshot(fs=fs))
     assert "\x1b" not in str(f.evidence) and "\x07" not in str(f.evidence)
+
+
+def test_the_process_holding_gtt_is_named(make_snapshot):
+    # the model the user runs: llama-server's fdinfo on the APU (amdgpu's drm-memory-gtt, kernel 6.x format)
+    fs = apu_fs(vram=512 * MIB, gtt=62 * GIB, mem_total_kib=124 * GIB // 1024, gtt_used=60 * GIB)
+    fs["/proc/812/comm"] = "llama-server\n"
+    fs["/proc/812/fdinfo/7"] = ("pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:c6:00.0\n"
+                                "drm-client-id:\t12\ndrm-memory-vram:\t0 KiB\ndrm-memory-gtt:\t61865984 KiB\n"
+                                "drm-memory-cpu:\t0 KiB\n")
+    [f] = run(ApuMemoryCheck(), make_snapshot(fs=fs, manifest={"format": 1, "uid": 0}))
+    assert f.severity is S.WARN and "(llama-server (pid 812) 59 GiB)" in f.summary
+    assert f.evidence["GTT held by (/proc/<pid>/fdinfo)"] == "llama-server (pid 812) 59 GiB"
