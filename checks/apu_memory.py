@@ -19,6 +19,8 @@ from tunehost.facts.gpu import GpuFacts, GpuInfo
 
 DEFAULT_SHARE = 0.55      # GTT at most this share of RAM: the kernel's default TTM limit (half of RAM) in force
 FULL_USED = 0.90          # GTT this full: the loaded model (and its context) is at the GPU's limit
+ROCM_SEES_CARVE_OUT = (6, 16, 9)  # ROCm/legacy-rocm-build#5444: before it, HIP sees only ~GTT on Strix Halo
+STRIX_HALO = "0x1586"
 OS_RESERVE_MIB = 4096     # less RAM than this left outside GTT: the OS and llama.cpp's host buffers get OOM-killed
 WHY = ("On an APU the model's weights live in RAM the GPU maps through GTT: ROCm/HIP allocates only from that pool, "
        "so a model larger than it fails with ROCm (out of memory or OOM-killed) while Vulkan may still load it; the "
@@ -131,6 +133,9 @@ class ApuMemoryCheck(Check):
                        f"{_gib(gtt - 2048)} fail to load with ROCm (out of memory) where Vulkan may still run them")
             if big_carve:
                 summary += f"; the {_gib(carve)} carve-out is more than GTT, and ROCm allocates from GTT"
+                if g.device_id == STRIX_HALO and mem.kernel is not None and mem.kernel < ROCM_SEES_CARVE_OUT:
+                    summary += (f" (kernel {'.'.join(map(str, mem.kernel))}: before 6.16.9 ROCm sees GTT only, "
+                                "not the carve-out)")
                 return self.warn(summary, ev, fix=raise_fix(installed, carve), detail=WHY)
             return self.info(summary, ev, fix=raise_fix(installed, carve), detail=WHY)
         in_use = f"; {_gib(used)} in use" + (f" ({holders})" if holders else "") if used else ""

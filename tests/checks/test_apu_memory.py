@@ -48,8 +48,11 @@ def test_nix_amd_ai_halo_96g_gtt_through_ttm_pages_limit_is_ok(make_snapshot):
 
 def test_ds4_halo_96g_carve_out_with_15860m_gtt_warns(make_snapshot):
     # antirez/ds4#475: "amdgpu 0000:bd:00.0:  15860M of GTT memory ready." with the GPU forced to 96 GB (BIOS UMA)
-    [f] = judge(make_snapshot, vram=96 * GIB, gtt=15860 * MIB, mem_total_kib=31 * GIB // 1024)
+    fs = apu_fs(vram=96 * GIB, gtt=15860 * MIB, mem_total_kib=31 * GIB // 1024)
+    fs["/proc/sys/kernel/osrelease"] = "6.14.0-1014-oem\n"   # the kernel of ROCm/legacy-rocm-build#5595
+    [f] = run(ApuMemoryCheck(), make_snapshot(fs=fs))
     assert f.severity is S.WARN and "15.5 GiB of 31 GiB RAM through GTT" in f.summary
+    assert "kernel 6.14.0: before 6.16.9 ROCm sees GTT only" in f.summary
     assert "96 GiB carve-out is more than GTT" in f.summary and "half of RAM" in f.summary
     assert f.fix.commands[0].startswith('sudo grubby --update-kernel=ALL --args="ttm.pages_limit=')
     assert "Undo:" in f.fix.text and "--remove-args" in f.fix.text and "UMA frame buffer" in f.fix.text
@@ -143,3 +146,10 @@ def test_the_process_holding_gtt_is_named(make_snapshot):
     [f] = run(ApuMemoryCheck(), make_snapshot(fs=fs, manifest={"format": 1, "uid": 0}))
     assert f.severity is S.WARN and "(llama-server (pid 812) 59 GiB)" in f.summary
     assert f.evidence["GTT held by (/proc/<pid>/fdinfo)"] == "llama-server (pid 812) 59 GiB"
+
+
+def test_kernel_version_parse():
+    from tunehost.facts.apu_memory import kernel_version
+
+    assert kernel_version("6.14.0-1014-oem") == (6, 14, 0) and kernel_version("7.1") == (7, 1, 0)
+    assert kernel_version(None) is None and kernel_version("garbage") is None

@@ -16,6 +16,7 @@ from tunehost.bounds import whole_text
 from tunehost.printable import one_line
 from tunehost.facts.gpu import GpuFacts, GpuInfo
 from tunehost.facts.memory import parse_meminfo
+from tunehost.host.cpuinfo import kernel_release
 
 if TYPE_CHECKING:
     from tunehost.host import Host
@@ -53,6 +54,7 @@ class ApuMemory:
     gttsize_mib: int | None = None             # amdgpu.gttsize (-1: automatic)
     cmdline: Mapping[str, str] = field(default_factory=dict)
     evidence: Mapping[str, str] = field(default_factory=dict)
+    kernel: tuple[int, int, int] | None = None  # the running kernel's version, from /proc/sys/kernel/osrelease
 
     @property
     def limit_mib(self) -> int | None:
@@ -86,4 +88,14 @@ def read_apu_memory(host: "Host", gpus: GpuFacts) -> ApuMemory:
     cmdline = parse_cmdline_options(host.files.read(CMDLINE))
     if cmdline:
         evidence[f"{CMDLINE} (memory options)"] = " ".join(f"{k}={v}" for k, v in cmdline.items())
-    return ApuMemory(apus, total_kib // 1024 if total_kib else None, limit, pool, gttsize, cmdline, evidence)
+    release = kernel_release(host)
+    version = kernel_version(release)
+    if release and version:
+        evidence["/proc/sys/kernel/osrelease"] = one_line(release, 64)
+    return ApuMemory(apus, total_kib // 1024 if total_kib else None, limit, pool, gttsize, cmdline, evidence, version)
+
+
+def kernel_version(release: str | None) -> tuple[int, int, int] | None:
+    """"6.14.0-1014-oem" -> (6, 14, 0); None for anything else."""
+    match = re.match(r"(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?", release or "")
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
