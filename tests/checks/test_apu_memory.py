@@ -1,4 +1,4 @@
-"""apu-memory on real Strix Halo captures from public reports (sources in tests/data/README.md, "gpu/apu"): the
+"""apu-memory on real Strix Halo captures from public reports (sources in tests/data/README.md, "apu-memory"): the
 sysfs values, kernel command lines and dmesg GTT sizes as published, written as the files amdgpu and ttm expose;
 MemTotal is the installed RAM less the published carve-out (the reports give the RAM, not /proc/meminfo)."""
 
