@@ -9,7 +9,7 @@ Prometheus textfile passes through here, and what the format cannot carry is ref
 | systemd unit | systemd_quote, unit_text | systemd.syntax(7): C escapes, % specifiers, $ |
 | router preset INI | ini_section, ini_value | llama.cpp common/preset.cpp parse_ini_from_file |
 | Ollama Modelfile | modelfile_path | ollama parser/parser.go ParseFile |
-| Prometheus textfile | prom_label_value | the text exposition format 0.0.4 |
+| Prometheus textfile | prom_label_value, prom_help | the text exposition format 0.0.4 |
 """
 
 from __future__ import annotations
@@ -109,3 +109,19 @@ def modelfile_path(path: str) -> str:
     if path != path.strip():
         return f'"""{path}"""' if '"' in path else f'"{path}"'
     return path
+
+
+PROM_LABEL_MAX = 128  # characters of a label value: model file names and configuration names stay readable
+
+
+def prom_label_value(value: object) -> str:
+    """A label value of the Prometheus text exposition format (0.0.4), inside its double quotes: one printable
+    line (a control character becomes "?"), at most PROM_LABEL_MAX characters, then `\\`, `"` and a line
+    break escaped as the format requires."""
+    text = one_line(value, PROM_LABEL_MAX)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prom_help(text: str) -> str:
+    """A `# HELP` docstring: one printable line, `\\` and a line break escaped (the format's rule for HELP)."""
+    return one_line(text, 400).replace("\\", "\\\\").replace("\n", "\\n")
