@@ -184,3 +184,21 @@ def test_refusals(cli, tmp_path, args, message) -> None:
         args = (*args, "--textfile", str(tmp_path))
     r = cli("export", "--snapshot", str(SNAPSHOTS / "ci-vm"), *args)
     assert r.exit_code == 1 and message in r.stderr and r.stderr.count("\n") == 1, r.output
+
+
+def test_the_alert_rules_in_docs_fleet_md_pass_promtool(tmp_path) -> None:
+    """The documented rules name metrics the export writes, and promtool accepts them (skipped without promtool)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    rules = text.split("Alert rules", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    exported = families(_export([_stored(1, "a.gguf", "2026-11-20T10:00:00Z", 5.0, 9.0, None)]))
+    for name in ("tunehost_ram_configured_transfers_per_second", "tunehost_drift_status",
+                 "tunehost_bench_tokens_per_second"):
+        assert name in rules
+    assert "tunehost_bench_tokens_per_second" in exported
+    binary = shutil.which("promtool")
+    if binary is None:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    (tmp_path / "rules.yml").write_text(rules)
+    done = subprocess.run([binary, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
