@@ -317,7 +317,7 @@ def fit_unusable(probe: FitProbe) -> str | None:
         except ValueError:
             shares = []
         if not shares or not all(math.isfinite(x) and 0 <= x <= 1e6 for x in shares) or not any(shares):
-            return (f"-ts {one_line(probe.tensor_split, 40)!r} is not up to {FIT_MAX_DEVICES - 1} finite, "
+            return (f"-ts '{one_line(probe.tensor_split, 40)}' is not up to {FIT_MAX_DEVICES - 1} finite, "
                     "non-negative proportions")
     if len(probe.overrides) > FIT_MAX_OVERRIDES:
         return f"{len(probe.overrides)} -ot overrides (at most {FIT_MAX_OVERRIDES})"
@@ -330,7 +330,7 @@ def fit_unusable(probe: FitProbe) -> str | None:
             except (re.error, RecursionError, OverflowError):
                 bad = True
         if bad:
-            return f"-ot {one_line(item, 60)!r} is not a tensor pattern=buffer type"
+            return f"-ot '{one_line(item, 60)}' is not a tensor pattern=buffer type"
     return None
 
 
