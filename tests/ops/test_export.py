@@ -202,3 +202,20 @@ def test_the_alert_rules_in_docs_fleet_md_pass_promtool(tmp_path) -> None:
     done = subprocess.run([binary, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_store_rows_of_the_wrong_type_are_left_out_not_a_traceback() -> None:
+    bad = [StoredRun(1, "not a date", "bench", "fp", {}, None, "/m/a.gguf", "sha256:1", None, None, ["not", "a", "map"],
+                     (StoredResult("plan", "k", (), "tg128", "tg", "fast", 3),  # type: ignore[arg-type]
+                      StoredResult(None, "k", (), "tg128", "tg", 5.0, 3),  # type: ignore[arg-type]
+                      StoredResult("plan", "k", (), "pp512", "pp", math.inf, 3),
+                      StoredResult("plan", "k", (), "tg64", "tg", 1e308, True))),  # type: ignore[arg-type]
+           StoredRun(2, "2026-11-20T10:00:00Z", "bench", "fp", {}, None, "/m/b.gguf", 7, None, None, {},  # type: ignore
+                     (StoredResult("plan", "k", (), "tg128", "tg", 5.0, 3),)),
+           StoredRun(3, "2026-11-20T10:00:00Z", "bench", "fp", {}, None, "/m/c.gguf", "sha256:3", None, None,
+                     {"rounds_ts": {"plan": {"tg128": ["x", None, math.nan, 1e309, -1]}}},
+                     (StoredResult("plan", "k", (), "tg128", "tg", 7.0, 3),))]
+    got = families(_export(bad))
+    speeds = [(s.labels["model"], s.value) for s in got["tunehost_bench_tokens_per_second"].samples]
+    assert speeds == [("c.gguf", 7.0)]  # the others: no finite median in range, no model hash
+    assert "tunehost_bench_low_tokens_per_second" not in got  # no two valid rounds: no interval

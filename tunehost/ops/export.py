@@ -226,6 +226,7 @@ class _Speed:
     high: float | None
     at: float | None
     rounds: int | None
+    source: str  # the command that measured it: bench, tune or server-bench
 
 
 def _speeds(out: _Families, facts: "HostFacts", runs: "Sequence[StoredRun] | None", notes: list[str]) -> None:
@@ -236,9 +237,9 @@ def _speeds(out: _Families, facts: "HostFacts", runs: "Sequence[StoredRun] | Non
     if runs is None and results.unavailable:
         notes.append(f"no speeds exported: {results.unavailable}")
     for s in speeds:
-        labels = {"model": s.model, "config": s.config, "test": s.test}
+        labels = {"model": s.model, "config": s.config, "test": s.test, "source": s.source}
         out.add("tunehost_bench_tokens_per_second", "The latest llama-bench median per model, configuration and test "
-                "(kind tg: generation, pp: prompt processing).", s.median, kind=s.kind, **labels)
+                "(kind tg: generation, pp: prompt processing; source: bench, tune or server-bench).", s.median, kind=s.kind, **labels)
         out.add("tunehost_bench_low_tokens_per_second", "The lower end of that bench's 95 % interval.", s.low,
                 kind=s.kind, **labels)
         out.add("tunehost_bench_high_tokens_per_second", "The upper end of that bench's 95 % interval.", s.high,
@@ -283,7 +284,8 @@ def _from_sample(runs: Iterable[Any]) -> list[_Speed]:
         for config, ts in run.tg[:MAX_CONFIGS]:
             if (run.model_hash, config) not in seen:
                 seen.add((run.model_hash, config))
-                out.append(_Speed(run.model, config, "tg", "tg", ts, None, None, _epoch(run.created), None))
+                out.append(_Speed(run.model, config, "tg", "tg", ts, None, None, _epoch(run.created), None,
+                                  run.command))
     return out
 
 
@@ -296,7 +298,7 @@ def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
     from tunehost.bounds import tokens_per_s
 
     out: list[_Speed] = []
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, str, str]] = set()
     models: set[str] = set()
     for run in runs:
         if run.command not in ("bench", "tune", "server-bench") or not isinstance(run.model_hash, str):
@@ -316,7 +318,7 @@ def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
                 if len(configs) >= MAX_CONFIGS:
                     continue
                 configs.append(r.config)
-            key = (run.model_hash, r.config, r.test)
+            key = (run.model_hash, r.config, r.test, run.command)
             if key in seen:
                 continue
             seen.add(key)
@@ -328,8 +330,9 @@ def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
                 if math.isfinite(radius):
                     low, high = median * math.exp(-radius), median * math.exp(radius)
             kind = r.kind if r.kind in ("tg", "pp") else "other"
-            out.append(_Speed(name, r.config, r.test, kind, median, low, high, _epoch(str(run.created)),
-                              r.rounds if isinstance(r.rounds, int) else None))
+            rounds = r.rounds if isinstance(r.rounds, int) and not isinstance(r.rounds, bool) else None
+            out.append(_Speed(name, r.config, r.test, kind, median, low, high, _epoch(str(run.created)), rounds,
+                              run.command))
     return out
 
 
