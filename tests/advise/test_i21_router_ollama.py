@@ -10,8 +10,9 @@ import pytest
 
 from tunehost.advise.host_view import GpuView, HostView
 from tunehost.advise.plan import AdviseOptions, plan
-from tunehost.advise.router import plan_router, render_preset, scan_models_dir
+from tunehost.advise.router import plan_router, scan_models_dir
 from tunehost.errors import TunehostError
+from tunehost.formats.router_ini import render_preset
 
 from .conftest import dense_tensors, write_gguf
 from .test_plan import HOSTS, MODELS

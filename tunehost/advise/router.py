@@ -15,7 +15,6 @@ fewer `-ngl`), then the next largest, until any `models_max` of them fit togethe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -33,8 +32,8 @@ ROUTER_ONLY = ("--host", "--port", "--api-key-file", "--api-key", "-m", "--model
 PATH_KEYS = {"-m": "model", "-mm": "mmproj", "-md": "model-draft"}
 DRAFT_PREFIXES = ("mtp-", "dspark-", "dflash-")  # common/preset.cpp draft_prefixes: sidecars, not models
 MAX_MODELS = 64
+MAX_MODELS_MAX = 2 ** 31 - 1  # llama-server reads --models-max as a C int (common/arg.cpp std::stoi)
 MAX_SHRINK_STEPS = 200  # re-plans of one model each while the worst case does not fit
-_SECTION = re.compile(r"[^\]\r\n;#]+")
 
 
 @dataclass(frozen=True)
@@ -175,8 +174,8 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
         raise TunehostError("router mode needs at least one model")
     if len(set(names)) != n:
         raise TunehostError(f"two models share a router name: {', '.join(sorted({x for x in names if names.count(x) > 1}))}")
-    if models_max < 0:
-        raise TunehostError(f"--models-max must be 0 (unlimited) or more, not {models_max}")
+    if not 0 <= models_max <= MAX_MODELS_MAX:
+        raise TunehostError(f"--models-max must be 0 (unlimited) to {MAX_MODELS_MAX}, not {str(models_max)[:40]}")
     resident = n if models_max == 0 else min(models_max, n)
     warnings: list[str] = []
     notes: list[str] = []
@@ -236,38 +235,5 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
                       ram_worst, reserve_bytes, fits, scaled, tuple(warnings), tuple(notes), models_dir)
 
 
-def render_preset(launch: LaunchConfig) -> str:
-    """The `--models-preset` INI file (common/preset.cpp load_from_ini): `[*]` with the shared flags, then one
-    section per model. Keys are option names without leading dashes; a switch is `key = true`. A value or name
-    that INI cannot carry (`;` or `#` start a comment, a newline ends the line) is one clear error."""
-    from tunehost.printable import require_printable
-
-    lines = ["; written by tunehost advise (router mode): llama-server --models-preset THIS_FILE",
-             "; keys are llama-server options without the leading dashes (tools/server/README.md, Model presets)",
-             "version = 1", ""]
-
-    def kv(f: Flag) -> str:
-        key = PATH_KEYS.get(f.name, f.name.lstrip("-"))
-        value = "true" if f.value is None else f.value
-        require_printable(value, f"the preset value of {f.name}")
-        if re.search(r"[;#]", value) or value != value.strip():
-            raise TunehostError(f"{f.name} {value!r} cannot be written to an INI preset (';' and '#' start a "
-                                "comment there): rename the file or pass the option on the command line")
-        return f"{key} = {value}"
-
-    if launch.preset:
-        lines.append("[*]")
-        lines += [kv(f) for f in launch.preset]
-        lines.append("")
-    for m in launch.models:
-        name = m.name or model_name(m.model)
-        if not _SECTION.fullmatch(name):
-            raise TunehostError(f"model name {name!r} cannot be an INI section name")
-        lines.append(f"[{name}]")
-        lines += [kv(f) for f in m.flags]
-        lines.append("")
-    return "\n".join(lines)
-
-
 __all__ = ["DEFAULT_MODELS_MAX", "PRESET_FILE", "LocalModel", "RouterPlan", "model_name", "plan_router",
-           "render_preset", "reserve_vram", "scan_models_dir", "vram_holders", "with_gpu_budget"]
+           "reserve_vram", "scan_models_dir", "vram_holders", "with_gpu_budget"]

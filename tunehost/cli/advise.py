@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, make_console
-from tunehost.formats import FILES, FORMATS, choices_text
+from tunehost.cli import check_range, cli_errors, make_console
+from tunehost.formats import FILES, FORMATS, choices_text, refuse_unwritable
 from tunehost.printable import one_line, require_printable
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ def advise(
                             "(a models-dir sub-directory's mmproj file is planned with its model)")
     if models_max is not None and not router:
         raise TunehostError("--models-max is for router mode: give several --model, or --models-dir")
+    if models_max is not None:  # llama-server reads it as a C int (common/arg.cpp): a larger one never starts
+        check_range("--models-max", models_max, 0, what=" (0 = all)")
     # these reach the command line and the unit verbatim: a newline there would start a new unit line
     for what, value in (*(("--model", m) for m in models), ("--models-dir", models_dir), ("--mmproj", mmproj),
                         ("--draft", draft), ("--llama-server", llama_server), ("--host", host_addr),
@@ -125,7 +128,7 @@ def advise(
         mmproj_bytes=mmproj_bytes, draft=draft, spec=spec, spec_draft_n_max=spec_draft_n_max, models_max=models_max,
         reserve_vram_mib=reserve_vram, preset=_preset(preset_file, write_dir) if router else None,
         llama_server=llama_server, cpus=cpus, host_addr=host_addr, api_key_file=api_key_file, no_probe=no_probe,
-        unit=kind if fmt == "systemd" else None, snapshot=snapshot)
+        unit=kind if fmt == "systemd" else None, snapshot=snapshot, writable=partial(refuse_unwritable, fmt))
     _advise_and_render(request, fmt, write_dir, force)
 
 

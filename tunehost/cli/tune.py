@@ -6,6 +6,7 @@ docs/tune.md explains the race, the search space and how a killed tune resumes.
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -13,7 +14,7 @@ import typer
 
 from tunehost.cli import LINE_EVERY_ROUNDS, check_range, cli_errors, make_console
 from tunehost.errors import EXIT_BUSY, TunehostError
-from tunehost.formats import TUNE, choices_text
+from tunehost.formats import TUNE, choices_text, refuse_unwritable
 from tunehost.printable import one_line
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def tune_command(
     with _TuneView(err, enabled=interactive) as view_progress:
         lines = _TuneLines(err) if not interactive else None
         hooks = op.TuneHooks(progress=lines.update if lines is not None else view_progress.update,
-                             resuming=resuming if fmt == "human" else None)
+                             resuming=resuming if fmt == "human" else None,
+                             writable=partial(refuse_unwritable, fmt))
         result = op.tune(host, HostFacts(host), lambda: open_for_recording(warn), options, hooks)
     if result.journal_note is not None:
         warn(result.journal_note)

@@ -44,7 +44,7 @@ def render_router_human(rp: "RouterPlan", launch: "LaunchConfig", preset_file: s
     from rich.markup import escape
     from rich.table import Table
 
-    from tunehost.advise.router import render_preset
+    from tunehost.formats.router_ini import render_preset
 
     where = f"snapshot {snapshot}" if snapshot else "this host (live)"
     console.print(f"[bold]tunehost advise[/] — router mode, {len(rp.names)} models, at most {rp.resident} resident "

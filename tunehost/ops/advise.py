@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class AdviseRequest:
     no_probe: bool = False
     unit: "UnitKind | None" = None  # --format systemd: the unit to check before it is handed out
     snapshot: Path | None = None  # the snapshot the caller opened (None: this host, live), named in the report
+    # the output format's refusals (tunehost.formats.refuse_unwritable), run on the launch before the unit's check
+    writable: "Callable[[LaunchConfig], None] | None" = None
 
     @property
     def router(self) -> bool:
@@ -179,6 +182,8 @@ def _advise_one(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Advice
 
         measured = measured_on_host(options.model_path, runs=inputs.recorded)
     launch = result.launch()
+    if request.writable is not None:
+        request.writable(launch)
     return Advice(launch=launch, plan=result, measured=measured, unit_check=_unit_check(host, launch, request),
                   refusals=tuple(host.refusals), snapshot=_where(request))
 
@@ -187,7 +192,7 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
     """Router mode: one plan per model, any --models-max of them resident together (tunehost.advise.router)."""
     from tunehost.advise.plan import AdviseOptions, apply_caps, plan
     from tunehost.advise.router import (DEFAULT_MODELS_MAX, PRESET_FILE, LocalModel, model_name, plan_router,
-                                        render_preset, scan_models_dir)
+                                        scan_models_dir)
     from tunehost.inputs import input_file_size
     from tunehost.model import read_model
 
@@ -204,10 +209,9 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
                      models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None)
     preset_file = request.preset.path if request.preset is not None else PRESET_FILE
     launch = rp.launch(common["server"], preset_file)
-    check = None
-    if request.unit is not None:
-        render_preset(launch)  # a preset INI cannot carry is one error before the unit's check, as it always was
-        check = _unit_check(host, launch, request)
+    if request.writable is not None:  # what the format cannot write is one error before the unit's check
+        request.writable(launch)
+    check = _unit_check(host, launch, request) if request.unit is not None else None
     return Advice(launch=launch, router=rp, preset_file=preset_file, unit_check=check, snapshot=_where(request))
 
 

@@ -58,6 +58,9 @@ class TuneHooks:
 
     progress: Callable[[race.TuneProgress], None] | None = None
     resuming: Callable[[int], None] | None = None
+    # the output format's refusals (tunehost.formats.refuse_unwritable), run on the plan's launch before anything
+    # is measured: a path the format cannot write is refused before the budget is spent, not after
+    writable: "Callable[[LaunchConfig], None] | None" = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
          hooks: TuneHooks = TuneHooks()) -> TuneResult:
     """Plan, check, race and record. ``open_store`` is called once the tune is sure to measure (a refused tune
     leaves the store untouched); it returns None when the store cannot be written."""
-    prepared = _prepare(host, facts, options)
+    prepared = _prepare(host, facts, options, hooks.writable)
     store = open_store()
     keys: _RunKeys | None = None
     tune_key: str | None = None
@@ -128,7 +131,8 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
     return TuneResult(outcome, prepared.settings, tune_key, summary, prepared.unit_check, measurer.journal_note)
 
 
-def _prepare(host: "Host", facts: "HostFacts", options: TuneOptions) -> _Prepared:
+def _prepare(host: "Host", facts: "HostFacts", options: TuneOptions,
+             writable: "Callable[[LaunchConfig], None] | None" = None) -> _Prepared:
     """advise's plan here (refused when it does not fit), llama-bench and its options, the unit check, the knobs."""
     made, view, model = _plan(options.model, options.ctx, facts)
     if not made.fits:
@@ -137,6 +141,8 @@ def _prepare(host: "Host", facts: "HostFacts", options: TuneOptions) -> _Prepare
                             + "): nothing to tune; see `tunehost advise` for what would fit")
     binary, supported = _llama_bench(options.llama_bench)
     launch = _with_server(made.launch(), binary, view)
+    if writable is not None:
+        writable(launch)
     unit_check = None
     if options.unit is not None:  # before any measurement: a unit that could not start is refused up front
         from tunehost.advise.unit_access import check_unit
