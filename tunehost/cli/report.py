@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -19,6 +18,7 @@ import typer
 from tunehost.cli import cli_errors
 from tunehost.cli.doctor import QUICK_HELP, SNAPSHOT_HELP, load_checks_warning
 from tunehost.errors import TunehostError
+from tunehost.host.proc import start_detached
 from tunehost.printable import first_unwritable, one_line
 
 DEFAULT_OUTPUT = "tunehost-report.html"
@@ -141,9 +141,9 @@ def open_in_browser(path: Path, environ: Mapping[str, str] | None = None, *,
     import webbrowser
 
     env = dict(os.environ if environ is None else environ)
-    launch = launch or _detached
+    launch = launch or start_detached
     if os.geteuid() != 0:
-        if launch is not _detached:
+        if launch is not start_detached:
             launch(["xdg-open", str(path)], env)
             return None
         return None if webbrowser.open(path.as_uri()) else f"no browser found: open {path} yourself"
@@ -161,10 +161,3 @@ def _have(program: str) -> bool:
     import shutil
 
     return shutil.which(program) is not None
-
-
-def _detached(argv: list[str], env: dict[str, str]) -> None:
-    """Start the opener and do not wait: a browser outlives tunehost (run_bounded would kill it at its deadline).
-    An argument list, never a shell; its output goes nowhere."""
-    subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True)
