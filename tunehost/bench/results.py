@@ -342,9 +342,10 @@ def energy_per_config(invocations: Iterable[Invocation], configs: Sequence[str],
     from tunehost.bench.energy import Energy, add_up, per_token
 
     skip = set(left_out)
-    runs = [i for i in invocations if i.counted and i.round not in skip]
-    if not any(i.energy is not None for i in runs):
+    every = [i for i in invocations if i.counted]
+    if not any(i.energy is not None for i in every):
         return None
+    runs = [i for i in every if i.round not in skip]
     out: dict[str, Any] = {}
     for name in configs:
         mine = [i for i in runs if i.config == name]
@@ -353,7 +354,9 @@ def energy_per_config(invocations: Iterable[Invocation], configs: Sequence[str],
         tokens = sum(i.tokens for i in mine)
         jpt = per_token(total, tokens)
         why = None
-        if total is None or total.joules is None:
+        if not mine:
+            why = "every counted round was disturbed (left out, as in the paired estimate)"
+        elif total is None or total.joules is None:
             why = "; ".join(total.missing) if total is not None and total.missing else "no energy reading"
         elif tokens <= 0:
             why = "no tokens generated (-n 0)"
