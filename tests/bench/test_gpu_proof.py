@@ -13,6 +13,8 @@ import tarfile
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SCRIPTS
 
 FAKE = Path(__file__).parent / "data" / "fake_gpu"
@@ -94,3 +96,33 @@ def test_a_llama_cpp_source_directory_is_packed_as_the_sdist_build_llama_cpp_unp
     prefix = f"llama_cpp_python-{proof.LLAMA_VERSION}/vendor/llama.cpp"
     assert f"{prefix}/tools/llama-bench/CMakeLists.txt" in names and f"{prefix}/ggml/src/ggml.c" in names
     assert not any("/models/" in n or "/docs/" in n for n in names)
+
+
+@pytest.mark.integration
+def test_gpu_proof_with_built_binaries_runs_advise_fit_and_the_bench_with_gpu_energy(tmp_path, llama_bench):
+    """The steps after the build, with binaries built before (--bin-dir: here the CPU build, the fake GPU beside
+    it): the real shape is written and fitted by the real llama-fit-params, advise answers on it, and the short
+    bench watches the fake GPU through NVML, whose energy counter enters the joules per token."""
+    env = fake_env(tmp_path)
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_proof"), "--quick", "--deadline", "400",
+                           "--work", str(tmp_path / "work"), "--bin-dir", str(llama_bench.parent),
+                           "--bench-budget", "8"], env=env, capture_output=True, text=True, timeout=500)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "out"
+    steps = {s["step"]: s for s in json.loads((out / "steps.json").read_text())}
+    assert steps["build"]["status"] == "skipped" and "--bin-dir" in steps["build"]["why"]
+    for name in ("model-tiny", "model-real-shape", "advise", "fit", "bench"):
+        assert steps[name]["status"] == "ok", (name, steps[name])
+    advice = json.loads((out / "advise.json").read_text())
+    assert advice  # advise's JSON document on the 8B shape
+    assert (out / "llama-fit-params.txt").stat().st_size > 0 or (out / "fit.err").stat().st_size > 0
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["watch"]["gpu"]["samples"] >= 1  # the fake card, watched through NVML
+    # each counted run read the fake counter once at each end (it grows 200 J a read): 200 J of GPU energy, and
+    # -n 32 x 3 repetitions generated 96 tokens; whether the rounds were quiet enough for the figure is the
+    # host's business (a busy one leaves them out, and says so)
+    counted = [i for i in bench["invocations"] if i["counted"]]
+    assert counted and all(i["energy"]["gpu_j"] == 200.0 and i["tokens"] == 96 for i in counted)
+    assert all("GPU energy counter (NVIDIA GPU 0)" in i["energy"]["parts"] for i in counted)
+    energy = bench["energy"]["baseline"]
+    assert energy["joules_per_token"] == pytest.approx(200.0 / 96, rel=1e-3) or "disturbed" in energy["why_none"]
