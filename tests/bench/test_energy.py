@@ -293,3 +293,24 @@ def test_combined_watch_adds_the_calls_energy():
     assert total is not None and total.energy["joules"] == 4.0 and total.energy["measured"] == "CPU package only"
     assert combine([one, WatchReport(1.0, 2, 0.0, 0.0, 0, 0, 0, None, None, None)]).energy is None
 
+
+
+def test_the_energy_lines_fit_80_columns_and_say_what_was_measured():
+    from rich.console import Console
+
+    from tunehost.cli.bench import render_energy
+
+    measured = {"joules_per_token": 0.41234, "watts": 96.31, "measured": "CPU package + GPU", "missing": []}
+    partial = {"joules_per_token": 0.2, "watts": 3.2, "measured": "CPU package only",
+               "missing": ["GPU: no GPU watched (no NVML, amdgpu or Intel GPU)"]}
+    none = {"joules_per_token": None, "measured": "none", "why_none": "CPU package: /sys/class/powercap/intel-rapl:0/"
+            "energy_uj readable by root only since Linux 5.10 (CVE-2020-8694): run as root; GPU: no GPU watched"}
+    doc = {"schema": "tunehost-bench/1", "configs": [{"name": "baseline", "tests": []}],
+           "energy": {"baseline": measured, "candidate": partial, "other": none}}
+    console = Console(width=80, record=True, color_system=None)
+    render_energy(SavedResult.from_json(doc), console)
+    text = console.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "0.412 J per generated token (2.43 tokens/J, 96.3 W average) · CPU package + GPU" in " ".join(text.split())
+    assert "CPU package only (not measured: GPU: no GPU watched" in " ".join(text.split())
+    assert "energy, other: no energy figure: CPU package:" in text and "root only" in " ".join(text.split())
