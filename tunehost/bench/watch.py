@@ -485,10 +485,13 @@ class HostWatcher:
         meter. A GPU without an energy counter is integrated from the GPU watch's power samples."""
         if self._meter is None or mark is None:
             return None
+        return self._between(mark, self._meter.read())
+
+    def _between(self, before: Any, after: Any) -> Any:
         from tunehost.bench.energy import energy_between
 
         power = getattr(self._gpu, "power_samples", None)
-        return energy_between(mark, self._meter.read(), power() if power is not None else None)
+        return energy_between(before, after, power() if power is not None else None)
 
     def _energy_json(self, mark: Any) -> dict[str, Any] | None:
         energy = self.energy_since(mark)
@@ -512,14 +515,10 @@ class HostWatcher:
         if window is not None:
             gpu = window(self._lap.at_s)
             report = rejudge(replace(report, gpu=gpu.to_json(), unknown=report.unknown + gpu.unknown))
-        if self._meter is not None:
+        if self._meter is not None:  # this lap's energy; its end is the next lap's start
             mark = self.energy_mark()
-            from tunehost.bench.energy import energy_between
-
-            power = getattr(self._gpu, "power_samples", None)
-            if self._energy_lap is not None and mark is not None:
-                report = replace(report, energy=energy_between(
-                    self._energy_lap, mark, power() if power is not None else None).to_json())
+            if self._energy_lap is not None:
+                report = replace(report, energy=self._between(self._energy_lap, mark).to_json())
             self._energy_lap = mark
         self._lap, self._lap_temps = now, []
         return report
