@@ -274,6 +274,13 @@ def test_disturbed_rounds_are_left_out_of_joules_per_token():
     assert energy["baseline"]["joules_per_token"] == pytest.approx(0.1) and energy["baseline"]["rounds_left_out"] == 1
     none = energy_per_config([Invocation("baseline", 1, True, 0.0, 1.0, (), {})], ["baseline"])
     assert none is None  # energy was not read: no figure and no claim
+    all_disturbed = energy_per_config(runs, ["baseline"], left_out={1, 2, 3})
+    assert all_disturbed["baseline"]["joules_per_token"] is None
+    assert "every counted round was disturbed" in all_disturbed["baseline"]["why_none"]
+    unreadable = Invocation("baseline", 1, True, 0.0, 1.0, (), {}, tokens=16,
+                            energy=Energy(1.0, missing=("CPU package: no RAPL zone",)).to_json())
+    why = energy_per_config([unreadable], ["baseline"], left_out={1})["baseline"]["why_none"]
+    assert why == "CPU package: no RAPL zone"  # the deeper reason first, even when the round was disturbed
 
 
 def test_a_result_without_energy_reads_as_before():

@@ -348,13 +348,18 @@ def energy_per_config(invocations: Iterable[Invocation], configs: Sequence[str],
     runs = [i for i in every if i.round not in skip]
     out: dict[str, Any] = {}
     for name in configs:
+        every_read = [Energy.from_json(i.energy) for i in every if i.config == name and i.energy is not None]
+        nothing = bool(every_read) and all(e is None or e.joules is None for e in every_read)
         mine = [i for i in runs if i.config == name]
         read = [Energy.from_json(i.energy) for i in mine]
         total = add_up([e for e in read if e is not None]) if read and all(e is not None for e in read) else None
         tokens = sum(i.tokens for i in mine)
         jpt = per_token(total, tokens)
         why = None
-        if not mine:
+        if nothing:  # no run measured anything: that is the reason, disturbed rounds or not
+            why = "; ".join(dict.fromkeys(m for e in every_read if e is not None for m in e.missing)) \
+                or "no energy reading"
+        elif not mine:
             why = "every counted round was disturbed (left out, as in the paired estimate)"
         elif total is None or total.joules is None:
             why = "; ".join(total.missing) if total is not None and total.missing else "no energy reading"
