@@ -114,8 +114,11 @@ def test_gpu_proof_with_built_binaries_runs_advise_fit_and_the_bench_with_gpu_en
     for name in ("model-tiny", "model-real-shape", "advise", "fit", "bench"):
         assert steps[name]["status"] == "ok", (name, steps[name])
     advice = json.loads((out / "advise.json").read_text())
-    assert advice  # advise's JSON document on the 8B shape
-    assert (out / "llama-fit-params.txt").stat().st_size > 0 or (out / "fit.err").stat().st_size > 0
+    assert advice["fits"] is True and advice["model"]  # advise's JSON document on the 8B shape
+    versus = json.loads((out / "advise-vs-fit.json").read_text())
+    # llama-fit-params got advise's context and KV settings, and kept that context
+    assert "-c" in versus["same_settings"] and versus["llama_fit_params"]["-c"] == versus["advise"]["-c"]
+    assert versus["llama_fit_params"]["-ngl"] is not None and versus["advise"]["-ngl"] is not None
     bench = json.loads((out / "bench.json").read_text())
     assert bench["watch"]["gpu"]["samples"] >= 1  # the fake card, watched through NVML
     # each counted run read the fake counter once at each end (it grows 200 J a read): 200 J of GPU energy, and
