@@ -321,3 +321,22 @@ def test_the_energy_lines_fit_80_columns_and_say_what_was_measured():
     assert "0.412 J per generated token (2.43 tokens/J, 96.3 W average) · CPU package + GPU" in " ".join(text.split())
     assert "CPU package only (not measured: GPU: no GPU watched" in " ".join(text.split())
     assert "energy, other: no energy figure: CPU package:" in text and "root only" in " ".join(text.split())
+
+
+def test_amdgpu_hwmon_energy_counter_is_read_in_joules(make_snapshot):
+    from tunehost.bench.energy import read_amdgpu_energy
+
+    dev = "/sys/class/drm/card1/device"
+    host = open_host(make_snapshot(fs={f"{dev}/hwmon/hwmon4/name": "amdgpu\n",
+                                       f"{dev}/hwmon/hwmon4/energy1_input": "123456789\n",
+                                       "/sys/class/drm/card2/device/hwmon/hwmon5/power1_average": "50000000\n"}))
+    assert read_amdgpu_energy(host, dev) == pytest.approx(123.456789)
+    assert read_amdgpu_energy(host, "/sys/class/drm/card2/device") is None  # power only: integrated instead
+
+
+def test_tune_asks_for_a_readable_counter_through_the_host(make_snapshot):
+    from tunehost.ops.tune import energy_unavailable
+
+    assert energy_unavailable(open_host(make_snapshot(fs=rapl_tree(42)))) is None
+    why = energy_unavailable(open_host(make_snapshot(fs={"/proc/stat": "cpu 1 2 3 4\n"})))
+    assert why is not None and "no RAPL zone" in why and "GPU:" in why
