@@ -306,6 +306,7 @@ def _from_nvml(row: Mapping[str, Any]) -> GpuInfo:
         source="NVML",
         memory_bus_width_bits=_i(row.get("memory_bus_width_bits")),
         memory_clock_max_mhz=_i(row.get("memory_clock_max_mhz")),
+        bar1_total_mib=_i(row.get("bar1_total_mib")),
     )
 
 
