@@ -76,14 +76,33 @@ def test_gpu_proof_without_nvidia_smi_still_writes_the_manifest(tmp_path):
     assert (tmp_path / "out" / "manifest.json").is_file()
 
 
-def test_a_llama_cpp_source_directory_is_packed_as_the_sdist_build_llama_cpp_unpacks(tmp_path):
+def load_gpu_proof():
     import importlib.machinery
     import importlib.util
 
     loader = importlib.machinery.SourceFileLoader("tunehost_scripts_gpu_proof", str(SCRIPTS / "gpu_proof"))
     spec = importlib.util.spec_from_loader(loader.name, loader)
-    proof = importlib.util.module_from_spec(spec)
-    loader.exec_module(proof)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_a_step_that_raises_is_recorded_and_the_run_goes_on(tmp_path):
+    gp = load_gpu_proof()
+    run = gp.Proof(tmp_path, tmp_path / "work", 30.0, quick=True)
+
+    def broken():
+        raise OSError("disk full")
+
+    assert gp.guarded(run, "build", broken) is None
+    slow = run.run("sleepy", [sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=1)
+    steps = json.loads((tmp_path / "steps.json").read_text())
+    assert steps[0] == {"step": "build", "status": "failed", "why": "OSError: disk full"}
+    assert slow["status"] == "timed out" and slow["seconds"] < 10
+
+
+def test_a_llama_cpp_source_directory_is_packed_as_the_sdist_build_llama_cpp_unpacks(tmp_path):
+    proof = load_gpu_proof()
     src = tmp_path / "llama.cpp"
     for rel in ("CMakeLists.txt", "tools/llama-bench/CMakeLists.txt", "models/ggml-vocab.gguf", "docs/x.md",
                 "ggml/src/ggml.c"):
