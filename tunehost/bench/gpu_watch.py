@@ -316,11 +316,12 @@ class GpuSampler:
     sysfs, else Intel xe/i915 sysfs; with none, no thread starts and the report says the GPU was not watched."""
 
     def __init__(self, host: "Host", *, read: Callable[[], list[dict[str, Any]]] | None = None,
-                 interval_s: float = INTERVAL_S):
+                 interval_s: float = INTERVAL_S, energy: Callable[[], dict[str, float | None]] | None = None):
         self.host = host
         self.interval_s = interval_s
         self._read = read
         self._close: Callable[[], None] | None = None
+        self._energy = energy  # the source's energy counters (NVML, amdgpu hwmon); tests inject them
         self._samples: list[GpuSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -333,14 +334,32 @@ class GpuSampler:
         session = NvmlSession.open() if self.host.live else None
         if session is not None:
             self._close = session.close
+            self._energy = session.energy_j
             return session.read
         cards = amdgpu_cards(self.host) if self.host.live else []
         if cards:
+            from tunehost.bench.energy import read_amdgpu_energy
+
+            self._energy = lambda: {f"AMD GPU {dev.split('/')[4]}": read_amdgpu_energy(self.host, dev) for dev in cards}
             return lambda: [read_amdgpu(self.host, dev) for dev in cards]
         gts = intel_gts(self.host) if self.host.live else []
         if gts:
+            self._energy = lambda: {gt[0]: None for gt in gts}  # no energy counter, no power in sysfs
             return lambda: [read_intel(self.host, *gt) for gt in gts]
         return None
+
+    def energy_counters(self) -> dict[str, float | None] | None:
+        """Each watched GPU's energy counter in joules (None: that GPU has none); None when no GPU is watched
+        (tunehost.bench.energy.EnergyMeter's ``gpu_counters``). Tests inject ``energy``."""
+        return None if self._energy is None else self._energy()
+
+    def power_samples(self) -> dict[str, list[tuple[float, float]]]:
+        """Each GPU's (time, watts) samples so far: what a GPU without an energy counter is integrated from."""
+        out: dict[str, list[tuple[float, float]]] = {}
+        for s in list(self._samples):
+            if s.power_w is not None:
+                out.setdefault(s.gpu, []).append((s.at_s, s.power_w))
+        return out
 
     def start(self) -> None:
         read = self._source()

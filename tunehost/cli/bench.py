@@ -330,8 +330,28 @@ def render_result(result: "SavedResult", console: "Console") -> None:
         render_comparison(result.comparison, console, chart=True)
     else:
         render_configs(result, console)
+    render_energy(result, console)
     render_ceiling(result, console)
     render_how(result, console)
+
+
+def render_energy(result: "SavedResult", console: "Console") -> None:
+    """Joules per generated token of each configuration beside its t/s, which parts were measured (CPU package,
+    GPU) and why the others were not; a result without an energy reading prints nothing."""
+    for name, data in (result.energy or {}).items():
+        if not isinstance(data, dict):
+            continue
+        jpt = data.get("joules_per_token")
+        missing = "; ".join(one_line(str(m), 200) for m in data.get("missing") or ())
+        if isinstance(jpt, (int, float)) and jpt > 0:
+            watts = data.get("watts")
+            text = (f"{jpt:.3g} J per generated token ({1 / jpt:.3g} tokens/J"
+                    + (f", {watts:.1f} W average" if isinstance(watts, (int, float)) else "")
+                    + f") · {one_line(str(data.get('measured')), 40)}"
+                    + (f" (not measured: {missing})" if missing else ""))
+        else:
+            text = f"no energy figure: {one_line(str(data.get('why_none') or missing or 'not measured'), 300)}"
+        print_folded(console, text, one_line(f"energy, {name}: ", 60), "  ", style="dim" if jpt is None else "")
 
 
 def render_configs(result: "SavedResult", console: "Console") -> None:

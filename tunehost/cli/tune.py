@@ -41,8 +41,10 @@ def tune_command(
                                help="Measurement time for the whole tune (10m, 90s, 1h)."),
     ctx: Optional[int] = typer.Option(None, "--ctx", metavar="N",
                                       help="Context tokens llama-server gets (decides what fits in memory)."),
-    objective: str = typer.Option("tg", "--objective", metavar="tg|pp|balanced",
-                                  help="What to make faster: token generation, prompt processing, or both."),
+    objective: str = typer.Option("tg", "--objective", metavar="OBJECTIVE",
+                                  help="tg|pp|balanced: what to make faster (token generation, prompt processing, "
+                                       "both); tokens-per-joule: generated tokens per joule of the CPU package "
+                                       "and GPUs (needs a readable energy counter)."),
     n_prompt: int = typer.Option(512, "-p", "--n-prompt", metavar="N", help="Prompt tokens of the PP test."),
     n_gen: int = typer.Option(128, "-n", "--n-gen", metavar="N", help="Generated tokens of the TG test."),
     reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run."),

@@ -245,5 +245,14 @@ class NvmlSession:
             })
         return rows
 
+    def energy_j(self) -> dict[str, float | None]:
+        """Each GPU's total energy counter (nvmlDeviceGetTotalEnergyConsumption: mJ since the driver loaded, Volta
+        and newer) in joules; None for a GPU without one."""
+        rows: dict[str, float | None] = {}
+        for index, h in self._handles:
+            mj = _call(getattr(self._nv, "nvmlDeviceGetTotalEnergyConsumption", None), h)
+            rows[f"NVIDIA GPU {index}"] = mj / 1000 if isinstance(mj, int) and mj >= 0 else None
+        return rows
+
     def close(self) -> None:
         _call(getattr(self._nv, "nvmlShutdown", None))

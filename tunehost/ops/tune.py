@@ -98,6 +98,11 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
     """Plan, check, race and record. ``open_store`` is called once the tune is sure to measure (a refused tune
     leaves the store untouched); it returns None when the store cannot be written."""
     prepared = _prepare(host, facts, options, hooks.writable)
+    if options.objective == race.ENERGY_OBJECTIVE:  # before any measurement: no counter, no race
+        why = energy_unavailable(host)
+        if why is not None:
+            raise TunehostError(f"--objective {race.ENERGY_OBJECTIVE} needs an energy counter, and none can be read "
+                                f"here: {why[:400]}")
     store = open_store()
     keys: _RunKeys | None = None
     tune_key: str | None = None
@@ -214,7 +219,7 @@ def stored_summary(outcome: race.TuneOutcome, tune_key: str | None, options: Tun
     (advise's calibration point)."""
     objective = options.objective
     summary = dict(tune_summary(outcome, tune_key), settings={
-        "n_prompt": options.n_prompt if objective != "tg" else 0,
+        "n_prompt": options.n_prompt if objective not in ("tg", race.ENERGY_OBJECTIVE) else 0,
         "n_gen": options.n_gen if objective != "pp" else 0, "reps": options.reps, "objective": objective})
     if ceiling and "error" not in ceiling:
         summary.update(ceiling=ceiling, ceiling_config=summary["best"])
@@ -292,6 +297,20 @@ def race_watch(host: "Host") -> Any:
     from tunehost.bench.watch import CallWatcher, HostWatcher
 
     return CallWatcher(HostWatcher(host))
+
+
+def energy_unavailable(host: "Host") -> str | None:
+    """Why no energy counter can be read on ``host`` now (the CPU packages' RAPL, the GPUs' NVML or amdgpu
+    counters), else None: what `--objective tokens-per-joule` needs (tests replace it)."""
+    from tunehost.bench.energy import EnergyMeter, unavailable
+    from tunehost.bench.gpu_watch import GpuSampler
+
+    sampler = GpuSampler(host)
+    sampler.start()
+    try:
+        return unavailable(EnergyMeter(host, gpu_counters=sampler.energy_counters).read())
+    finally:
+        sampler.stop()
 
 
 def _llama_bench(explicit: Path | None) -> tuple[Path, frozenset[str]]:
