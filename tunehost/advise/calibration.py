@@ -4,11 +4,12 @@ and how wide the band is. Used by tests/advise/test_calibration.py and scripts/c
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunehost.advise.ceiling import BAND_MODELS, BandModel, band_class, tg_band
+from tunehost.advise.ceiling import BAND_MODELS, BandContext, BandModel, CpuView, band_class, tg_band
 
 GB = 1e9
 
@@ -28,18 +29,48 @@ class Measurement:
     cpu_gbps: float
     tps: float
     source: str
+    runtime: str = "llama.cpp"
+    power_ratio: float | None = None
+    cores: int | None = None
+    ccds: int | None = None
+    isa: str | None = None
+    igpu: str | None = None
+    fits: bool = True
 
     def path(self) -> str:
         return {"gpu": "gpu", "split": "moe", "cpu": "cpu"}.get(self.kind, "unified")
+
+    def context(self) -> BandContext:
+        cpu = None
+        if self.kind in ("cpu", "split") and (self.cores or self.isa):
+            vendor = "amd" if any(w in self.hardware for w in ("AMD", "Ryzen", "EPYC", "Threadripper")) else \
+                "intel" if any(w in self.hardware for w in ("Intel", "Xeon", "Core")) else "other"
+            cpu = CpuView(self.cores, self.ccds, self.isa, vendor)
+        return BandContext(cpu=cpu, quant=self.quant, runtime=self.runtime, igpu=self.igpu,
+                           power_ratio=self.power_ratio)
+
+    def band_class(self) -> str:
+        return band_class(self.path(), self.moe, self.igpu)
+
+    def report_class(self) -> str:
+        """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own."""
+        if self.runtime == "ollama":
+            return "ollama"
+        if self.power_ratio is not None and self.power_ratio < 0.9:
+            return "power-capped"
+        return {"gpu": "gpu", "split": "split", "cpu": "cpu"}.get(self.kind, "unified")
 
 
 def load(path: str | Path) -> list[Measurement]:
     lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     out = []
+    opt = lambda r, k, f: f(r[k]) if r.get(k) else None  # noqa: E731
     for r in csv.DictReader(lines):
         out.append(Measurement(r["id"], r["hardware"], r["kind"], float(r["gbps"]), r["model"], r["quant"],
                                r["moe"] == "1", int(r["layers"]), float(r["bytes_gb"]), float(r["cpu_bytes_gb"]),
-                               float(r["cpu_gbps"]), float(r["tps"]), r["source"]))
+                               float(r["cpu_gbps"]), float(r["tps"]), r["source"], r.get("runtime") or "llama.cpp",
+                               opt(r, "power_ratio", float), opt(r, "cores", int), opt(r, "ccds", int),
+                               r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0"))
     return out
 
 
@@ -60,25 +91,29 @@ def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None) ->
         parts = [(int(m.bytes_gb * GB), m.gbps)]
         if m.cpu_bytes_gb:
             parts.append((int(m.cpu_bytes_gb * GB), m.cpu_gbps))
-        band = tg_band(parts, m.layers, band_class(m.path(), m.moe), table=table)
+        band = tg_band(parts, m.layers, m.band_class(), table=table, context=m.context())
         assert band is not None, m.id
         out.append(Verdict(m, band.low, band.high))
     return out
 
 
-GRID = [BandModel(lo, hi, fast, slow) for lo in (0.5, 0.55, 0.6, 0.65, 0.7) for hi in (0.9, 0.92, 0.95)
-        for fast in (0.0, 5.0, 10.0, 20.0, 30.0) for slow in (40.0, 60.0, 80.0, 100.0, 120.0, 160.0, 200.0, 250.0, 300.0)]
+COVERAGE = 0.87  # the share inside a fit must reach before it narrows the band
+GRID = [BandModel(lo, hi, fast, slow) for lo in (0.35, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75) for hi in (0.75, 0.8, 0.85, 0.9, 0.95)
+        for fast in (5.0, 10.0, 20.0, 30.0, 60.0) for slow in (60.0, 100.0, 160.0, 250.0, 400.0)]
 
 
 def fit(rows: list[Measurement], key: str) -> BandModel:
-    """The GRID point that puts the most of `rows` (all of class `key`) inside, then the narrowest median band:
-    how BAND_MODELS was chosen (rounded by hand)."""
+    """The GRID point with the narrowest median band among those that put at least COVERAGE of `rows` (all of
+    class `key`; rows that did not fit their memory left out) inside, else the most inside: how BAND_MODELS was
+    chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more)."""
+    rows = [r for r in rows if r.fits]
     if not rows:
         return BAND_MODELS[key]
+    target = math.ceil(COVERAGE * len(rows))
     best: tuple[tuple[int, float], BandModel] | None = None
     for candidate in GRID:
         verdicts = judge(rows, {key: candidate})
-        score = (-sum(v.inside for v in verdicts), statistics.median(v.high / v.low for v in verdicts))
+        score = (-min(sum(v.inside for v in verdicts), target), statistics.median(v.high / v.low for v in verdicts))
         if best is None or score < best[0]:
             best = (score, candidate)
     return best[1]  # type: ignore[index]
@@ -88,14 +123,26 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
     """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure."""
     out = []
     for m in rows:
-        key = band_class(m.path(), m.moe)
-        train = [r for r in rows if r.source != m.source and band_class(r.path(), r.moe) == key]
+        key = m.band_class()
+        train = [r for r in rows if r.source != m.source and r.band_class() == key and r.fits]
         out.extend(judge([m], {key: fit(train, key)}))
     return out
 
 
 def summary(verdicts: list[Verdict]) -> dict[str, float]:
-    """share inside the band, and the band's width (high / low): median and maximum."""
+    """share inside the band, the band's width (high / low): median and maximum, and the worst optimistic miss
+    (measured / the band's low edge, 1.0 when nothing fell below)."""
     widths = [v.high / v.low for v in verdicts]
-    return {"n": len(verdicts), "inside_share": sum(v.inside for v in verdicts) / len(verdicts),
-            "median_width": statistics.median(widths), "max_width": max(widths)}
+    return {"n": len(verdicts), "inside": sum(v.inside for v in verdicts),
+            "inside_share": sum(v.inside for v in verdicts) / len(verdicts),
+            "median_width": statistics.median(widths), "max_width": max(widths),
+            "worst_low": min([v.m.tps / v.low for v in verdicts if v.m.tps < v.low] or [1.0])}
+
+
+def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
+    """summary() per report class (Measurement.report_class), rows that did not fit their memory left out."""
+    classes: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        if v.m.fits:
+            classes.setdefault(v.m.report_class(), []).append(v)
+    return {k: summary(vs) for k, vs in sorted(classes.items())}
