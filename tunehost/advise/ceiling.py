@@ -273,9 +273,9 @@ BAND_MODELS: dict[str, BandModel] = {
     "cpu": BandModel(0.70, 0.80, 60.0, 160.0),       # CPU backend, host RAM at the DIMMs' peak
     "cpu-moe": BandModel(0.35, 0.90, 60.0, 250.0),   # CPU backend, MoE: routing, gathers, many small matrices
 }
-# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the CPU rows of the published data
-# (0.67, 0.76, 0.80, 0.85 and one 0.07 outlier); used when nothing was measured (a snapshot, a busy host)
-CPU_DIMM_EFFICIENCY = 0.76
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 CPU rows of the published data
+# (0.07-0.85); used when nothing was measured (a snapshot, a busy host)
+CPU_DIMM_EFFICIENCY = 0.70
 POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit is named in the band
 
 # ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
