@@ -6,10 +6,10 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tunehost.advise.ceiling import BAND_MODELS, BandContext, BandModel, CpuView, band_class, tg_band
+from tunehost.advise.ceiling import BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class, tg_band
 
 GB = 1e9
 
@@ -84,48 +84,94 @@ class Verdict:
     def inside(self) -> bool:
         return self.low <= self.m.tps <= self.high
 
+    def inside_by(self, margin: float) -> bool:
+        """Inside with `margin` (>= 1) to spare at both edges."""
+        return self.low * margin <= self.m.tps <= self.high / margin
 
-def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None) -> list[Verdict]:
+
+def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
+          ollama_share: tuple[float, float] | None = None) -> list[Verdict]:
     out = []
     for m in rows:
         parts = [(int(m.bytes_gb * GB), m.gbps)]
         if m.cpu_bytes_gb:
             parts.append((int(m.cpu_bytes_gb * GB), m.cpu_gbps))
-        band = tg_band(parts, m.layers, m.band_class(), table=table, context=m.context())
+        context = m.context()
+        if ollama_share is not None:
+            context = replace(context, ollama_share=ollama_share)
+        band = tg_band(parts, m.layers, m.band_class(), table=table, context=context)
         assert band is not None, m.id
         out.append(Verdict(m, band.low, band.high))
     return out
 
 
 COVERAGE = 0.87  # the share inside a fit must reach before it narrows the band
+# eff_high / eff_low at least this: hosts of one class differ by that much (DIMM ranks, clocks, builds); a fit on a
+# handful of rows would otherwise promise a 1.07x band it cannot keep out of sample
+MIN_SPREAD = 1.2
+# a training row counts as inside only with this factor to spare at both edges: the band a fit picks then holds the
+# next host of the class, not only the rows it was fitted on
+FIT_MARGIN = 1.05
 GRID = [BandModel(lo, hi, fast, slow) for lo in (0.35, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75) for hi in (0.75, 0.8, 0.85, 0.9, 0.95)
-        for fast in (5.0, 10.0, 20.0, 30.0, 60.0) for slow in (60.0, 100.0, 160.0, 250.0, 400.0)]
+        for fast in (5.0, 10.0, 20.0, 30.0, 60.0) for slow in (60.0, 100.0, 160.0, 250.0, 400.0)
+        if hi >= lo * MIN_SPREAD and slow > fast]
 
 
 def fit(rows: list[Measurement], key: str) -> BandModel:
     """The GRID point with the narrowest median band among those that put at least COVERAGE of `rows` (all of
     class `key`; rows that did not fit their memory left out) inside, else the most inside: how BAND_MODELS was
     chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more)."""
-    rows = [r for r in rows if r.fits]
+    rows = [r for r in rows if r.fits and r.runtime != "ollama"]
     if not rows:
         return BAND_MODELS[key]
     target = math.ceil(COVERAGE * len(rows))
     best: tuple[tuple[int, float], BandModel] | None = None
     for candidate in GRID:
         verdicts = judge(rows, {key: candidate})
-        score = (-min(sum(v.inside for v in verdicts), target), statistics.median(v.high / v.low for v in verdicts))
+        score = (-min(sum(v.inside_by(FIT_MARGIN) for v in verdicts), target),
+                 statistics.median(v.high / v.low for v in verdicts))
         if best is None or score < best[0]:
             best = (score, candidate)
     return best[1]  # type: ignore[index]
 
 
+OLLAMA_GRID = [(lo, hi) for lo in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9) for hi in (0.9, 1.0, 1.1)]
+
+
+def fit_ollama_share(rows: list[Measurement], table: dict[str, BandModel] | None = None) -> tuple[float, float]:
+    """Ollama's share of llama.cpp's speed (OLLAMA_GRID point), given the class constants `table`: the narrowest
+    share range that puts COVERAGE of the Ollama rows inside. The class constants come from llama.cpp runs only
+    (fit), so the two are told apart even where every row of a class ran under Ollama (the Vega iGPU rows)."""
+    rows = [r for r in rows if r.fits and r.runtime == "ollama"]
+    if not rows:
+        return OLLAMA_SHARE
+    target = math.ceil(COVERAGE * len(rows))
+    best: tuple[tuple[int, float], tuple[float, float]] | None = None
+    for share in OLLAMA_GRID:
+        verdicts = judge(rows, table, share)
+        score = (-min(sum(v.inside_by(FIT_MARGIN) for v in verdicts), target),
+                 statistics.median(v.high / v.low for v in verdicts))
+        if best is None or score < best[0]:
+            best = (score, share)
+    return best[1]  # type: ignore[index]
+
+
 def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
-    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure."""
+    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure. An Ollama
+    row's class constants are fitted on the other sources' llama.cpp rows and Ollama's share on their Ollama rows."""
     out = []
     for m in rows:
         key = m.band_class()
-        train = [r for r in rows if r.source != m.source and r.band_class() == key and r.fits]
-        out.extend(judge([m], {key: fit(train, key)}))
+        others = [r for r in rows if r.source != m.source]
+        table = {key: fit([r for r in others if r.band_class() == key], key)}
+        share = None
+        if m.runtime == "ollama":
+            full = dict(BAND_MODELS)
+            for k in {r.band_class() for r in others if r.runtime == "ollama"}:
+                full[k] = fit([r for r in others if r.band_class() == k], k)
+            share = fit_ollama_share(others, full)
+            table = {**full, **table}
+        out.extend(judge([m], table, share))
     return out
 
 

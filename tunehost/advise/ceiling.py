@@ -261,21 +261,23 @@ class BandModel:
     layer_us_high: float  # ... at the slow end
 
 
-# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 75 rows; scripts/calibrate_tg.py --cv prints
-# every class in and out of sample). The unified row splits by GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and
-# AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's measurement; no Vega row in the data yet: not fitted).
+# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 86 rows; scripts/calibrate_tg.py --cv prints
+# every class in and out of sample) by calibration.fit on the llama.cpp rows of each class. The unified row splits by
+# GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's
+# measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row).
 BAND_MODELS: dict[str, BandModel] = {
-    "gpu": BandModel(0.75, 0.90, 10.0, 160.0),       # discrete GPU, dense model
-    "gpu-moe": BandModel(0.45, 0.75, 60.0, 100.0),   # discrete GPU (or GPU + RAM split), MoE: per-token overheads
-    "unified": BandModel(0.75, 0.85, 30.0, 400.0),   # Apple Silicon (Metal) on unified memory
-    "unified-rdna": BandModel(0.75, 0.80, 30.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
-    "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33), no row to fit
-    "cpu": BandModel(0.70, 0.80, 60.0, 160.0),       # CPU backend, host RAM at the DIMMs' peak
-    "cpu-moe": BandModel(0.35, 0.90, 60.0, 250.0),   # CPU backend, MoE: routing, gathers, many small matrices
+    "gpu": BandModel(0.75, 0.95, 10.0, 160.0),       # discrete GPU, dense model
+    "gpu-moe": BandModel(0.45, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
+    "split": BandModel(0.65, 0.80, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
+    "unified": BandModel(0.65, 0.90, 30.0, 400.0),   # Apple Silicon (Metal) on unified memory
+    "unified-rdna": BandModel(0.45, 0.85, 30.0, 250.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
+    "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
+    "cpu": BandModel(0.70, 0.85, 60.0, 250.0),       # CPU backend, host RAM at the DIMMs' peak
+    "cpu-moe": BandModel(0.65, 0.90, 30.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
 }
 # RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 CPU rows of the published data
 # (0.07-0.85); used when nothing was measured (a snapshot, a busy host)
-CPU_DIMM_EFFICIENCY = 0.70
+CPU_DIMM_EFFICIENCY = 0.67
 POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit is named in the band
 
 # ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
@@ -292,7 +294,7 @@ CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 10.0}
 QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("_K", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
 # Ollama's "eval rate" on the same hardware: its bundled llama.cpp, its defaults (num_thread, num_ctx, no flash
 # attention on older releases, CPU fallbacks) and its own server loop: a share of what llama.cpp reaches
-OLLAMA_SHARE = (0.55, 1.0)
+OLLAMA_SHARE = (0.5, 1.0)  # calibration.fit_ollama_share on the 10 Ollama rows
 # AMD iGPU families by the codename tunehost.facts.gpu names them with (AMD_APU_DEVICE_IDS) or the marketing name
 IGPU_FAMILIES: tuple[tuple[str, str], ...] = (
     ("Raven Ridge", "vega"), ("Picasso", "vega"), ("Renoir", "vega"), ("Cezanne", "vega"), ("Lucienne", "vega"),
@@ -364,6 +366,7 @@ class BandContext:
     runtime: str = "llama.cpp"   # llama.cpp | ollama
     igpu: str | None = None      # vega | rdna2 | rdna3 | rdna35 | None (Apple or unknown)
     power_ratio: float | None = None
+    ollama_share: tuple[float, float] | None = None  # replaces OLLAMA_SHARE (calibration experiments)
 
 
 def band_class(path: str, moe: bool, igpu: str | None = None) -> str:
@@ -372,6 +375,8 @@ def band_class(path: str, moe: bool, igpu: str | None = None) -> str:
         return "cpu-moe" if moe else "cpu"
     if path == "unified":
         return {"vega": "unified-vega", None: "unified"}.get(igpu, "unified-rdna")  # type: ignore[call-overload]
+    if path in ("moe", "split"):
+        return "split"
     return "gpu-moe" if moe else "gpu"
 
 
@@ -452,9 +457,10 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
     low, high = 1.0 / slow_s, 1.0 / fast_s
     notes: list[str] = []
     if ctx.runtime == "ollama":
-        low, high = low * OLLAMA_SHARE[0], high * OLLAMA_SHARE[1]
-        notes.append(f"under Ollama: {OLLAMA_SHARE[0]:.0%}-{OLLAMA_SHARE[1]:.0%} of llama.cpp's speed on the same "
-                     "hardware (published Ollama eval rates)")
+        share_low, share_high = ctx.ollama_share or OLLAMA_SHARE
+        low, high = low * share_low, high * share_high
+        notes.append(f"under Ollama: {share_low:.0%}-{share_high:.0%} of llama.cpp's speed on the same hardware "
+                     "(published Ollama eval rates)")
     if ratio is not None and 0 < ratio < POWER_CAP_NOTICE and not model.startswith("cpu"):
         share = tg_share_at_cap(ratio)
         notes.append(f"at the GPU's enforced power limit ({ratio:.0%} of its default) {share.text()}; at the default "
