@@ -9,7 +9,8 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tunehost.advise.ceiling import BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class, tg_band
+from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class,
+                                     tg_band)
 
 GB = 1e9
 

@@ -43,7 +43,8 @@ DIMM_SOURCE = "dimm"  # the host was busy, nothing quiet stored: the configured 
 BUSY_SOURCE = "busy"  # the host was busy and nothing else was known: probed anyway, unreliable
 QUIET_RUNS = 5  # the newest quiet measurements whose median stands in for one taken now
 CLASS_NAMES = {"gpu": "GPU dense", "gpu-moe": "GPU MoE", "split": "GPU + RAM split", "unified": "unified memory",
-               "unified-rdna": "AMD RDNA iGPU", "unified-vega": "AMD Vega iGPU", "cpu": "CPU dense", "cpu-moe": "CPU MoE"}
+               "unified-rdna": "AMD RDNA iGPU", "unified-vega": "AMD Vega iGPU", "cpu": "CPU dense",
+               "cpu-moe": "CPU MoE"}
 
 
 def read_seconds(ram_bytes: int, ram_gbps: float | None, vram_bytes: int, vram_gbps: float | None) -> float | None:

@@ -5,14 +5,17 @@ Single-stream decode reads weights at memory bandwidth and needs little core pow
 nothing; below about half the default the core clocks fall far enough that decode slows, and near the floor it
 collapses. The points are published sweeps of one model on one card at several limits (llama.cpp, decode t/s):
 
-  ratio  kept   source
-  0.90   1.00   RTX 5060 Ti, Qwen2.5-Coder-7B, 162 of 180 W: 81.4 vs 81.2 t/s  (inventivehq.com/blog/gpu-power-limit-tokens-per-watt)
-  0.83   0.99   RTX 5060 Ti, 150 of 180 W: 80.4 t/s                           (same page)
-  0.86   0.99   6x RTX 3090, MiniMax-M2.5 IQ2_M, 300 of 350 W: 72.1 vs 72.6    (llmgarage.ai/power-limit-tokens-per-second-benchmark)
-  0.71   0.97   250 of 350 W: 70.7                                             (same page)
-  0.57   0.94   200 of 350 W: 68.3                                             (same page)
-  0.43   0.86   150 of 350 W: 62.6                                             (same page)
-  0.29   0.17   100 of 350 W: 12.1                                             (same page)
+  ratio  kept   run
+  0.90   1.00   RTX 5060 Ti, Qwen2.5-Coder-7B, 162 of 180 W: 81.4 vs 81.2 t/s    [1]
+  0.83   0.99   RTX 5060 Ti, 150 of 180 W: 80.4 t/s                             [1]
+  0.86   0.99   6x RTX 3090, MiniMax-M2.5 IQ2_M, 300 of 350 W: 72.1 vs 72.6      [2]
+  0.71   0.97   250 of 350 W: 70.7                                               [2]
+  0.57   0.94   200 of 350 W: 68.3                                               [2]
+  0.43   0.86   150 of 350 W: 62.6                                               [2]
+  0.29   0.17   100 of 350 W: 12.1                                               [2]
+
+[1] https://inventivehq.com/blog/gpu-power-limit-tokens-per-watt
+[2] https://llmgarage.ai/power-limit-tokens-per-second-benchmark
 
 CAP_SHARE below interpolates them with a margin either side (one card and one rig each: a band, not a point). Pure:
 no I/O; used by the gpu-power-cap check and by advise's band (tunehost.advise.ceiling.tg_band).
