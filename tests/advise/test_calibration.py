@@ -67,8 +67,8 @@ def test_out_of_sample_the_band_still_holds_three_quarters_of_the_measurements()
     from tunehost.advise.calibration import leave_one_source_out
 
     cv = summary(leave_one_source_out(load(DATA)))  # each row judged by a band fitted without its own source
-    # grown data (2026-11-26): 62 of 86 (72 %); per class in the next test
-    assert cv["inside_share"] >= 0.70 and cv["median_width"] <= 2.0
+    # grown data (2026-11-26): 65 of 86 (76 %), median width 1.77x; per class in the next test
+    assert cv["inside_share"] >= 0.74 and cv["median_width"] <= 2.0
 
 
 def test_out_of_sample_per_class_as_measured_2026_11_26():
@@ -77,11 +77,11 @@ def test_out_of_sample_per_class_as_measured_2026_11_26():
     cv = by_class(leave_one_source_out(load(DATA)))
     inside = {k: (s["inside"], s["n"]) for k, s in cv.items()}
     # issue 33's targets (>= 85 % per class, median width <= 1.7x) are not all met: see docs/advise.md
-    # 2026-11-26: cpu 5/10, gpu 22/31, ollama 7/10, power-capped 5/6, split 4/6, unified 19/22
+    # 2026-11-26: cpu 7/10, gpu 22/31, ollama 8/10, power-capped 5/6, split 4/6, unified 19/22
     assert inside["power-capped"][0] >= 5 and inside["split"][0] >= 4 and inside["unified"][0] >= 19
-    assert inside["gpu"][0] >= 22 and inside["cpu"][0] >= 5 and inside["ollama"][0] >= 7
-    assert all(s["median_width"] <= 1.75 for k, s in cv.items() if k != "ollama")
-    assert cv["ollama"]["median_width"] <= 3.2
+    assert inside["gpu"][0] >= 22 and inside["cpu"][0] >= 7 and inside["ollama"][0] >= 8
+    assert all(s["median_width"] <= 1.85 for k, s in cv.items() if k != "ollama")
+    assert cv["ollama"]["median_width"] <= 3.8
 
 
 def test_band_models_are_the_fit_of_each_class_with_rows():

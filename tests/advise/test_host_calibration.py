@@ -105,7 +105,7 @@ def test_a_point_from_a_recorded_ceiling():
 
 
 def test_no_fit_when_the_runs_are_faster_than_the_overhead_alone():
-    # 25 us per token measured, 32 layers x 60 us of published per-layer cost: nothing can be fitted, said so
+    # 25 us per token measured, 32 layers x 30 us of published per-layer cost: nothing can be fitted, said so
     p = HostPoint(1, "2026-11-20", "bench", "m", "h", "cpu", False, 32, 1000, 0, 20.0, None, "measured", 40000.0)
     fit = fit_host([p]).get("cpu")
     assert fit is not None and fit.eff is None and host_band(fit, 1e-6, 32, "x") is None

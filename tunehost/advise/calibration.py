@@ -109,7 +109,7 @@ def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
 COVERAGE = 0.87  # the share inside a fit must reach before it narrows the band
 # eff_high / eff_low at least this: hosts of one class differ by that much (DIMM ranks, clocks, builds); a fit on a
 # handful of rows would otherwise promise a 1.07x band it cannot keep out of sample
-MIN_SPREAD = 1.2
+MIN_SPREAD = 1.3
 # a training row counts as inside only with this factor to spare at both edges: the band a fit picks then holds the
 # next host of the class, not only the rows it was fitted on
 FIT_MARGIN = 1.05

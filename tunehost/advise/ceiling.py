@@ -266,13 +266,13 @@ class BandModel:
 # GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's
 # measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row).
 BAND_MODELS: dict[str, BandModel] = {
-    "gpu": BandModel(0.75, 0.95, 10.0, 160.0),       # discrete GPU, dense model
+    "gpu": BandModel(0.60, 0.95, 10.0, 100.0),       # discrete GPU, dense model
     "gpu-moe": BandModel(0.45, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
-    "split": BandModel(0.65, 0.80, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
+    "split": BandModel(0.65, 0.85, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
     "unified": BandModel(0.65, 0.90, 30.0, 400.0),   # Apple Silicon (Metal) on unified memory
     "unified-rdna": BandModel(0.45, 0.85, 30.0, 250.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
-    "cpu": BandModel(0.70, 0.85, 60.0, 250.0),       # CPU backend, host RAM at the DIMMs' peak
+    "cpu": BandModel(0.65, 0.85, 30.0, 60.0),        # CPU backend, host RAM at the DIMMs' peak
     "cpu-moe": BandModel(0.65, 0.90, 30.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
 }
 # RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 CPU rows of the published data
@@ -294,7 +294,7 @@ CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 10.0}
 QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("_K", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
 # Ollama's "eval rate" on the same hardware: its bundled llama.cpp, its defaults (num_thread, num_ctx, no flash
 # attention on older releases, CPU fallbacks) and its own server loop: a share of what llama.cpp reaches
-OLLAMA_SHARE = (0.5, 1.0)  # calibration.fit_ollama_share on the 10 Ollama rows
+OLLAMA_SHARE = (0.4, 1.0)  # calibration.fit_ollama_share on the 10 Ollama rows
 # AMD iGPU families by the codename tunehost.facts.gpu names them with (AMD_APU_DEVICE_IDS) or the marketing name
 IGPU_FAMILIES: tuple[tuple[str, str], ...] = (
     ("Raven Ridge", "vega"), ("Picasso", "vega"), ("Renoir", "vega"), ("Cezanne", "vega"), ("Lucienne", "vega"),
