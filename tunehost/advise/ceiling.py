@@ -248,9 +248,10 @@ def _ts(value: float) -> str:
 # Each token reads its bytes at some share of each memory's peak bandwidth, and pays a fixed cost per layer (kernel
 # launches, synchronisation, the router/top-k and gathers of MoE layers; on Apple/unified GPUs also dequantization).
 # time/token = sum(bytes_i / (eff x peak_i)) + layers x per_layer. The band is [slow, fast]: (eff_low, per_layer_high)
-# and (eff_high, per_layer_low). Fitted to published llama.cpp measurements (tests/advise/data/published_tg.csv) before
-# its rows were checked against their sources; on the 50 verified rows 86 % fall inside (scripts/calibrate_tg.py prints
-# the share inside the band and its width; docs/advise.md says why the constants were not refitted).
+# and (eff_high, per_layer_low). The CPU that reads a RAM part lowers its bandwidth to what the cores can pull and
+# compute (CpuView); Ollama and a GPU power cap scale the band (OLLAMA_SHARE, facts.power_cap). Fitted to published
+# llama.cpp and Ollama runs (tests/advise/data/published_tg.csv, calibration.fit); scripts/calibrate_tg.py --cv prints
+# each class in sample and leave-one-source-out, docs/advise.md the figures.
 
 
 @dataclass(frozen=True)
