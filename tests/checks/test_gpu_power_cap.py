@@ -79,3 +79,17 @@ def test_the_share_kept_falls_with_the_cap_and_never_exceeds_one():
     shares = [tg_share_at_cap(r) for r in (1.0, 0.9, 0.7, 0.57, 0.43, 0.29, 0.1)]
     assert [s.low for s in shares] == sorted((s.low for s in shares), reverse=True)
     assert all(0 < s.low <= s.high <= 1 for s in shares) and shares[0].low == 1.0
+
+
+def test_the_nvml_sample_of_a_real_snapshot_at_its_default_and_capped(make_snapshot):
+    import json
+
+    from tests.conftest import DATA
+
+    nvml = json.loads((DATA / "snapshots/desktop-12700f-rtx3060/samples/nvml.json").read_text())
+    found = run(GpuPowerCapCheck(), make_snapshot(samples={"nvml": nvml}))
+    assert sev(found) == [S.OK] and "RTX 3060" in found[0].summary
+    row = nvml["gpus"][0]
+    row.update(power_limit_w=round(row["power_default_limit_w"] * 0.5, 2))  # `nvidia-smi -pl` to half the default
+    found = run(GpuPowerCapCheck(), make_snapshot(samples={"nvml": nvml}))
+    assert sev(found) == [S.WARN] and "is 50% of the default" in found[0].summary
