@@ -64,7 +64,7 @@ def _v620(make_snapshot, cap_uw: str, default_uw: str | None):
 
 def test_amd_hwmon_cap_170_of_250_w_read_back_on_a_v620(make_snapshot):
     found = run(GpuPowerCapCheck(), _v620(make_snapshot, "170000000\n", "250000000\n"))
-    assert sev(found) == [S.INFO] and "170 W is 68% of the default 250 W" in found[0].summary
+    assert sev(found) == [S.WARN] and "170 W is 68% of the default 250 W" in found[0].summary
     assert "power1_cap_default" in found[0].fix.commands[0] and "hwmon*/power1_cap" in found[0].fix.commands[0]
 
 

@@ -17,8 +17,11 @@ collapses. The points are published sweeps of one model on one card at several l
 [1] https://inventivehq.com/blog/gpu-power-limit-tokens-per-watt
 [2] https://llmgarage.ai/power-limit-tokens-per-second-benchmark
 
-CAP_SHARE below interpolates them with a margin either side (one card and one rig each: a band, not a point). Pure:
-no I/O; used by the gpu-power-cap check and by advise's band (tunehost.advise.ceiling.tg_band).
+CAP_SHARE below interpolates them with a margin either side (one card and one rig each: a band, not a point). The
+six 3090s split the layers, so each card works a sixth of every token and its cap binds less than a single card's:
+below 0.7 of the default the low end is widened to hold issue 33's single RTX 3090 at 200 of 350 W (77.5-88.6 t/s on
+Qwen3-Coder-30B-A3B, where the same band at the default limit starts at 109). Pure: no I/O; used by the
+gpu-power-cap check and by advise's band (tunehost.advise.ceiling.tg_band).
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ SOURCE = "published power-limit sweeps of llama.cpp decode (RTX 5060 Ti, 6x RTX 
 # (enforced / default limit, lowest share kept, highest share kept): piecewise linear in between, ascending ratio
 CAP_SHARE: tuple[tuple[float, float, float], ...] = (
     (0.20, 0.05, 0.30),
-    (0.29, 0.12, 0.35),
-    (0.43, 0.78, 0.92),
-    (0.57, 0.88, 0.98),
-    (0.71, 0.93, 1.00),
+    (0.29, 0.10, 0.35),
+    (0.43, 0.50, 0.92),
+    (0.57, 0.70, 0.98),
+    (0.71, 0.90, 1.00),
     (0.85, 0.97, 1.00),
     (1.00, 1.00, 1.00),
 )
