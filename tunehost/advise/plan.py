@@ -75,6 +75,7 @@ class AdviseOptions:
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
     host_calibration: Any = None  # tunehost.advise.host_calibration.HostCalibration: what this host measured
+    runtime: str = "llama.cpp"  # llama.cpp | ollama (--format ollama): the TG band's runtime share
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,7 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
             )),)
     if options.fit_note:
         notes.append(options.fit_note)
-    ceiling = _ceiling(model, choice.placement, gpu, options)
+    ceiling = _ceiling(model, choice.placement, gpu, options, host)
     if options.host_busy and options.ram_bandwidth_note:
         basis = ceiling.bandwidths.ram_basis if ceiling is not None else ""
         warnings.append(f"the host is busy, so no RAM bandwidth is taken from it now: {options.ram_bandwidth_note}"
@@ -765,8 +766,8 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
     return True, fix
 
 
-def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, options: AdviseOptions
-             ) -> Ceiling | None:
+def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, options: AdviseOptions,
+             host: HostView | None = None) -> Ceiling | None:
     from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
 
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
@@ -782,13 +783,25 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
                                ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
-    c = tg_ceiling_for(model, placement, bw)
+    c = tg_ceiling_for(model, placement, bw, _band_context(placement, gpu, options, host))
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):
         c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")
     if c is not None and options.host_calibration is not None:
         c = _host_band(model, c, options)
     return c
+
+
+def _band_context(placement: Placement, gpu: GpuView | None, options: AdviseOptions, host: HostView | None) -> Any:
+    """What the band needs beyond bytes and bandwidths: the CPU that reads the RAM part (its cores, CCDs, ISA), the
+    iGPU family of a unified placement and the runtime (llama.cpp, or Ollama for --format ollama)."""
+    from tunehost.advise.ceiling import BandContext, CpuView, igpu_family
+
+    cpu = None
+    if host is not None and placement.path in ("cpu", "moe", "split"):
+        cpu = CpuView(host.threads, host.cpu_ccds, host.cpu_isa, host.cpu_vendor)
+    igpu = igpu_family(gpu.name) if gpu is not None and gpu.unified else None
+    return BandContext(cpu=cpu, runtime=options.runtime, igpu=igpu)
 
 
 def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling:

@@ -128,7 +128,8 @@ def advise(
         mmproj_bytes=mmproj_bytes, draft=draft, spec=spec, spec_draft_n_max=spec_draft_n_max, models_max=models_max,
         reserve_vram_mib=reserve_vram, preset=_preset(preset_file, write_dir) if router else None,
         llama_server=llama_server, cpus=cpus, host_addr=host_addr, api_key_file=api_key_file, no_probe=no_probe,
-        unit=kind if fmt == "systemd" else None, snapshot=snapshot, writable=partial(refuse_unwritable, fmt))
+        unit=kind if fmt == "systemd" else None, snapshot=snapshot, writable=partial(refuse_unwritable, fmt),
+        runtime="ollama" if fmt == "ollama" else "llama.cpp")
     _advise_and_render(request, fmt, write_dir, force)
 
 

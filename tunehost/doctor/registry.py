@@ -15,7 +15,7 @@ ENTRY_POINT_GROUP = "tunehost.checks"
 BUILTIN_ORDER = (
     "ram-speed", "memory-bandwidth", "cpu-governor", "cpu-epp", "cpu-frequency", "cpu-clocks", "power-limits",
     "power-manager", "thp", "swap", "core-topology", "numa", "pcie-link", "resizable-bar", "apu-memory",
-    "gpu-memory", "thermals", "cpu-hogs", "headless", "llama-exposure", "llama-build", "speed-drift",
+    "gpu-memory", "gpu-power-cap", "thermals", "cpu-hogs", "headless", "llama-exposure", "llama-build", "speed-drift",
 )
 
 

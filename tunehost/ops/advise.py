@@ -60,6 +60,7 @@ class AdviseRequest:
     snapshot: Path | None = None  # the snapshot the caller opened (None: this host, live), named in the report
     # the output format's refusals (tunehost.formats.refuse_unwritable), run on the launch before the unit's check
     writable: "Callable[[LaunchConfig], None] | None" = None
+    runtime: str = "llama.cpp"  # --format ollama: "ollama", whose share of llama.cpp's speed the TG band applies
 
     @property
     def router(self) -> bool:
@@ -140,7 +141,7 @@ def _inputs(host: "Host", facts: "HostFacts", request: AdviseRequest) -> _Inputs
     common: dict[str, Any] = dict(
         ctx=request.ctx, parallel=request.parallel, host_addr=request.host_addr, server=server,
         fit_option=fit_supported(caps), api_key_file=str(api_key_file.expanduser().resolve()) if api_key_file else None,
-        ram_peak=_dimm_peak(facts), spec_draft_n_max=request.spec_draft_n_max)
+        ram_peak=_dimm_peak(facts), spec_draft_n_max=request.spec_draft_n_max, runtime=request.runtime)
     if not host.live or not request.no_probe:
         gbps, why, busy = ram_bandwidth(host)
         common.update(ram_bandwidth_gbps=gbps, ram_bandwidth_note=why, host_busy=busy)
