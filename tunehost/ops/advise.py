@@ -201,7 +201,8 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
     models_max = DEFAULT_MODELS_MAX if request.models_max is None else request.models_max
     rp = plan_router([m.name for m in local], lambda i, h: apply_caps(plan(facts_models[i], h, opts[i]), caps),
                      inputs.view, models_max, request.reserve_vram_mib * 1024 * 1024,
-                     models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None)
+                     models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None,
+                     plan_ctx=lambda i, h, c: apply_caps(plan(facts_models[i], h, replace(opts[i], ctx=c)), caps))
     preset_file = request.preset.path if request.preset is not None else PRESET_FILE
     launch = rp.launch(common["server"], preset_file)
     check = None
