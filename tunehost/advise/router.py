@@ -109,6 +109,92 @@ def vram_holders(host: HostView) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class CoResident:
+    """An inference server beside the plan on its GPU (the processes sample and the GPU's process list): the VRAM
+    it holds now is kept for it (it is not in the free VRAM planned on); `idle`: it runs but holds none now
+    (Ollama between requests unloads its models), so nothing is kept for what it loads next."""
+
+    kind: str  # "llama-server", "ollama", ... (tunehost.facts.processes INFERENCE_PROCESSES / SERVER_KINDS)
+    pid: int | None
+    gpu: str | None
+    vram_bytes: int | None  # held now (None: the driver does not say per process)
+    idle: bool = False
+    router_child: bool = False  # a model of a running llama-server router (its parent is a llama-server)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "pid": self.pid, "gpu": self.gpu, "vram_bytes": self.vram_bytes,
+                "idle": self.idle, "router_child": self.router_child}
+
+    def line(self) -> str:
+        from tunehost.printable import one_line
+
+        who = f"{one_line(self.kind, 40)} (pid {self.pid if self.pid is not None else '?'})"
+        if self.idle:
+            return (f"{who} runs but holds no VRAM now: it loads models on demand (Ollama unloads them after "
+                    "keep_alive), and nothing is kept for them; pass --reserve-vram MiB with what it loads")
+        size = f"{self.vram_bytes / GiB:.1f} GiB" if self.vram_bytes is not None else "VRAM (size not reported)"
+        what = "a model of a running llama-server router" if self.router_child else "a co-resident server"
+        return (f"{who} on {one_line(self.gpu or 'the GPU', 60)}, {what}: its {size} are kept for it (left out of "
+                "the free VRAM planned on, no --reserve-vram needed)")
+
+
+def co_resident(host: HostView, processes: Any) -> tuple[CoResident, ...]:
+    """The inference servers that share the plan's GPUs: each GPU process that is (or is a child of) an inference
+    server, from the processes sample (`tunehost.facts.processes.ProcessFacts`; None: the GPU's names only), and
+    every inference server that holds no VRAM now (idle). Display servers and other compute jobs are not servers."""
+    from tunehost.facts.processes import INFERENCE_PROCESSES
+
+    def find(pid: int | None) -> Any:
+        return processes.process(pid) if processes is not None and pid is not None else None
+
+    out: list[CoResident] = []
+    holders: set[int] = set()
+    for g in host.discrete_gpus:
+        for pid, name, mib in g.vram_clients:
+            proc, kind, child = find(pid), None, False
+            p = proc
+            for depth in range(4):  # the server itself, or the runner it started (ollama, a router's models)
+                if p is None:
+                    break
+                if p.server in ("llama-server", "ollama", "koboldcpp", "llama-cpp-python", "vllm", "lmstudio",
+                                "llamafile"):
+                    kind = p.server
+                    parent = find(p.ppid)
+                    child = depth == 0 and kind == "llama-server" and parent is not None and \
+                        parent.server == "llama-server"
+                    holders.add(p.pid)
+                    break
+                p = find(p.ppid)
+            if kind is None and name in INFERENCE_PROCESSES and name not in ("llama-bench", "llama-cli"):
+                kind = INFERENCE_PROCESSES[name]
+            if kind is None:
+                continue
+            if pid is not None:
+                holders.add(pid)
+            out.append(CoResident(kind, pid, g.name, mib * 1024 * 1024 if mib is not None else None,
+                                  router_child=child))
+    if processes is not None and host.discrete_gpus:
+        for p in processes.servers:
+            if p.server == "ollama" and p.pid not in holders:
+                out.append(CoResident("ollama", p.pid, None, None, idle=True))
+    return tuple(out)
+
+
+def co_resident_notes(found: Sequence[CoResident], reserve_bytes: int) -> tuple[list[str], list[str]]:
+    """(warnings, notes) that say what is kept for the servers beside the plan."""
+    notes = [c.line() for c in found if not c.idle]
+    warnings = [c.line() for c in found if c.idle]
+    held = sum(c.vram_bytes or 0 for c in found)
+    if reserve_bytes and held:
+        notes.append(f"--reserve-vram ({reserve_bytes / GiB:.1f} GiB) is kept on top of the {held / GiB:.1f} GiB "
+                     "those servers hold now: leave it out unless it is for another one")
+    if any(c.router_child for c in found):
+        notes.append("a llama-server router's models hold VRAM now: if this plan replaces that router, stop it and "
+                     "run advise again to plan on the VRAM it frees")
+    return warnings, notes
+
+
 LOAD_GBPS = 2.0  # a model switch reads the GGUF again: an NVMe SSD's sequential read, stated where it is used
 
 
@@ -147,6 +233,7 @@ class RouterPlan:
     models_dir: str | None = None
     remedies: tuple[Remedy, ...] = ()  # when models were shrunk or it does not fit: what keeps them whole
     now: tuple[tuple[str, float, float], ...] = ()  # (model, low, high) t/s as planned, for those shrunk
+    co_resident: tuple[CoResident, ...] = ()  # inference servers beside the plan on its GPU
 
     def launch(self, server: str = "llama-server", preset_path: str = PRESET_FILE) -> LaunchConfig:
         """The router's launch configuration: its own flags, and one config per model (the preset's sections)."""
@@ -185,7 +272,8 @@ class RouterPlan:
                                        for n, a, b in self.scaled or ()], "warnings": list(self.warnings), "notes": list(self.notes),
                 "remedies": [r.to_json() for r in self.remedies],
                 "shrunk_speeds": [{"model": m, "low_tokens_per_s": lo, "high_tokens_per_s": hi}
-                                  for m, lo, hi in self.now]}
+                                  for m, lo, hi in self.now],
+                "co_resident": [c.to_json() for c in self.co_resident]}
 
 
 def _top(values: Sequence[int], k: int) -> int:
@@ -194,10 +282,12 @@ def _top(values: Sequence[int], k: int) -> int:
 
 def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], host: HostView, models_max: int,
                 reserve_bytes: int = 0, models_dir: str | None = None,
-                plan_ctx: Callable[[int, HostView, int], Any] | None = None) -> RouterPlan:
+                plan_ctx: Callable[[int, HostView, int], Any] | None = None,
+                co_resident_found: Sequence[CoResident] | None = None) -> RouterPlan:
     """One plan per model such that any `models_max` of them fit together. `plan_one(i, host)` plans model i on a
     host view (tunehost.advise.plan.plan with that model's options); `plan_ctx(i, host, ctx)` the same at another
-    context per slot (for the shorter-context remedy; None: that remedy is not offered)."""
+    context per slot (for the shorter-context remedy; None: that remedy is not offered). `co_resident_found`: the
+    inference servers beside the plan on its GPU (co_resident; None: not looked for), said in the notes."""
     n = len(names)
     if n == 0:
         raise TunehostError("router mode needs at least one model")
@@ -212,8 +302,12 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
     if reserve_bytes:
         notes.append(f"{reserve_bytes / GiB:.1f} GiB of VRAM reserved for other servers on the GPU (--reserve-vram)")
     held = vram_holders(host)
-    if held:
+    if held and co_resident_found is None:
         notes.append("VRAM held now, already left out of the free VRAM planned on: " + "; ".join(held))
+    if co_resident_found:
+        more_warnings, more_notes = co_resident_notes(co_resident_found, reserve_bytes)
+        warnings += more_warnings
+        notes += more_notes
     discrete = [g for g in base.discrete_gpus if g.free_bytes is not None]
     free = max((g.free_bytes or 0 for g in discrete), default=None)
     plans = [plan_one(i, base) for i in range(n)]
@@ -269,7 +363,7 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
         remedies = _remedies(_Shortage(tuple(names), tuple(whole), tuple(shrunk), resident, free, base), plan_ctx)
     return RouterPlan(tuple(names), tuple(plans), models_max, resident, free, gpu_worst, host.ram_available,
                       ram_worst, reserve_bytes, fits, scaled, tuple(warnings), tuple(notes), models_dir,
-                      remedies, now)
+                      remedies, now, tuple(co_resident_found or ()))
 
 
 @dataclass(frozen=True)
@@ -387,5 +481,6 @@ def render_preset(launch: LaunchConfig) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_MODELS_MAX", "PRESET_FILE", "LocalModel", "Remedy", "RouterPlan", "model_name", "plan_router",
+__all__ = ["DEFAULT_MODELS_MAX", "PRESET_FILE", "CoResident", "LocalModel", "Remedy", "RouterPlan", "co_resident",
+           "co_resident_notes", "model_name", "plan_router",
            "render_preset", "reserve_vram", "scan_models_dir", "vram_holders", "with_gpu_budget"]
