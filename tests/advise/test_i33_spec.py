@@ -159,3 +159,20 @@ def test_cli_ngram_and_companion_on_a_snapshot(cli, tmp_path):
     argv = data["argv"]
     assert argv[argv.index("--spec-type") + 1] == "draft-mtp" and str(c) in argv
     assert any(row["label"] == "MTP draft" for row in data["budget"]["rows"])
+
+
+def test_a_gemma4_assistant_companion_needs_the_spec_type_said(target, tmp_path):
+    """Gemma 4's MTP assistant has nextn.pre_projection/post_projection, no blk.N.nextn.eh_proj: llama.cpp does not
+    infer draft-mtp from it (common_speculative_types_from_gguf), so the plan must state it."""
+    from .conftest import N_VOCAB
+
+    tensors = attention_tensors(0) | dense_ffn(0) | {
+        "token_embd.weight": _f16(N_VOCAB, N_EMBD), "output_norm.weight": _f32(N_EMBD),
+        "nextn.pre_projection.weight": _f16(N_EMBD, 2 * N_EMBD), "nextn.post_projection.weight": _f16(N_EMBD, N_EMBD)}
+    g4a = read_model(write_gguf(tmp_path / "g4a.gguf", "gemma4-assistant", tensors, n_layer=1, vocab_tokens=32,
+                                extra=lambda w: w.add_uint32("gemma4-assistant.nextn_predict_layers", 1)))
+    assert is_mtp_companion(g4a)
+    p = plan(target, HOSTS["9950x3d-5090"], AdviseOptions("/t.gguf", ctx=4096, draft="/g4a.gguf", draft_model=g4a))
+    assert p.value("--spec-type") == "draft-mtp" and "said explicitly" in p.flag("--spec-type").reason
+    row = next(r for r in p.budget.rows if r.label == "MTP draft")
+    assert row.gpu == g4a.weights.total + 4096 * N_HEAD_KV * (N_EMBD // N_HEAD) * 2 * 2
