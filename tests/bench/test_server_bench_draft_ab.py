@@ -83,3 +83,18 @@ def test_speculation_summary_from_the_side_of_the_drafting_server():
     (tg,) = a["tg"]
     assert tg["net_percent"] == 25.0 and tg["verdict"] == "faster" and tg["vs"] == "B" and tg["ts"] == 100.0
     assert speculation_summary([rec("A", None, None)], ["A"], None) == ()
+
+
+@pytest.mark.integration
+def test_draft_ab_on_the_real_server_with_an_ngram_draft(cli, llama_server, tiny_model):
+    """The tiny random-weight model repeats itself under greedy decoding, so ngram-mod drafts and llama-server
+    reports draft_n / draft_n_accepted; the net change is whatever this host measures (not asserted)."""
+    result = cli("bench", "--serve", "--draft-ab", "--depths", "64", "-n", "64", "--clients", "1", "--budget", "0",
+                 "--json", "--", str(llama_server), "-m", str(tiny_model), "-c", "512", "-t", "1",
+                 "--spec-type", "ngram-mod")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert "--spec-type" not in data["servers"][0]["command"] and "ngram-mod" in data["servers"][1]["command"]
+    (spec,) = data["speculation"]
+    assert spec["server"] == "B" and spec["drafted"] > 0 and 0 <= spec["accepted"] <= spec["drafted"]
+    assert [t["test"] for t in spec["tg"]] == ["tg64@d64"] and spec["tg"][0]["vs"] == "A"
