@@ -361,6 +361,19 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
         shrunk = [k for k in range(n) if plans[k].budget.gpu_total < whole[k].budget.gpu_total]
         now = tuple((names[k], *_band(plans[k])) for k in shrunk if _band(plans[k]) is not None)  # type: ignore[misc]
         remedies = _remedies(_Shortage(tuple(names), tuple(whole), tuple(shrunk), resident, free, base), plan_ctx)
+        best: dict[str, tuple[float, float, Remedy]] = {}
+        for r in remedies:
+            for m, lo, hi in r.speeds:
+                if m not in best or lo > best[m][0]:
+                    best[m] = (lo, hi, r)
+        for m, lo, hi in now:
+            if m in best and best[m][0] > hi:
+                k, r = names.index(m), best[m][2]
+                how = {"models-max": f"--models-max {r.flags[0].value if r.flags else '?'}",
+                       "context": "a shorter context", "quant": "a smaller quantization"}[r.kind]
+                warnings.append(f"{m} runs at {lo:.0f}-{hi:.0f} t/s in this plan ({plans[k].path}) so that {resident} "
+                                f"models fit together; {how} gives it {best[m][0]:.0f}-{best[m][1]:.0f} t/s (see "
+                                "the remedies and their cost)")
     return RouterPlan(tuple(names), tuple(plans), models_max, resident, free, gpu_worst, host.ram_available,
                       ram_worst, reserve_bytes, fits, scaled, tuple(warnings), tuple(notes), models_dir,
                       remedies, now, tuple(co_resident_found or ()))
