@@ -225,7 +225,8 @@ def adapt(flags: Iterable["Flag"], caps: ServerCaps | None) -> tuple[tuple["Flag
                 notes.append("dropped --spec-type draft-simple: this build drafts with -md alone")
                 continue
             if allowed and flag.value not in allowed:
-                alt = next((v for v in ("draft-mtp", "mtp") if v in allowed), None)
+                alt = next((v for v in ("draft-mtp", "mtp") if v in allowed), None) \
+                    if flag.value in ("draft-mtp", "mtp") else None
                 if alt is None:
                     notes.append(f"dropped --spec-type {flag.value}: this build offers {'|'.join(allowed)}")
                     continue

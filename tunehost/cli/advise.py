@@ -32,7 +32,7 @@ def advise(
     parallel: int = typer.Option(1, "--parallel", metavar="N", help="Concurrent requests (slots)."),
     mmproj: Optional[Path] = typer.Option(None, "--mmproj", metavar="PATH", help="Vision projector GGUF."),
     draft: Optional[Path] = typer.Option(None, "--draft", metavar="PATH", help="Draft model for speculative decoding."),
-    spec: Optional[str] = typer.Option(None, "--spec", metavar="mtp|draft", help="Speculative decoding: the model's MTP heads, or --draft."),
+    spec: Optional[str] = typer.Option(None, "--spec", metavar="mtp|draft|ngram", help="Speculative decoding: MTP heads (the model's, or a companion GGUF as --draft), a --draft model, or n-grams of the context."),
     spec_draft_n_max: Optional[int] = typer.Option(None, "--spec-draft-n-max", metavar="N", help="Tokens to draft per step (llama-server --spec-draft-n-max)."),
     draft_max: Optional[int] = typer.Option(None, "--draft-max", hidden=True),
     draft_min: Optional[int] = typer.Option(None, "--draft-min", hidden=True),
@@ -80,8 +80,10 @@ def advise(
         raise TunehostError(f"--ctx must be a positive number of tokens, not {ctx}")
     if parallel <= 0:
         raise TunehostError(f"--parallel must be at least 1, not {parallel}")
-    if spec not in (None, "mtp", "draft"):
-        raise TunehostError(f"--spec must be mtp or draft, not {spec!r}")
+    from tunehost.advise.plan import SPEC_KINDS
+
+    if spec not in (None, *SPEC_KINDS):
+        raise TunehostError(f"--spec must be {', '.join(SPEC_KINDS[:-1])} or {SPEC_KINDS[-1]}, not {spec!r}")
     if spec_draft_n_max is not None and not 0 <= spec_draft_n_max <= 1024:
         raise TunehostError(f"--spec-draft-n-max must be 0..1024, not {spec_draft_n_max}")
     if reserve_vram < 0 or reserve_vram > 16 * 1024 * 1024:

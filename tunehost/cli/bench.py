@@ -90,6 +90,9 @@ def bench(
                             help="Server bench: stream from /completion (native) or /v1/completions (openai)."),
     start_timeout: str = typer.Option("5m", "--start-timeout", metavar="DURATION",
                                       help="--serve: the longest wait for llama-server's /health (at most 24h)."),
+    draft_ab: bool = typer.Option(False, "--draft-ab",
+                                  help="--serve: race the command without its speculative-decoding options (A) "
+                                       "against it as given (B): draft acceptance and the net TG change."),
 ) -> None:
     """Measure a model with the real llama-bench: baseline against candidate, interleaved, with a verdict only
     beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy).
@@ -113,8 +116,10 @@ def bench(
             timeout_s=parse_duration(timeout, option="--timeout", maximum=DAY_S, allow_minimum=False),
             start_timeout_s=parse_duration(start_timeout, option="--start-timeout", maximum=DAY_S,
                                            allow_minimum=False),
-            budget_s=budget_s, save=save, json_out=json_out, api=api))
+            budget_s=budget_s, save=save, json_out=json_out, api=api, draft_ab=draft_ab))
         return
+    if draft_ab:
+        raise TunehostError("--draft-ab races a llama-server command with and without drafting: use it with --serve")
     if ctx.args:
         raise TunehostError(f"unexpected arguments: {one_line(' '.join(ctx.args), 200)} (llama-server arguments go after "
                             "--serve --)")

@@ -93,6 +93,9 @@ def ollama_files(p: "LaunchConfig") -> tuple[str, list[tuple[str, str]], list[st
             notes.append(f"{name}: Ollama has no mlock option; the weights may be paged out under memory pressure")
         if m.flag("-mm") or m.flag("-md"):
             notes.append(f"{name}: the vision projector / draft model are not carried into the Modelfile")
+        if m.flag("--spec-type") or m.flag("--spec-default"):
+            notes.append(f"{name}: Ollama has no speculative decoding option; the --spec-type of the plan is not "
+                         "carried")
         modelfiles.append((name, "\n".join(lines) + "\n"))
     return "\n".join(dropin) + "\n", modelfiles, list(dict.fromkeys(notes))
 

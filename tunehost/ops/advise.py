@@ -118,6 +118,7 @@ class _Inputs:
     caps: "ServerCaps | None"
     common: dict[str, Any]
     recorded: list[Any] | None  # this host's runs in the results store (live hosts only)
+    co_resident: tuple[Any, ...] = ()  # tunehost.advise.router.CoResident: inference servers beside the plan
 
 
 def advise(host: "Host", facts: "HostFacts", request: AdviseRequest) -> Advice:
@@ -151,7 +152,11 @@ def _inputs(host: "Host", facts: "HostFacts", request: AdviseRequest) -> _Inputs
 
         recorded = runs_on_host(facts)
         common.update(host_calibration=host_calibration(runs=recorded))
-    return _Inputs(view, caps, common, recorded)
+    from tunehost.advise.router import co_resident
+    from tunehost.facts.processes import ProcessFacts
+
+    found = co_resident(view, facts.get(ProcessFacts))  # servers beside the plan on its GPU, from the samples
+    return _Inputs(view, caps, common, recorded, found)
 
 
 def _advise_one(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Advice:
@@ -177,6 +182,11 @@ def _advise_one(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Advice
     if request.reserve_vram_mib:
         result = _note(result, f"{request.reserve_vram_mib} MiB of VRAM kept for other servers on the GPU "
                                "(--reserve-vram)")
+    if inputs.co_resident:
+        from tunehost.advise.router import co_resident_notes
+
+        warned, said = co_resident_notes(inputs.co_resident, request.reserve_vram_mib * 1024 * 1024)
+        result = replace(result, warnings=result.warnings + tuple(warned), notes=result.notes + tuple(said))
     measured = None
     if inputs.recorded is not None:  # what this box measured for this model (tunehost bench/tune record it)
         from tunehost.store import measured_on_host
@@ -207,7 +217,9 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
     models_max = DEFAULT_MODELS_MAX if request.models_max is None else request.models_max
     rp = plan_router([m.name for m in local], lambda i, h: apply_caps(plan(facts_models[i], h, opts[i]), caps),
                      inputs.view, models_max, request.reserve_vram_mib * 1024 * 1024,
-                     models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None)
+                     models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None,
+                     plan_ctx=lambda i, h, c: apply_caps(plan(facts_models[i], h, replace(opts[i], ctx=c)), caps),
+                     co_resident_found=inputs.co_resident)
     preset_file = request.preset.path if request.preset is not None else PRESET_FILE
     launch = rp.launch(common["server"], preset_file)
     if request.writable is not None:  # what the format cannot write is one error before the unit's check

@@ -141,6 +141,10 @@ def _batches(launch: LaunchConfig, space: Space) -> list[int]:
 def _kv_types(launch: LaunchConfig, space: Space) -> list[str]:
     from tunehost.advise.memory import kv_type_fits
 
+    if launch.flag("-md") is not None or (launch.value("--spec-type") or "").startswith("draft-"):
+        # drafting (MTP or a draft model) keeps f16: llama-bench does not draft, so it cannot see q8_0 drive the
+        # acceptance down (docs/advise.md); `bench --serve --draft-ab` measures a drafting server instead
+        return ["f16"]
     return [t for t in KV_TYPES if t == "f16" or kv_type_fits(space.model, t)]
 
 
