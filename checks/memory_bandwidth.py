@@ -16,7 +16,7 @@ So only a measurement far below the range is judged (desktop/laptop DIMMs below 
 from __future__ import annotations
 
 from tunehost.check import Check, Fix
-from tunehost.facts.chassis import VM_FIRMWARE, machine_of
+from tunehost.facts.chassis import MachineFacts, machine_of
 from tunehost.facts.measure import MeasureFacts
 from tunehost.facts.memory_layout import DimmPeak, dimm_peak
 from tunehost.facts.ram import RamFacts
@@ -72,9 +72,10 @@ class MemoryBandwidthCheck(Check):
             yield self.info(f"measured {gbps:.1f} GB/s read bandwidth: {tg_note(gbps)}; no DIMM data to compare "
                             f"with: {why}", evidence, detail=WHY)
             return
-        yield self._judge(gbps, threads, peak, evidence, machine_of(facts).kind)
+        yield self._judge(gbps, threads, peak, evidence, machine_of(facts))
 
-    def _judge(self, gbps: float, threads: int | None, peak: DimmPeak, evidence: dict, kind: str | None = None):
+    def _judge(self, gbps: float, threads: int | None, peak: DimmPeak, evidence: dict,
+               machine: MachineFacts = MachineFacts()):
         share = gbps / peak.configured_gbps
         evidence["peak as configured"] = f"{peak.configured_gbps:.1f} GB/s ({peak.basis})"
         if peak.rated_gbps:
@@ -106,8 +107,8 @@ class MemoryBandwidthCheck(Check):
                   "the slots the manual names for dual channel, clear the firmware settings, then measure again.",
                   ("sudo dmidecode -t memory | grep -E 'Locator|Speed|Size'", "sudo systemctl reboot --firmware-setup",
                    MEASURE_AGAIN))
-        if kind is not None:  # no firmware setup or DIMM slot to reach from a guest or a container
-            fix = Fix(f"{VM_FIRMWARE if kind == 'virtual machine' else 'container: the host decides'} the memory "
+        if machine.kind is not None:  # no firmware setup or DIMM slot to reach from a guest or a container
+            fix = Fix(f"{machine.decides} the memory "
                       "this machine gets: measure again when the host is quiet, and ask its owner about the host's "
                       "memory population and other guests' load.", (MEASURE_AGAIN,))
         if fail_at is not None and share < fail_at:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunehost.check import Check, Fix
-from tunehost.facts.chassis import VM_FIRMWARE, machine_of
+from tunehost.facts.chassis import machine_of
 from tunehost.facts.memory_layout import Layout, layout, rating_of
 from tunehost.facts.ram import RamFacts
-from tunehost.facts.memory_parts import JEDEC_BASE, JEDEC_MAX, platform_memory_limit
+from tunehost.facts.memory_parts import JEDEC_BASE, JEDEC_MAX, is_standard_grade, platform_memory_limit
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight from RAM once per token, so tokens/s scale "
        "with RAM bandwidth (MT/s x channels x 8 bytes); MoE models with their experts in RAM (-ot exps=CPU, "
@@ -84,10 +84,10 @@ class RamSpeedCheck(Check):
         if ram.memory is None or not ram.modules:
             yield self.skip(ram.unavailable or "no installed memory modules found", ram.evidence)
             return
-        kind = machine_of(facts).kind
-        if kind is not None:  # the modules a guest or a container sees are the hypervisor's or the host's
-            yield self.skip(f"{VM_FIRMWARE if kind == 'virtual machine' else 'container: the host decides'} the "
-                            "memory speed and channels: judge them on the host itself", ram.evidence)
+        machine = machine_of(facts)
+        if machine.kind is not None:  # the modules a guest or a container sees are the hypervisor's or the host's
+            where = "the physical host" if len(machine.layers) > 1 else "the host itself"
+            yield self.skip(f"{machine.decides} the memory speed and channels: judge them on {where}", ram.evidence)
             return
         lay = layout(ram)
         evidence = dict(ram.evidence)
@@ -98,8 +98,7 @@ class RamSpeedCheck(Check):
     def _speed(self, ram: RamFacts, lay: Layout, evidence: dict):
         eff = lay.effective
         if eff is None:
-            return self.skip("the firmware does not report the configured memory speed (Configured Memory Speed: "
-                             "Unknown): cannot judge it", evidence)
+            return self._unconfigured(ram, lay, evidence)
         c = _Speed(ram, lay, eff, self._cap(ram, lay), self._quirk_notes(lay), evidence)
         if lay.rated is None or lay.unknown is not None:
             return self._unrated(c)
@@ -107,6 +106,78 @@ class RamSpeedCheck(Check):
             return self._at_rating(c)
         below = {"soldered": self._soldered_below, "server": self._server_speed, "mobile": self._mobile_below}
         return below.get(lay.platform, self._desktop_below)(c)
+
+    def _unconfigured(self, ram: RamFacts, lay: Layout, evidence: dict):
+        """No configured speed. Where nothing can run memory above its JEDEC rating or the CPU's maximum (no XMP:
+        notebooks, all-in-ones, mini PCs, soldered memory, RDIMMs at one per channel), the modules run at
+        min(rating, maximum): judge from those two and say what was not read; otherwise skip with what is missing."""
+        unread = "the firmware does not report the configured memory speed (Configured Memory Speed: Unknown)"
+        t = lay.mem_type
+        if lay.platform == "desktop":
+            return self.skip(f"{unread}: cannot judge it (a desktop may run its modules below their XMP/EXPO rating, "
+                             "which only the configured speed would show)", evidence)
+        cap = self._cap(ram, lay) or self._only_type_cap(ram, lay)
+        rated, top = self._ratings_within(lay, cap)
+        missing = []
+        if rated is None or lay.unknown is not None:
+            speeds = sorted({m.device.speed_mts for m in lay.modules if m.device.speed_mts})
+            missing.append("the modules' rating (" + (f"Speed {', '.join(map(str, speeds))} is not a {t} grade"
+                                                     if speeds else "no Speed field, part number not decoded") + ")")
+        if cap is None:
+            missing.append("the platform's maximum (" + (
+                "CPU not reported" if not ram.cpu_model else
+                f"{ram.cpu_model}: not in tunehost's table, or a chipset memory controller" if lay.cpu is None else
+                f"{lay.cpu.family} lists no {t} speed") + ")")
+        if missing:
+            return self.skip(f"{unread}, nor {' nor '.join(missing)}: cannot judge the speed", evidence)
+        assert rated is not None and cap is not None
+        dpc = lay.dimms_per_channel
+        if lay.platform == "server" and dpc and dpc >= 2:
+            return self.skip(f"{unread}; {dpc} RDIMMs per channel: the platform lowers the speed for that population "
+                             f"by its own table (at most {cap[0]} MT/s, modules rated {rated}): only the configured "
+                             "speed would tell", evidence)
+        ev = dict(evidence)
+        ev["judged from"] = (f"modules rated {rated}" + (f"-{top}" if top and top != rated else "")
+                             + f" MT/s; {cap[1]}; configured speed not reported")
+        if (top or rated) > cap[0] * 1.02:
+            return self.info(
+                f"{t} modules rated {top or rated} MT/s, but {cap[1]}: CPU-limited, not a setting (the configured "
+                f"speed is not reported; judged from the rating and the CPU's maximum)", ev,
+                fix=Fix(f"Nothing to change: this CPU does not run memory above {cap[0]} MT/s."), detail=WHY)
+        if top is not None and top > rated:
+            return self.info(
+                f"Mixed modules rated {rated} and {top} MT/s: the slowest sets the speed ({rated} MT/s, within the "
+                f"CPU's maximum {cap[0]}; the configured speed is not reported)", ev,
+                fix=Fix(f"Nothing is misconfigured. A matched pair at {min(top or rated, cap[0])} MT/s would be "
+                        "faster."), detail=WHY)
+        return self.ok(f"{t} modules rated {rated} MT/s, within what this platform runs ({cap[1]}): nothing is lost "
+                       "to a setting here (no XMP/EXPO on this platform; the configured speed is not reported, judged "
+                       "from the rating and the CPU's maximum)", ev)
+
+    @staticmethod
+    def _ratings_within(lay: Layout, cap: tuple[int, str] | None) -> tuple[int | None, int | None]:
+        """(slowest, fastest) rating. A low `Speed` read as a clock (DDR3 800 -> 1600: the AM3 firmware quirk) is
+        taken as the data rate again when the doubled value is above what the CPU runs and the raw value is a grade
+        it does run (an Atom D425's DDR3-800)."""
+        ratings = []
+        for m in lay.modules:
+            rating = rating_of(m, lay.platform)
+            raw = m.device.speed_mts
+            if rating and cap and raw and is_standard_grade(raw) and rating >= 2 * raw * 0.99 \
+                    and rating > cap[0] * 1.02 and raw <= cap[0] * 1.02:
+                rating = raw
+            if rating:
+                ratings.append(rating)
+        return (min(ratings), max(ratings)) if ratings else (lay.rated, lay.rated_max)
+
+    @staticmethod
+    def _only_type_cap(ram: RamFacts, lay: Layout) -> tuple[int, str] | None:
+        """The CPU's maximum when the firmware names no memory type ("Other") and the CPU supports only one."""
+        cpu = lay.cpu
+        if cpu is None or lay.gen is not None or len({t for t, _ in cpu.speeds}) != 1:
+            return None
+        limit = cpu.max_for(None)
+        return (limit[0], f"the CPU ({ram.cpu_model}) supports at most {limit[1]}") if limit else None
 
     def _unrated(self, c: "_Speed"):
         """The modules' rating is not known: judge from the controller's cap and JEDEC, else skip with the reason."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
+from tunehost.bounds import whole_text
 from tunehost.check import Check, Finding, Fix
-from tunehost.facts.chassis import VM_FIRMWARE, machine_of
+from tunehost.facts.chassis import VM_FIRMWARE, MachineFacts, machine_of
 from tunehost.facts.gpu import GpuFacts, GpuInfo
 from tunehost.facts.thermal import TempReading, ThermalFacts, throttle_evidence
 
@@ -61,6 +62,23 @@ def cpu_reading(cpu: tuple[TempReading, ...]) -> TempReading | None:
     return max(valued, key=lambda r: r.value_c or 0) if valued else None
 
 
+RECHECK_PSTATE = "nvidia-smi --query-gpu=pstate,utilization.gpu,clocks.mem --format=csv -l 1"
+LOW_PSTATE = 3          # P3 and above while in use: a low performance state (llama.cpp#17880: RTX 3060 in P3)
+IN_USE_PCT = 5
+
+
+def low_pstate_in_use(g: GpuInfo) -> str | None:
+    """"<gpu> is in use (39 %) but in P3 ..." when an NVIDIA GPU doing work sits in P3 or a lower-power state."""
+    level = whole_text(g.pstate[1:], 0, 15) if g.vendor == "nvidia" and g.pstate and g.pstate[:1] == "P" else None
+    util = g.utilization_pct
+    if level is None or level < LOW_PSTATE or util is None or util < IN_USE_PCT or g.idle:
+        return None
+    power = f", {g.power_draw_w:g} W of {g.power_limit_w:g} W" if g.power_draw_w and g.power_limit_w else ""
+    return (f"{g.label} is in use ({util} %{power}) but in {g.pstate}: a low performance state whose memory clock "
+            "is below P0/P2's; partial offload (the GPU idles between CPU-held layers) keeps cards there "
+            "(llama.cpp#17880) — one moment only: `tunehost bench` watches the state for a whole run")
+
+
 class ThermalsCheck(Check):
     id = "thermals"
     title = "Thermals"
@@ -68,7 +86,7 @@ class ThermalsCheck(Check):
 
     def run(self, facts) -> Iterable[Finding]:
         thermal = facts.get(ThermalFacts)
-        yield from self._cpu(thermal, machine_of(facts).kind)
+        yield from self._cpu(thermal, machine_of(facts))
         counts = throttle_evidence(thermal.throttle)
         if counts:
             cpus = sorted({int(k.split("/cpu")[-1].split("/")[0]) for k in counts})
@@ -83,7 +101,7 @@ class ThermalsCheck(Check):
         for g in gpus.gpus:
             yield from self._gpu(g)
 
-    def _cpu(self, thermal: ThermalFacts, machine: str | None) -> Iterable[Finding]:
+    def _cpu(self, thermal: ThermalFacts, machine: MachineFacts) -> Iterable[Finding]:
         main = cpu_reading(thermal.cpu)
         if main is None or main.value_c is None:
             bogus = ""
@@ -91,7 +109,12 @@ class ThermalsCheck(Check):
                 b = thermal.bogus[0]
                 bogus = (f"; the ACPI zone {b.chip} {b.label} ({_c(b.value_c)}, crit {_c(b.crit_c)}) is a bogus "
                          "firmware zone, not the CPU")
-            kind = machine
+            kind = machine.kind
+            if len(machine.layers) > 1:  # a container in a VM: neither the container nor the guest has a sensor
+                yield self.skip(f"no CPU temperature in this {machine.label}{bogus}: the sensors are the physical "
+                                "host's, under the hypervisor (load k10temp or coretemp on that host: neither this "
+                                "container nor the virtual machine around it sees a CPU sensor)", _ev(thermal.bogus))
+                return
             if kind == "virtual machine":
                 yield self.skip(f"no CPU temperature: {VM_FIRMWARE} (a guest sees no CPU sensor; the host's cooling "
                                 f"and firmware set the clocks){bogus}", _ev(thermal.bogus))
@@ -185,6 +208,13 @@ class ThermalsCheck(Check):
         if "sw_power_cap" in reasons and idle is False:
             yield self.info(f"{g.label} is at its power limit ({g.power_draw_w} W of {g.power_limit_w} W) under load;"
                             f" {_c(temp)}", ev)
+            return
+        low = low_pstate_in_use(g)
+        if low:
+            yield self.info(low, ev, fix=Fix("Watch the state during a real request; if it stays at P3 or below, "
+                                             "offload more layers (a GPU that idles between CPU-held layers is not "
+                                             "boosted), and keep persistence mode on:", (RECHECK_PSTATE,
+                                                                                       "sudo nvidia-smi -pm 1")))
             return
         if temp is None:
             why = (f"the driver reports {raw_temp:g} °C, a placeholder (vGPU guest, "

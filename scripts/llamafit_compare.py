@@ -1,7 +1,15 @@
 #!/usr/bin/env python3
-"""llamafit's KV cache + recurrent state beside tunehost's and llama.cpp's own figures.
+"""llamafit's KV cache + recurrent state beside tunehost's and llama.cpp's own figures; with --tg, llamafit 0.1.1's
+token-generation estimate beside tunehost's band on the published runs of tests/advise/data/published_tg.csv.
 
-    python3 -m venv /tmp/lf && /tmp/lf/bin/pip install -e . llamafit && /tmp/lf/bin/python scripts/llamafit_compare.py
+    python3 -m venv /tmp/lf && /tmp/lf/bin/pip install -e . llamafit==0.1.1 && /tmp/lf/bin/python scripts/llamafit_compare.py
+    /tmp/lf/bin/python scripts/llamafit_compare.py --tg
+
+--tg applies llamafit's generation formula (llamafit.speed.estimate.formula_estimate, section 10.1) with its own
+constants (llamafit.constants.speed: EFF_VRAM, EFF_RAM_SEQUENTIAL, EFF_RAM_SCATTERED, FIXED_OVERHEAD_S) to each row's
+bytes and bandwidths: VRAM and unified memory at EFF_VRAM, a CPU's dense bytes at EFF_RAM_SEQUENTIAL, routed experts
+in RAM at EFF_RAM_SCATTERED (a CPU-only MoE row's bytes all count as experts: the rows do not split them), no KV term
+(the rows do not give the context). llamafit knows no power cap and no Ollama: it gives one number for those rows too.
 
 For the models of tests/advise/data/llama_memory_table.json that llamafit's catalog also has, prints llama.cpp's
 figure (captured by scripts/llama_memory_check.py), tunehost's and llamafit's (`llamafit.budget.kv.kv_cache_bytes` +
@@ -27,7 +35,42 @@ PAIRS = {"llama-3.1-8b": "llama-3.1-8b-instruct", "gemma-3-27b": "gemma-3-27b-it
 LLAMAFIT_KV_TYPES = ("f16", "q8_0", "q4_0")
 
 
+def tg_main() -> int:
+    import statistics
+
+    from llamafit.constants.speed import EFF_RAM_SCATTERED, EFF_RAM_SEQUENTIAL, EFF_VRAM, FIXED_OVERHEAD_S
+
+    from tunehost.advise.calibration import by_class, judge, leave_one_source_out, load
+
+    rows = [m for m in load(ROOT / "tests" / "advise" / "data" / "published_tg.csv") if m.fits]
+    ours = {v.m.id: v for v in leave_one_source_out(rows)}
+    print(f"{'id':4} {'class':12} {'measured':>8} {'llamafit':>8} {'ratio':>6}   tunehost band (out of sample)")
+    per: dict[str, list[tuple[float, bool, bool]]] = {}
+    for m in rows:
+        t = FIXED_OVERHEAD_S
+        if m.kind == "cpu":
+            t += m.bytes_gb * 1e9 / (m.gbps * 1e9 * (EFF_RAM_SCATTERED if m.moe else EFF_RAM_SEQUENTIAL))
+        else:
+            t += m.bytes_gb * 1e9 / (m.gbps * 1e9 * EFF_VRAM)
+            if m.cpu_bytes_gb:
+                t += m.cpu_bytes_gb * 1e9 / (m.cpu_gbps * 1e9 * (EFF_RAM_SCATTERED if m.moe else EFF_RAM_SEQUENTIAL))
+        lf = 1.0 / t
+        v = ours[m.id]
+        near = 0.8 <= m.tps / lf <= 1.25
+        per.setdefault(m.report_class(), []).append((lf / m.tps, near, v.inside))
+        print(f"{m.id:4} {m.report_class():12} {m.tps:8.1f} {lf:8.1f} {lf / m.tps:6.2f}   "
+              f"{v.low:7.1f} - {v.high:7.1f} {'in' if v.inside else 'OUT'}")
+    print(f"\n{'class':13} {'n':>3}  llamafit/measured median [min, max]  llamafit within 0.8-1.25x  tunehost inside")
+    for k in sorted(per):
+        r = [x[0] for x in per[k]]
+        print(f"{k:13} {len(r):>3}  {statistics.median(r):5.2f} [{min(r):.2f}, {max(r):.2f}]"
+              f"{sum(x[1] for x in per[k]):>20}/{len(r):<3} {sum(x[2] for x in per[k]):>13}/{len(r)}")
+    return 0
+
+
 def main() -> int:
+    if "--tg" in sys.argv[1:]:
+        return tg_main()
     import llamafit
     from llamafit.budget.kv import kv_cache_bytes
     from llamafit.models.gguf import GgufFacts

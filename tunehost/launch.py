@@ -132,5 +132,49 @@ class LaunchConfig:
         )
 
 
+# llama-server's speculative-decoding options, every spelling (common/arg.cpp: the set_spec() options, the
+# draft model's placement/threads/KV, the n-gram lookup caches, --spec-default): what `bench --draft-ab` strips
+# from a command line for its baseline. Switches take no value; every other one takes one.
+SPEC_SWITCHES = frozenset({
+    "--spec-default", "--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft", "--spec-draft-backend-sampling",
+    "--no-spec-draft-backend-sampling", "--fim-qwen-7b-spec", "--fim-qwen-14b-spec",
+})
+SPEC_VALUE_OPTIONS = frozenset({
+    "-md", "--model-draft", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "-ctkd", "--cache-type-k-draft",
+    "-ctvd", "--cache-type-v-draft", "-td", "--threads-draft", "-tbd", "--threads-batch-draft", "-Cd",
+    "--cpu-mask-draft", "-Crd", "--cpu-range-draft", "--cpu-strict-draft", "--prio-draft", "--poll-draft", "-Cbd",
+    "--cpu-mask-batch-draft", "-Crbd", "--cpu-range-batch-draft", "--cpu-strict-batch-draft", "--prio-batch-draft",
+    "--poll-batch-draft", "-otd", "--override-tensor-draft", "-ncmoed", "--n-cpu-moe-draft", "--draft-p-split",
+    "--draft-p-min", "-devd", "--device-draft", "-hfd", "-hfrd", "--hf-repo-draft", "-cd", "--ctx-size-draft",
+    "-lcs", "--lookup-cache-static", "-lcd", "--lookup-cache-dynamic", "--draft", "--draft-n", "--draft-max",
+    "--draft-min", "--draft-n-min",
+})
+
+
+def is_spec_option(name: str) -> bool:
+    """Whether `name` (as written, before any `=`) is a speculative-decoding option of llama-server."""
+    return name.startswith("--spec-") or name in SPEC_SWITCHES or name in SPEC_VALUE_OPTIONS
+
+
+def without_speculation(argv: Iterable[str]) -> tuple[list[str], list[str]]:
+    """A llama-server command line without its speculative-decoding options: (the rest, what was removed)."""
+    words = list(argv)
+    kept: list[str] = []
+    removed: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, _ = word.partition("=")
+        if i == 0 or not is_spec_option(name):
+            kept.append(word)
+        elif name in SPEC_SWITCHES or eq:
+            removed.append(word)
+        else:  # an option with its value in the next word
+            removed.extend(words[i:i + 2])
+            i += 1
+        i += 1
+    return kept, removed
+
+
 def flags_from(pairs: Iterable[tuple[str, str | None]], reason: str = "") -> tuple[Flag, ...]:
     return tuple(Flag(name, value, reason) for name, value in pairs)

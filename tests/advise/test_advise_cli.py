@@ -221,7 +221,7 @@ def test_ctx_beyond_training_warns(cli, tiny) -> None:
     (["--parallel", "0"], "--parallel must be at least 1"),
     (["--cpus", "0-999"], "does not exist"),
     (["--cpus", "a-b"], "invalid CPU list"),
-    (["--spec", "eagle"], "--spec must be mtp or draft"),
+    (["--spec", "eagle"], "--spec must be mtp, draft or ngram"),
     (["--format", "yaml"], "--format must be one of"),
 ])
 def test_bad_arguments_are_one_line_errors(cli, tiny, args, message) -> None:

@@ -1,4 +1,4 @@
-"""The TG band against 50 published llama.cpp measurements (tests/advise/data/published_tg.csv), each read off a source
+"""The TG band against 75 published llama.cpp and Ollama measurements (tests/advise/data/published_tg.csv), each read off a source
 anyone can open (checked 2026-11-25; rows no source could be found for are in data/unverified_tg.csv, which nothing reads)."""
 
 import pytest
@@ -41,11 +41,18 @@ def test_small_active_moe_on_a_fast_gpu_is_bound_by_per_token_overheads_not_band
     assert "overheads" in band.bound
 
 
-def test_a_power_capped_gpu_lowers_the_slow_end_and_says_so():
+def test_a_power_capped_gpu_lowers_the_band_and_names_the_cap_and_the_speed_at_the_default_limit():
+    from tunehost.facts.power_cap import tg_share_at_cap
+
     free = tg_band([(int(4.62e9), 936.0)], 32, "gpu")
     capped = tg_band([(int(4.62e9), 936.0)], 32, "gpu", power_ratio=200 / 350)
     assert free is not None and capped is not None
-    assert capped.low < free.low and capped.high == free.high and "power limit" in capped.notes[0]
+    share = tg_share_at_cap(200 / 350)
+    assert abs(capped.low - free.low * share.low) < 1e-6 and abs(capped.high - free.high * share.high) < 1e-6
+    assert "power limit (57% of its default)" in capped.notes[0] and "power cap" in capped.bound
+    assert f"at the default limit expect {free.low:.0f}-{free.high:.0f} t/s" in capped.notes[0]
+    near = tg_band([(int(4.62e9), 936.0)], 32, "gpu", power_ratio=0.95)
+    assert near is not None and (near.low, near.high) == (free.low, free.high) and not near.notes
 
 
 def test_the_dimm_efficiency_is_the_median_of_the_published_cpu_runs():
@@ -60,22 +67,34 @@ def test_out_of_sample_the_band_still_holds_three_quarters_of_the_measurements()
     from tunehost.advise.calibration import leave_one_source_out
 
     cv = summary(leave_one_source_out(load(DATA)))  # each row judged by a band fitted without its own source
-    # verified data (2026-11-25): 37 of 50 (74 %), median width 1.68x; the 30 rows added then come from two sources
-    # (XiongjieDai/GPU-Benchmarks-on-LLM-Inference, 2024 builds), so leaving one out removes a large share of a class
+    # grown data (2026-11-26): 65 of 86 (76 %), median width 1.77x; per class in the next test
     assert cv["inside_share"] >= 0.74 and cv["median_width"] <= 2.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BAND_MODELS were fitted on the pre-verification rows. On the verified rows (2026-11-25) the grid optimum "
-    "(calibration.fit) puts gpu 26/26 and unified 16/16 inside (BAND_MODELS: 22/26, 14/16), 98 % in all, but "
-    "widens the median band to 2.11x, past the 2.0x target; BAND_MODELS are left as they are until that trade-off "
-    "is decided. strict: refitting makes this pass, and the marker must then go."))
-def test_band_models_are_as_good_as_the_best_grid_point_of_each_class():
-    from tunehost.advise.calibration import fit
-    from tunehost.advise.ceiling import BAND_MODELS, band_class
+def test_out_of_sample_per_class_as_measured_2026_11_26():
+    from tunehost.advise.calibration import by_class, leave_one_source_out
+
+    cv = by_class(leave_one_source_out(load(DATA)))
+    inside = {k: (s["inside"], s["n"]) for k, s in cv.items()}
+    # issue 33's targets (>= 85 % per class, median width <= 1.7x) are not all met: see docs/advise.md
+    # 2026-11-26: cpu 7/10, gpu 22/31, ollama 8/10, power-capped 5/6, split 4/6, unified 19/22
+    assert inside["power-capped"][0] >= 5 and inside["split"][0] >= 4 and inside["unified"][0] >= 19
+    assert inside["gpu"][0] >= 22 and inside["cpu"][0] >= 7 and inside["ollama"][0] >= 8
+    assert all(s["median_width"] <= 1.85 for k, s in cv.items() if k not in ("ollama", "power-capped"))
+    assert cv["power-capped"]["median_width"] <= 2.1  # below 0.7 of the default the cap share is wide (facts.power_cap)
+    assert cv["ollama"]["median_width"] <= 3.8
+
+
+def test_band_models_are_the_fit_of_each_class_with_rows():
+    from tunehost.advise.calibration import fit, fit_ollama_share
+    from tunehost.advise.ceiling import BAND_MODELS, OLLAMA_SHARE, BandModel
 
     rows = load(DATA)
     for key in BAND_MODELS:
-        mine = [m for m in rows if band_class(m.path(), m.moe) == key]
-        best = sum(v.inside for v in judge(mine, {key: fit(mine, key)}))
-        assert sum(v.inside for v in judge(mine)) >= best, key
+        mine = [m for m in rows if m.band_class() == key]
+        # unified-vega's rows all ran under Ollama (they calibrate its share): set from issue 33's ~0.45 of peak
+        if any(m.runtime != "ollama" for m in mine):
+            assert BAND_MODELS[key] == fit(mine, key), key
+        else:
+            assert BAND_MODELS[key] == fit(mine, key) == BandModel(0.38, 0.55, 30.0, 250.0), key
+    assert fit_ollama_share(rows) == OLLAMA_SHARE

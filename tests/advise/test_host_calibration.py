@@ -38,7 +38,7 @@ def test_two_model_shapes_determine_both_constants():
     assert band.high / band.low == pytest.approx(1.05 / 0.95, rel=1e-6)
     assert band.source == "from 3 runs of 2 models on this host, last 2026-11-13"
     assert "from 3 runs of 2 models on this host" in band.text() and "published" not in band.text()
-    assert undetermined(fit_host(points))[0].startswith("GPU/split dense: no run on this host")
+    assert undetermined(fit_host(points))[0].startswith("GPU dense: no run on this host")
 
 
 def test_one_model_shape_leaves_the_per_layer_cost_undetermined():
@@ -72,7 +72,7 @@ def test_a_cache_resident_model_is_left_out_with_the_reason():
 def test_classes_are_fitted_apart_and_a_mixed_basis_is_not_merged():
     points = [point(1, path="moe", moe=True), point(2), point(3, basis="dimm"), point(4, basis="dimm")]
     calibration = fit_host(points)
-    assert calibration.get("gpu-moe").runs == 1  # its own class: never mixed with the dense CPU runs
+    assert calibration.get("split").runs == 1  # its own class: never mixed with the dense CPU runs
     cpu = calibration.get("cpu")
     assert cpu.basis == "dimm" and cpu.runs == 2 and "bandwidth basis measured" in cpu.left_out[0][1]
     assert calibration.get("gpu") is None
@@ -98,7 +98,7 @@ def test_a_point_from_a_recorded_ceiling():
                "parts": [{"memory": "VRAM", "bytes_per_token": 2_000_000_000, "gbps": 360.0},
                          {"memory": "RAM", "bytes_per_token": 1_000_000_000, "gbps": 31.0}]}
     p = HostPoint.from_run(RunRef(4, "2026-11-20", "tune", "q", "h"), 20.0, ceiling)
-    assert p is not None and p.cls == "gpu-moe" and p.basis == "measured"
+    assert p is not None and p.cls == "split" and p.basis == "measured"
     assert p.read_s() == pytest.approx(2 / 360 + 1 / 31)
     with_dimms = HostPoint.from_run(RunRef(4, "x", "tune", "q", "h"), 20.0, {**ceiling, "ram_dimm_gbps": 51.2})
     assert with_dimms.basis == "dimm" and with_dimms.ram_gbps == 51.2
@@ -109,7 +109,7 @@ def test_no_fit_when_the_runs_are_faster_than_the_overhead_alone():
     p = HostPoint(1, "2026-11-20", "bench", "m", "h", "cpu", False, 32, 1000, 0, 20.0, None, "measured", 40000.0)
     fit = fit_host([p]).get("cpu")
     assert fit is not None and fit.eff is None and host_band(fit, 1e-6, 32, "x") is None
-    assert any(line.startswith("CPU: nothing fitted") for line in undetermined(fit_host([p])))
+    assert any(line.startswith("CPU dense: nothing fitted") for line in undetermined(fit_host([p])))
 
 
 def test_published_constants_are_untouched_by_a_host_fit():

@@ -191,11 +191,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--crash-after", type=int, help="completions answered before a SIGSEGV")
     parser.add_argument("--host")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--spec-type", help="drafts (the \"draft\" mode's timings) and reports rates 1.5x higher")
     args = parser.parse_args(argv)
     if args.pid_file:
         with open(args.pid_file, "w") as fh:
             fh.write(str(os.getpid()))
-    with FakeLlamaServer(args.mode, port=args.port, token_delay_s=0.002) as fake:
+    mode, speed = ("draft", 1.5) if args.spec_type else (args.mode, 1.0)
+    with FakeLlamaServer(mode, port=args.port, token_delay_s=0.002, speed=speed) as fake:
         fake.crash_after = args.crash_after
         fake.thread.join()
 

@@ -455,3 +455,67 @@ def test_snapshot_writer_records_the_udev_file_a_no_root_run_read(tmp_path):
     (snap / "manifest.json").write_text('{"format": 1}')
     assert (snap / "fs" / "run/udev/data/+dmi:id").read_text() == udev_from_dmidecode(text)
     assert verdicts(RamFacts.gather(open_host(snap))) == live
+
+
+# --- no configured speed (issue 34): judged from the modules' rating and the platform's maximum -------------------
+# real linuxhw/DMI dumps from tests/data/linuxhw_dmi_mobile (README there), with the CPU the dump names
+MOBILE = DATA / "linuxhw_dmi_mobile"
+
+
+def _mobile(make_snapshot, prefix: str, chassis: int, cpu: str | None):
+    [path] = [p for p in MOBILE.iterdir() if p.name.startswith(prefix)]
+    return judge(make_snapshot, text=path.read_text(), chassis=chassis, cpu=cpu)
+
+
+def test_no_configured_speed_rating_at_the_cpu_maximum_is_ok(make_snapshot):
+    # MacBook Pro 9,1: 2x DDR3-1600 SODIMM, Configured Clock Speed absent, Ivy Bridge i7-3615QM (DDR3-1600)
+    f = _mobile(make_snapshot, "Notebook__Apple__MacBookPro9", 10, "Intel(R) Core(TM) i7-3615QM CPU @ 2.30GHz")
+    assert f[0].severity == OK
+    assert "rated 1600" in f[0].summary and "DDR3-1600" in f[0].summary
+    assert "configured speed is not reported" in f[0].summary   # says what was not read
+    assert "configured speed not reported" in f[0].evidence["judged from"]
+
+
+def test_no_configured_speed_rating_above_the_cpu_maximum_is_cpu_limited_info(make_snapshot):
+    # MacBook Pro 8,1: DDR3-1600 modules, Sandy Bridge i5-2435M runs DDR3 at most at 1333
+    f = _mobile(make_snapshot, "Notebook__Apple__MacBookPro8", 10, "Intel(R) Core(TM) i5-2435M CPU @ 2.40GHz")
+    assert f[0].severity == INFO and "CPU-limited" in f[0].summary and "1600" in f[0].summary
+    assert "DDR3-1333" in f[0].summary and f[0].fix is not None
+
+
+def test_no_configured_speed_without_a_cpu_says_what_was_not_read(make_snapshot):
+    f = _mobile(make_snapshot, "Notebook__Apple__MacBookPro9", 10, None)
+    assert f[0].severity == SKIP
+    assert "configured memory speed" in f[0].summary and "platform's maximum (CPU not reported)" in f[0].summary
+
+
+def test_no_configured_speed_on_a_desktop_stays_skip(make_snapshot):
+    # the same SODIMMs judged as a desktop tower with DIMMs would be: XMP may be off, only the configured speed tells
+    text = (next(MOBILE.glob("Notebook__Apple__MacBookPro9*"))).read_text().replace("SODIMM", "DIMM")
+    f = judge(make_snapshot, text=text, chassis=3, cpu="Intel(R) Core(TM) i7-3770K CPU @ 3.50GHz")
+    assert f[0].severity == SKIP and "XMP/EXPO" in f[0].summary
+
+
+def test_no_configured_speed_two_rdimms_per_channel_is_skip(make_snapshot):
+    # Intel S5520UR: 12 RDIMMs on 6 channels of two Xeon E5645: the board lowers the speed by its own table
+    f = _mobile(make_snapshot, "Server__Intel__S5520", 17, "Intel(R) Xeon(R) CPU           E5645  @ 2.40GHz")
+    assert f[0].severity == SKIP and "2 RDIMMs per channel" in f[0].summary
+
+
+def test_no_configured_speed_one_rdimm_per_channel_type_other_uses_the_cpus_only_type(make_snapshot):
+    # Supermicro X8DTL: "Type: Other" RDIMMs, one per channel; Westmere-EP runs DDR3 only (1333)
+    f = _mobile(make_snapshot, "Server__Supermicro__X8__X8DTL", 17, "Intel(R) Xeon(R) CPU           E5645  @ 2.40GHz")
+    assert f[0].severity == OK and "DDR3-1333" in f[0].summary
+
+
+def test_no_configured_speed_garbage_speed_field_is_skip_with_the_reason(make_snapshot):
+    text = (next(MOBILE.glob("Notebook__Apple__MacBookPro9*"))).read_text().replace("Speed: 1600 MT/s", "Speed: 7 MT/s")
+    f = judge(make_snapshot, text=text, chassis=10, cpu="Intel(R) Core(TM) i7-3615QM CPU @ 2.30GHz")
+    assert f[0].severity == SKIP and "the modules' rating" in f[0].summary
+
+
+def test_no_configured_speed_a_ddr3_800_speed_is_not_doubled_past_the_cpus_maximum(make_snapshot):
+    # Intel D425KT: one DDR3 module "Speed: 800 MT/s" with an Atom D425 (DDR3-800, one channel). The AM3 quirk reads
+    # a DDR3 Speed below 1066 as a clock (1600); the CPU's maximum says the 800 is the data rate
+    f = _mobile(make_snapshot, "Mini_Pc__Intel__D425KT", 35, "Intel(R) Atom(TM) CPU D425   @ 1.80GHz")
+    assert f[0].severity == OK and "rated 800" in f[0].summary and "DDR3-800" in f[0].summary

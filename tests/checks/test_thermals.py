@@ -109,3 +109,22 @@ def test_junction_at_its_crit_is_throttling(make_snapshot):
     # built: the same card with the junction at 108 °C (2 °C under its 110 °C crit)
     found = [f for f in run(ThermalsCheck(), r9700(make_snapshot, 108000)) if "0x7551" in f.summary]
     assert [f.severity for f in found] == [S.FAIL] and "junction 108.0 °C at its limit 110.0 °C" in found[0].summary
+
+
+def test_nvidia_gpu_in_use_but_in_p3_is_info(make_snapshot):
+    # ggml-org/llama.cpp#17880, `nvidia-smi -l 1` during partial offload: RTX 3060, 60 C, P3, 33 W / 170 W, 39 %;
+    # written as the nvml sample doctor reads (samples/nvml.json)
+    row = {"index": 0, "name": "NVIDIA GeForce RTX 3060", "pci_bus_id": "00000000:01:00.0", "temperature_c": 60,
+           "temperature_slowdown_c": 98, "pstate": "P3", "utilization_pct": 39, "power_draw_w": 33.0,
+           "power_limit_w": 170.0, "power_default_limit_w": 170.0, "clocks_event_reasons_active": [],
+           "memory_total_mib": 12288, "memory_used_mib": 11888}
+    snap = make_snapshot(samples={"nvml": {"error": None, "gpus": [row]}})
+    [f] = [x for x in run(ThermalsCheck(), snap) if "RTX 3060" in x.summary]
+    assert f.severity is S.INFO and "in use (39 %, 33 W of 170 W) but in P3" in f.summary
+    assert "tunehost bench" in f.summary and "nvidia-smi -pm 1" in " ".join(f.fix.commands)
+    idle = make_snapshot(samples={"nvml": {"error": None, "gpus": [{**row, "pstate": "P8", "utilization_pct": 2}]}})
+    [f] = [x for x in run(ThermalsCheck(), idle) if "RTX 3060" in x.summary]
+    assert f.severity is S.OK
+    busy = make_snapshot(samples={"nvml": {"error": None, "gpus": [{**row, "pstate": "P2", "utilization_pct": 97}]}})
+    [f] = [x for x in run(ThermalsCheck(), busy) if "RTX 3060" in x.summary]
+    assert f.severity is S.OK and "P2" in f.summary

@@ -190,3 +190,22 @@ def test_snapshot_nvml_json_replays_through_host_sample():
     host = open_host(DATA / "snapshots/desktop-9950x3d-rtx5090")
     facts = HostFacts(host).get(GpuFacts)
     assert facts.nvidia_source == "NVML" and facts.driver_version == "570.133.07"
+
+
+def test_bar1_total_and_the_watchs_pstate_are_read(with_pynvml):
+    # issue 34: resizable-bar reads BAR1 total from the sampler; bench's GPU watch reads the performance state
+    from tunehost.host.nvml import NvmlSession
+
+    mod = with_pynvml(fake_pynvml(nvmlDeviceGetBAR1MemoryInfo=lambda h: SimpleNamespace(bar1Total=256 * MIB,
+                                                                                      bar1Used=5 * MIB),
+                                  nvmlDeviceGetPerformanceState=lambda h: 3))
+    [g] = sample_nvml(None)["gpus"]
+    assert g["bar1_total_mib"] == 256 and g["pstate"] == "P3"
+    session = NvmlSession.open()
+    [row] = session.read()
+    session.close()
+    assert row["pstate"] == "P3" and mod.calls["shutdown"] >= 1
+    mod.nvmlDeviceGetPerformanceState = lambda h: 32          # NVML_PSTATE_UNKNOWN
+    del mod.nvmlDeviceGetBAR1MemoryInfo                        # an old library
+    [g] = sample_nvml(None)["gpus"]
+    assert g["bar1_total_mib"] is None and g["pstate"] is None

@@ -55,10 +55,12 @@ def test_firmware_rounding_2999_is_3000():
     assert sev == ["ok"] and "3000" in speed
 
 
-def test_garbage_configured_speed_is_skip():
-    # "Configured Memory Speed: 29561 MT/s" on one DIMM, Unknown on the other
+def test_garbage_configured_speed_is_not_used():
+    # "Configured Memory Speed: 29561 MT/s" on one DIMM, Unknown on the other: no configured speed. The E1-1200 nettop
+    # has SODIMMs and no XMP, so the ratings (1066 and 1333) and the CPU's DDR3-1333 settle it (issue 34)
     sev, [speed] = judge("quirks/Desktop__Hewlett-Packard__CQ2900__CQ2900EF__DBE77F8AC224.txt")
-    assert sev == ["skip"] and "29561" not in speed
+    assert sev == ["info"] and "29561" not in speed
+    assert "1066 and 1333" in speed and "configured speed is not reported" in speed
 
 
 def test_soldered_lpddr4_row_of_chips_is_info_not_xmp():

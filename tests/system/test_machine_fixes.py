@@ -72,3 +72,29 @@ def test_ollama_in_a_container_is_stopped_by_pid_not_by_systemctl(make_snapshot)
     snap = make_snapshot(fs={"/.dockerenv": ""}, samples={"processes": processes})
     fixes = [f.fix.commands for f in findings(snap, "cpu-hogs") if f.fix]
     assert fixes and all("systemctl" not in " ".join(c) for c in fixes) and ("kill 7",) in fixes
+
+
+def test_container_in_a_kvm_guest_names_both_layers(make_snapshot):
+    # a Docker container (/.dockerenv) on a KVM guest: the guest's /proc/cpuinfo (hypervisor flag) shows through
+    guest = (CPUINFO / "epyc-kvm-guest-avx2.txt").read_text()
+    assert " hypervisor" in guest
+    snap = make_snapshot(fs={"/.dockerenv": "", "/proc/cpuinfo": guest})
+    machine = MachineFacts.gather(open_host(snap))
+    assert machine.kind == "container" and machine.layers == ("virtual machine", "container")
+    assert machine.label == "container in a virtual machine"
+    by_check = {f.check: f for f in findings(snap, "ram-speed", "thermals")}
+    for check in ("ram-speed", "thermals"):
+        summary = by_check[check].summary
+        assert "container in a virtual machine" in summary and "physical host" in summary, summary
+        assert "modprobe" not in text(by_check[check]) and "apt install" not in text(by_check[check])
+    # the old wording sent the user to load k10temp "there": in the VM, which has no sensor either
+    assert "neither this container nor the virtual machine" in by_check["thermals"].summary
+
+
+def test_a_plain_kvm_guest_and_a_plain_container_keep_one_layer(make_snapshot):
+    guest = (CPUINFO / "epyc-kvm-guest-avx2.txt").read_text()
+    vm = MachineFacts.gather(open_host(make_snapshot(fs={"/proc/cpuinfo": guest})))
+    assert (vm.kind, vm.layers, vm.label) == ("virtual machine", ("virtual machine",), "virtual machine")
+    box = MachineFacts.gather(open_host(make_snapshot(fs={"/run/.containerenv": ""})))
+    assert (box.kind, box.layers, box.label) == ("container", ("container",), "container")
+    assert box.decides == "container: the host decides" and vm.decides == VM_FIRMWARE

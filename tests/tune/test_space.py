@@ -205,3 +205,16 @@ def test_the_nice_floor_of_this_process_from_its_own_proc_files():
     cap_eff = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("CapEff:"))
     if cap_eff >> CAP_SYS_NICE & 1:
         assert floor == -20
+
+
+def test_kv_cache_is_not_raced_on_a_plan_that_drafts(tmp_path):
+    """A drafting plan keeps f16 KV (q8_0 drove MTP acceptance near zero): llama-bench does not draft, so tune
+    cannot see that cost and does not offer q8_0 there (issue 33); n-gram drafting keeps the race."""
+    path = str(write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2))
+    facts = read_model(path)
+    for spec, raced in (("mtp", False), ("ngram", True)):
+        made = plan(facts, HOST, AdviseOptions(model_path=path, ctx=512, spec=spec))
+        plan_c = Candidate("advise's plan", made.launch(), bench_flags(made.launch(), SUPPORTED).flags)
+        stages = {k.name: k for k in knobs(facts, HOST, made.path, SUPPORTED, "tg", 512)}
+        labels = [c.label for c in stages["kv cache"].variants(plan_c)]
+        assert bool(labels) == raced, (spec, labels)

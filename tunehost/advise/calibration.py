@@ -4,11 +4,13 @@ and how wide the band is. Used by tests/advise/test_calibration.py and scripts/c
 from __future__ import annotations
 
 import csv
+import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tunehost.advise.ceiling import BAND_MODELS, BandModel, band_class, tg_band
+from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class,
+                                     tg_band)
 
 GB = 1e9
 
@@ -28,18 +30,48 @@ class Measurement:
     cpu_gbps: float
     tps: float
     source: str
+    runtime: str = "llama.cpp"
+    power_ratio: float | None = None
+    cores: int | None = None
+    ccds: int | None = None
+    isa: str | None = None
+    igpu: str | None = None
+    fits: bool = True
 
     def path(self) -> str:
         return {"gpu": "gpu", "split": "moe", "cpu": "cpu"}.get(self.kind, "unified")
+
+    def context(self) -> BandContext:
+        cpu = None
+        if self.kind in ("cpu", "split") and (self.cores or self.isa):
+            vendor = "amd" if any(w in self.hardware for w in ("AMD", "Ryzen", "EPYC", "Threadripper")) else \
+                "intel" if any(w in self.hardware for w in ("Intel", "Xeon", "Core")) else "other"
+            cpu = CpuView(self.cores, self.ccds, self.isa, vendor)
+        return BandContext(cpu=cpu, quant=self.quant, runtime=self.runtime, igpu=self.igpu,
+                           power_ratio=self.power_ratio)
+
+    def band_class(self) -> str:
+        return band_class(self.path(), self.moe, self.igpu)
+
+    def report_class(self) -> str:
+        """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own."""
+        if self.runtime == "ollama":
+            return "ollama"
+        if self.power_ratio is not None and self.power_ratio < 0.9:
+            return "power-capped"
+        return {"gpu": "gpu", "split": "split", "cpu": "cpu"}.get(self.kind, "unified")
 
 
 def load(path: str | Path) -> list[Measurement]:
     lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     out = []
+    opt = lambda r, k, f: f(r[k]) if r.get(k) else None  # noqa: E731
     for r in csv.DictReader(lines):
         out.append(Measurement(r["id"], r["hardware"], r["kind"], float(r["gbps"]), r["model"], r["quant"],
                                r["moe"] == "1", int(r["layers"]), float(r["bytes_gb"]), float(r["cpu_bytes_gb"]),
-                               float(r["cpu_gbps"]), float(r["tps"]), r["source"]))
+                               float(r["cpu_gbps"]), float(r["tps"]), r["source"], r.get("runtime") or "llama.cpp",
+                               opt(r, "power_ratio", float), opt(r, "cores", int), opt(r, "ccds", int),
+                               r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0"))
     return out
 
 
@@ -53,49 +85,111 @@ class Verdict:
     def inside(self) -> bool:
         return self.low <= self.m.tps <= self.high
 
+    def inside_by(self, margin: float) -> bool:
+        """Inside with `margin` (>= 1) to spare at both edges."""
+        return self.low * margin <= self.m.tps <= self.high / margin
 
-def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None) -> list[Verdict]:
+
+def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
+          ollama_share: tuple[float, float] | None = None) -> list[Verdict]:
     out = []
     for m in rows:
         parts = [(int(m.bytes_gb * GB), m.gbps)]
         if m.cpu_bytes_gb:
             parts.append((int(m.cpu_bytes_gb * GB), m.cpu_gbps))
-        band = tg_band(parts, m.layers, band_class(m.path(), m.moe), table=table)
+        context = m.context()
+        if ollama_share is not None:
+            context = replace(context, ollama_share=ollama_share)
+        band = tg_band(parts, m.layers, m.band_class(), table=table, context=context)
         assert band is not None, m.id
         out.append(Verdict(m, band.low, band.high))
     return out
 
 
-GRID = [BandModel(lo, hi, fast, slow) for lo in (0.5, 0.55, 0.6, 0.65, 0.7) for hi in (0.9, 0.92, 0.95)
-        for fast in (0.0, 5.0, 10.0, 20.0, 30.0) for slow in (40.0, 60.0, 80.0, 100.0, 120.0, 160.0, 200.0, 250.0, 300.0)]
+COVERAGE = 0.87  # the share inside a fit must reach before it narrows the band
+# eff_high / eff_low at least this: hosts of one class differ by that much (DIMM ranks, clocks, builds); a fit on a
+# handful of rows would otherwise promise a 1.07x band it cannot keep out of sample
+MIN_SPREAD = 1.3
+# a training row counts as inside only with this factor to spare at both edges: the band a fit picks then holds the
+# next host of the class, not only the rows it was fitted on
+FIT_MARGIN = 1.05
+GRID = [BandModel(lo, hi, fast, slow) for lo in (0.35, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75) for hi in (0.75, 0.8, 0.85, 0.9, 0.95)
+        for fast in (5.0, 10.0, 20.0, 30.0, 60.0) for slow in (60.0, 100.0, 160.0, 250.0, 400.0)
+        if hi >= lo * MIN_SPREAD and slow > fast]
 
 
 def fit(rows: list[Measurement], key: str) -> BandModel:
-    """The GRID point that puts the most of `rows` (all of class `key`) inside, then the narrowest median band:
-    how BAND_MODELS was chosen (rounded by hand)."""
+    """The GRID point with the narrowest median band among those that put at least COVERAGE of `rows` (all of
+    class `key`; rows that did not fit their memory left out) inside, else the most inside: how BAND_MODELS was
+    chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more)."""
+    rows = [r for r in rows if r.fits and r.runtime != "ollama"]
     if not rows:
         return BAND_MODELS[key]
+    target = math.ceil(COVERAGE * len(rows))
     best: tuple[tuple[int, float], BandModel] | None = None
     for candidate in GRID:
         verdicts = judge(rows, {key: candidate})
-        score = (-sum(v.inside for v in verdicts), statistics.median(v.high / v.low for v in verdicts))
+        score = (-min(sum(v.inside_by(FIT_MARGIN) for v in verdicts), target),
+                 statistics.median(v.high / v.low for v in verdicts))
         if best is None or score < best[0]:
             best = (score, candidate)
     return best[1]  # type: ignore[index]
 
 
+OLLAMA_GRID = [(lo, hi) for lo in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9) for hi in (0.9, 1.0, 1.1)]
+
+
+def fit_ollama_share(rows: list[Measurement], table: dict[str, BandModel] | None = None) -> tuple[float, float]:
+    """Ollama's share of llama.cpp's speed (OLLAMA_GRID point), given the class constants `table`: the narrowest
+    share range that puts COVERAGE of the Ollama rows inside. The class constants come from llama.cpp runs only
+    (fit), so the two are told apart even where every row of a class ran under Ollama (the Vega iGPU rows)."""
+    rows = [r for r in rows if r.fits and r.runtime == "ollama"]
+    if not rows:
+        return OLLAMA_SHARE
+    target = math.ceil(COVERAGE * len(rows))
+    best: tuple[tuple[int, float], tuple[float, float]] | None = None
+    for share in OLLAMA_GRID:
+        verdicts = judge(rows, table, share)
+        score = (-min(sum(v.inside_by(FIT_MARGIN) for v in verdicts), target),
+                 statistics.median(v.high / v.low for v in verdicts))
+        if best is None or score < best[0]:
+            best = (score, share)
+    return best[1]  # type: ignore[index]
+
+
 def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
-    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure."""
+    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure. An Ollama
+    row's class constants are fitted on the other sources' llama.cpp rows and Ollama's share on their Ollama rows."""
     out = []
     for m in rows:
-        key = band_class(m.path(), m.moe)
-        train = [r for r in rows if r.source != m.source and band_class(r.path(), r.moe) == key]
-        out.extend(judge([m], {key: fit(train, key)}))
+        key = m.band_class()
+        others = [r for r in rows if r.source != m.source]
+        table = {key: fit([r for r in others if r.band_class() == key], key)}
+        share = None
+        if m.runtime == "ollama":
+            full = dict(BAND_MODELS)
+            for k in {r.band_class() for r in others if r.runtime == "ollama"}:
+                full[k] = fit([r for r in others if r.band_class() == k], k)
+            share = fit_ollama_share(others, full)
+            table = {**full, **table}
+        out.extend(judge([m], table, share))
     return out
 
 
 def summary(verdicts: list[Verdict]) -> dict[str, float]:
-    """share inside the band, and the band's width (high / low): median and maximum."""
+    """share inside the band, the band's width (high / low): median and maximum, and the worst optimistic miss
+    (measured / the band's low edge, 1.0 when nothing fell below)."""
     widths = [v.high / v.low for v in verdicts]
-    return {"n": len(verdicts), "inside_share": sum(v.inside for v in verdicts) / len(verdicts),
-            "median_width": statistics.median(widths), "max_width": max(widths)}
+    return {"n": len(verdicts), "inside": sum(v.inside for v in verdicts),
+            "inside_share": sum(v.inside for v in verdicts) / len(verdicts),
+            "median_width": statistics.median(widths), "max_width": max(widths),
+            "worst_low": min([v.m.tps / v.low for v in verdicts if v.m.tps < v.low] or [1.0])}
+
+
+def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
+    """summary() per report class (Measurement.report_class), rows that did not fit their memory left out."""
+    classes: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        if v.m.fits:
+            classes.setdefault(v.m.report_class(), []).append(v)
+    return {k: summary(vs) for k, vs in sorted(classes.items())}

@@ -154,7 +154,8 @@ def ceiling_from_json(data: Any) -> Ceiling | None:
 NOTE = "upper bound: every weight a token uses read once at full bandwidth; the expected band is below"
 
 
-def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths) -> Ceiling | None:
+def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths,
+                   context: "BandContext | None" = None) -> Ceiling | None:
     """The ceiling of `placement`; None when the model's bytes per token cannot be told."""
     try:
         total = bytes_per_token(model)
@@ -188,7 +189,7 @@ def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths) -> C
         c = Ceiling(None, measured, note, dimm, bw, path)
     else:
         c = Ceiling(value, measured, NOTE, dimm, bw, path)
-    return replace(c, band=tg_band_for(model, c))
+    return replace(c, band=tg_band_for(model, c, context))
 
 
 def _value(parts: tuple[tuple[str, int, float | None], ...]) -> float | None:
@@ -247,9 +248,10 @@ def _ts(value: float) -> str:
 # Each token reads its bytes at some share of each memory's peak bandwidth, and pays a fixed cost per layer (kernel
 # launches, synchronisation, the router/top-k and gathers of MoE layers; on Apple/unified GPUs also dequantization).
 # time/token = sum(bytes_i / (eff x peak_i)) + layers x per_layer. The band is [slow, fast]: (eff_low, per_layer_high)
-# and (eff_high, per_layer_low). Fitted to published llama.cpp measurements (tests/advise/data/published_tg.csv) before
-# its rows were checked against their sources; on the 50 verified rows 86 % fall inside (scripts/calibrate_tg.py prints
-# the share inside the band and its width; docs/advise.md says why the constants were not refitted).
+# and (eff_high, per_layer_low). The CPU that reads a RAM part lowers its bandwidth to what the cores can pull and
+# compute (CpuView); Ollama and a GPU power cap scale the band (OLLAMA_SHARE, facts.power_cap). Fitted to published
+# llama.cpp and Ollama runs (tests/advise/data/published_tg.csv, calibration.fit); scripts/calibrate_tg.py --cv prints
+# each class in sample and leave-one-source-out, docs/advise.md the figures.
 
 
 @dataclass(frozen=True)
@@ -260,24 +262,122 @@ class BandModel:
     layer_us_high: float  # ... at the slow end
 
 
+# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 86 rows; scripts/calibrate_tg.py --cv prints
+# every class in and out of sample) by calibration.fit on the llama.cpp rows of each class. The unified row splits by
+# GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's
+# measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row).
 BAND_MODELS: dict[str, BandModel] = {
-    "gpu": BandModel(0.70, 0.90, 10.0, 100.0),       # discrete GPU, dense model
-    "gpu-moe": BandModel(0.50, 0.90, 30.0, 160.0),   # discrete GPU (or GPU + RAM split), MoE: per-token overheads
-    "unified": BandModel(0.70, 0.90, 30.0, 250.0),   # Apple Silicon / APU iGPU on unified memory
-    "cpu": BandModel(0.70, 0.90, 30.0, 80.0),        # CPU backend, host RAM at the DIMMs' peak
+    "gpu": BandModel(0.60, 0.95, 10.0, 100.0),       # discrete GPU, dense model
+    "gpu-moe": BandModel(0.45, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
+    "split": BandModel(0.65, 0.85, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
+    "unified": BandModel(0.65, 0.90, 30.0, 400.0),   # Apple Silicon (Metal) on unified memory
+    "unified-rdna": BandModel(0.45, 0.85, 30.0, 250.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
+    "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
+    "cpu": BandModel(0.65, 0.85, 30.0, 60.0),        # CPU backend, host RAM at the DIMMs' peak
+    "cpu-moe": BandModel(0.65, 0.90, 30.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
 }
-# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the CPU rows of the published data
-# (0.67, 0.76, 0.80, 0.85 and one 0.07 outlier); used when nothing was measured (a snapshot, a busy host)
-CPU_DIMM_EFFICIENCY = 0.76
-POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit lowers the slow end
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 CPU rows of the published data
+# (0.07-0.85); used when nothing was measured (a snapshot, a busy host)
+CPU_DIMM_EFFICIENCY = 0.67
+POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit is named in the band
+
+# ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
+# A core streams at most PER_CORE_PULL_GBPS (outstanding misses x line size / latency); an AMD CCD reads through one
+# link to the IO die (GMI, ~64 B/clock at FCLK): PER_CCD_PULL_GBPS. So 16 cores on 4 CCDs cannot read 12 DDR5
+# channels (460 GB/s) at their peak. Values: vendor latency/bandwidth figures, rounded; used as a peak (the band's
+# efficiencies apply to them as to the DIMMs).
+PER_CORE_PULL_GBPS = {"amx": 24.0, "avx512": 24.0, "avx2": 18.0, "neon": 12.0}
+PER_CCD_PULL_GBPS = 60.0
+# Compute: weight bytes one core dequantises and multiplies per second at batch 1 (GB/s). Q4_0 on one AVX2 core:
+# 15.2 GB/s (llama-bench README's CPU thread sweep, 1 thread, 4.05 t/s x 3.75 GB); other ISAs and quant families
+# scaled by their vector width and the work per byte (k-quants and i-quants unpack more per byte, Q8_0/F16 less).
+CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 10.0}
+QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("_K", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
+# Ollama's "eval rate" on the same hardware: its bundled llama.cpp, its defaults (num_thread, num_ctx, no flash
+# attention on older releases, CPU fallbacks) and its own server loop: a share of what llama.cpp reaches
+OLLAMA_SHARE = (0.4, 1.0)  # calibration.fit_ollama_share on the 10 Ollama rows
+# AMD iGPU families by the codename tunehost.facts.gpu names them with (AMD_APU_DEVICE_IDS) or the marketing name
+IGPU_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("Raven Ridge", "vega"), ("Picasso", "vega"), ("Renoir", "vega"), ("Cezanne", "vega"), ("Lucienne", "vega"),
+    ("Barcelo", "vega"), ("Vega", "vega"), ("Van Gogh", "rdna2"), ("Rembrandt", "rdna2"), ("Mendocino", "rdna2"),
+    ("Raphael", "rdna2"), ("Granite Ridge", "rdna2"), ("680M", "rdna2"), ("660M", "rdna2"), ("Phoenix", "rdna3"),
+    ("Hawk Point", "rdna3"), ("780M", "rdna3"), ("760M", "rdna3"), ("740M", "rdna3"), ("Strix", "rdna35"),
+    ("Krackan", "rdna35"), ("890M", "rdna35"), ("880M", "rdna35"), ("860M", "rdna35"), ("8060S", "rdna35"),
+    ("8050S", "rdna35"), ("8040S", "rdna35"),
+)
 
 
-def band_class(path: str, moe: bool) -> str:
+def igpu_family(name: str | None) -> str | None:
+    """vega | rdna2 | rdna3 | rdna35 for an AMD iGPU name or codename; None when unknown (Apple, Intel, other)."""
+    for key, family in IGPU_FAMILIES:
+        if name and key.lower() in name.lower():
+            return family
+    return None
+
+
+@dataclass(frozen=True)
+class CpuView:
+    """The cores that read the RAM part of a token: how many, on how many L3 groups (CCDs), with which ISA."""
+
+    cores: int | None = None
+    ccds: int | None = None     # L3 groups; on AMD each is a CCD/CCX behind one link to the IO die
+    isa: str | None = None      # amx | avx512 | avx2 | neon
+    vendor: str | None = None   # amd | intel | other
+
+    def pull_gbps(self) -> tuple[float | None, str]:
+        """The most the cores can stream (GB/s) and what limits it; (None, "") when nothing is known."""
+        limits = []
+        if self.cores and self.isa in PER_CORE_PULL_GBPS:
+            limits.append((self.cores * PER_CORE_PULL_GBPS[self.isa], f"{self.cores} cores"))
+        if self.ccds and self.vendor == "amd":
+            limits.append((self.ccds * PER_CCD_PULL_GBPS, f"{self.ccds} CCD links"))
+        return min(limits) if limits else (None, "")
+
+    def dot_gbps(self, quant: str | None) -> float | None:
+        """Weight bytes/s the cores can dequantise and multiply (batch 1) for `quant`; None when unknown."""
+        if not self.cores or self.isa not in CORE_DOT_GBPS:
+            return None
+        scale = next((f for key, f in QUANT_DOT_SCALE if quant and key in quant.upper()), 1.0)
+        return self.cores * CORE_DOT_GBPS[self.isa] * scale
+
+
+def cpu_isa(flags: Any) -> str | None:
+    """amx | avx512 | avx2 | None from /proc/cpuinfo flags (an iterable of names)."""
+    names = set(flags or ())
+    if not names:
+        return None
+    if any(f.startswith("amx") for f in names):
+        return "amx"
+    if "avx512f" in names:
+        return "avx512"
+    if "avx2" in names:
+        return "avx2"
+    if "asimd" in names:
+        return "neon"
+    return None
+
+
+@dataclass(frozen=True)
+class BandContext:
+    """What besides bytes and bandwidths decides the band: the CPU that reads the RAM part, the quant, the runtime,
+    the iGPU family of a unified placement, and the GPU's power cap (enforced / default limit)."""
+
+    cpu: CpuView | None = None
+    quant: str | None = None
+    runtime: str = "llama.cpp"   # llama.cpp | ollama
+    igpu: str | None = None      # vega | rdna2 | rdna3 | rdna35 | None (Apple or unknown)
+    power_ratio: float | None = None
+    ollama_share: tuple[float, float] | None = None  # replaces OLLAMA_SHARE (calibration experiments)
+
+
+def band_class(path: str, moe: bool, igpu: str | None = None) -> str:
     """Which BAND_MODELS row a placement uses."""
     if path == "cpu":
-        return "cpu"
+        return "cpu-moe" if moe else "cpu"
     if path == "unified":
-        return "unified"
+        return {"vega": "unified-vega", None: "unified"}.get(igpu, "unified-rdna")  # type: ignore[call-overload]
+    if path in ("moe", "split"):
+        return "split"
     return "gpu-moe" if moe else "gpu"
 
 
@@ -316,42 +416,77 @@ class TgBand:
 
 
 def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
-            power_ratio: float | None = None, table: dict[str, BandModel] | None = None) -> TgBand | None:
+            power_ratio: float | None = None, table: dict[str, BandModel] | None = None,
+            context: BandContext | None = None) -> TgBand | None:
     """The band for a token that reads `parts` (bytes, peak GB/s) through `layers` layers. None if unknowable.
-    `table` replaces BAND_MODELS (calibration experiments)."""
+    The last part is read by the CPU when the class is `cpu` or there are two parts (a GPU + RAM split): there
+    `context.cpu` caps its bandwidth at what the cores can pull and compute. `table` replaces BAND_MODELS
+    (calibration experiments)."""
+    from tunehost.facts.power_cap import tg_share_at_cap
+
+    ctx = context or BandContext()
+    ratio = power_ratio if power_ratio is not None else ctx.power_ratio
     m = (BAND_MODELS if table is None else table).get(model)
     if m is None or layers <= 0 or not parts or any(g is None or g <= 0 for b, g in parts if b):
         return None
-    read = sum(b / (g * 1e9) for b, g in parts if b)
-    if read <= 0:
+    used = [(b, g) for b, g in parts if b]
+    if not used:
         return None
-    slow_s = read / m.eff_low + layers * m.layer_us_high * 1e-6
-    fast_s = read / m.eff_high + layers * m.layer_us_low * 1e-6
-    notes: list[str] = []
-    if power_ratio is not None and 0 < power_ratio < POWER_CAP_NOTICE:
-        slow_s /= power_ratio  # uncalibrated: no published capped run in the data; widens the band downwards
-        notes.append(f"the GPU's enforced power limit is {power_ratio:.0%} of its default: the low end is scaled "
-                     "by it (not calibrated)")
-    overhead_s = layers * m.layer_us_high * 1e-6
-    bound = ("per-token overheads (kernel launches per layer, MoE routing)" if overhead_s > read / m.eff_low
-             else "memory bandwidth")
-    if len([b for b, _ in parts if b]) > 1:
+    cpu_index = len(used) - 1 if (model.startswith("cpu") or len(used) > 1) else None
+    slow_read = fast_read = 0.0
+    bound = "memory bandwidth"
+    for i, (b, g) in enumerate(used):
+        slow_bw, fast_bw = g * 1e9 * m.eff_low, g * 1e9 * m.eff_high
+        if i == cpu_index and ctx.cpu is not None:
+            pull, why = ctx.cpu.pull_gbps()
+            if pull is not None and pull * 1e9 * m.eff_low < slow_bw:
+                slow_bw, fast_bw = pull * 1e9 * m.eff_low, min(fast_bw, pull * 1e9 * m.eff_high)
+                bound = f"what the cores can pull ({why}: {pull:.0f} GB/s, below the RAM's {g:.0f} GB/s)"
+            dot = ctx.cpu.dot_gbps(ctx.quant)
+            if dot is not None and dot * 1e9 * 0.8 < slow_bw:
+                slow_bw, fast_bw = dot * 1e9 * 0.8, min(fast_bw, dot * 1e9)
+                bound = (f"CPU compute ({ctx.cpu.cores} {ctx.cpu.isa} cores dequantising {ctx.quant or 'the weights'}"
+                         f" at ~{dot:.0f} GB/s)")
+        slow_read += b / slow_bw
+        fast_read += b / fast_bw
+    slow_s = slow_read + layers * m.layer_us_high * 1e-6
+    fast_s = fast_read + layers * m.layer_us_low * 1e-6
+    if layers * m.layer_us_high * 1e-6 > slow_read:
+        bound = "per-token overheads (kernel launches per layer, MoE routing)"
+    if len(used) > 1:
         bound += ", VRAM and RAM in turn"
-    return TgBand(1.0 / slow_s, 1.0 / fast_s, model, bound, tuple(notes))
+    low, high = 1.0 / slow_s, 1.0 / fast_s
+    notes: list[str] = []
+    if ctx.runtime == "ollama":
+        share_low, share_high = ctx.ollama_share or OLLAMA_SHARE
+        low, high = low * share_low, high * share_high
+        notes.append(f"under Ollama: {share_low:.0%}-{share_high:.0%} of llama.cpp's speed on the same hardware "
+                     "(published Ollama eval rates)")
+    if ratio is not None and 0 < ratio < POWER_CAP_NOTICE and not model.startswith("cpu"):
+        share = tg_share_at_cap(ratio)
+        notes.append(f"at the GPU's enforced power limit ({ratio:.0%} of its default) {share.text()}; at the default "
+                     f"limit expect {_ts(low)}-{_ts(high)} t/s")
+        low, high = low * share.low, high * share.high
+        bound += f", the power cap ({ratio:.0%} of the default limit)"
+    return TgBand(low, high, model, bound, tuple(notes))
 
 
-def tg_band_for(model: ModelFacts, c: Ceiling) -> TgBand | None:
+def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = None) -> TgBand | None:
     """The band of a Ceiling's placement: RAM parts at the DIMMs' peak when known (the calibration's basis), else
     at the bandwidth the ceiling used."""
     bw = c.bandwidths
+    ctx = context or BandContext()
+    ctx = replace(ctx, power_ratio=bw.power_ratio, quant=ctx.quant or model.file_type)
     parts = []
     for memory, n_bytes, gbps in c.parts:
         if memory != "VRAM" and bw.dimm_gbps:
             gbps = bw.dimm_gbps
         parts.append((n_bytes, gbps))
-    return tg_band(parts, model.block_count, band_class(c.path, model.is_moe), bw.power_ratio)  # type: ignore[arg-type]
+    return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu),  # type: ignore[arg-type]
+                   context=ctx)
 
 
-__all__ = ["BAND_MODELS", "BandModel", "CPU_DIMM_EFFICIENCY", "TgBand", "band_class", "tg_band", "tg_band_for",
+__all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",
+           "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
            "placement_from_flags", "tg_ceiling_for", "vram_bandwidth"]

@@ -18,6 +18,7 @@ each flag the build knows, rewrites the ones that changed spelling, and drops th
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping
@@ -224,7 +225,8 @@ def adapt(flags: Iterable["Flag"], caps: ServerCaps | None) -> tuple[tuple["Flag
                 notes.append("dropped --spec-type draft-simple: this build drafts with -md alone")
                 continue
             if allowed and flag.value not in allowed:
-                alt = next((v for v in ("draft-mtp", "mtp") if v in allowed), None)
+                alt = next((v for v in ("draft-mtp", "mtp") if v in allowed), None) \
+                    if flag.value in ("draft-mtp", "mtp") else None
                 if alt is None:
                     notes.append(f"dropped --spec-type {flag.value}: this build offers {'|'.join(allowed)}")
                     continue
@@ -257,14 +259,22 @@ def fit_supported(caps: ServerCaps | None) -> bool:
 
 
 __all__ = ["ServerCaps", "FitProbe", "parse_help", "read_caps", "help_crash", "crash_note", "adapt", "expert_override",
-           "fit_supported", "parse_fit_params", "fit_params_path", "run_fit_params", "EXPERT_TENSORS", "FitEstimate",
+           "fit_supported", "fit_unusable", "parse_fit_params", "fit_params_path", "run_fit_params", "EXPERT_TENSORS", "FitEstimate",
            "parse_fit_print", "run_fit_print", "compare_estimate"]
 
 
 # ---- llama-fit-params: llama.cpp's own placement (tools/fit-params/fit-params.cpp) ----
 
 FIT_TIMEOUT_S = 120.0
-_FIT_LINE = re.compile(r"(?:^|\s)-c\s+(\d+)\s+-ngl\s+(-?\d+)")
+_FIT_LINE = re.compile(r"(?:^|\s)-c\s+(\d{1,12})\s+-ngl\s+(-?\d{1,12})(?!\d)")
+# llama-fit-params' output is read like any other program's: what tunehost writes into a command from it is held to
+# what llama.cpp itself accepts (common/arg.cpp: -ts takes fewer than llama_max_devices() = 16 proportions, -ot is
+# `tensor-regex=BUFFER_TYPE,...` with a backend's buffer type name), and to a printable, bounded form
+FIT_MAX_LAYERS = 4096  # no GGUF has more blocks (the largest models have ~200); -1 = every layer
+FIT_MAX_DEVICES = 16  # src/llama.cpp llama_max_devices()
+FIT_MAX_OVERRIDES = 1024
+_FIT_BUFT = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]{0,63}")
+_FIT_PATTERN = re.compile(r"[!-~]{1,512}")  # printable ASCII, no blank: a tensor-name regex
 _EXPERT_LAYER = re.compile(r"^blk\\\.(\d+)\\\.ffn_\(up\|down\|gate(?:\|gate_up)?\)_(?:\(ch\|\))?exps$")
 
 
@@ -289,6 +299,40 @@ class FitProbe:
                 return None
             layers.append(int(match.group(1)))
         return tuple(sorted(layers))
+
+
+def fit_unusable(probe: FitProbe) -> str | None:
+    """Why llama-fit-params' placement cannot be written into a command (a context or layer count out of range, a
+    tensor split that is not finite proportions, an override that is not `regex=BUFFER_TYPE`), or None."""
+    from tunehost.bounds import MAX_TOKENS
+    from tunehost.printable import one_line
+
+    if not 0 < probe.n_ctx <= MAX_TOKENS:
+        return f"-c {probe.n_ctx} is not a context size"
+    if not -1 <= probe.gpu_layers <= FIT_MAX_LAYERS:
+        return f"-ngl {probe.gpu_layers} is not a layer count"
+    if probe.tensor_split is not None:
+        parts = re.split(r"[,/]+", probe.tensor_split)
+        try:
+            shares = [float(p) for p in parts] if len(parts) < FIT_MAX_DEVICES else []
+        except ValueError:
+            shares = []
+        if not shares or not all(math.isfinite(x) and 0 <= x <= 1e6 for x in shares) or not any(shares):
+            return (f"-ts '{one_line(probe.tensor_split, 40)}' is not up to {FIT_MAX_DEVICES - 1} finite, "
+                    "non-negative proportions")
+    if len(probe.overrides) > FIT_MAX_OVERRIDES:
+        return f"{len(probe.overrides)} -ot overrides (at most {FIT_MAX_OVERRIDES})"
+    for item in probe.overrides:
+        pattern, eq, buft = item.rpartition("=")
+        bad = not eq or not _FIT_PATTERN.fullmatch(pattern) or not _FIT_BUFT.fullmatch(buft)
+        if not bad:
+            try:
+                re.compile(pattern)
+            except (re.error, RecursionError, OverflowError):
+                bad = True
+        if bad:
+            return f"-ot '{one_line(item, 60)}' is not a tensor pattern=buffer type"
+    return None
 
 
 def parse_fit_params(stdout: str | None, command: str = "") -> FitProbe | None:
@@ -330,6 +374,9 @@ def run_fit_params(host: "Host", binary: str, args: list[str]) -> tuple[FitProbe
     probe = parse_fit_params(result.stdout, line)
     if probe is None:
         return None, "llama-fit-params printed no placement"
+    unusable = fit_unusable(probe)
+    if unusable is not None:  # its output is untrusted: never written into a command as it came
+        return None, f"llama-fit-params printed a placement tunehost cannot use ({unusable})"
     return probe, None
 
 

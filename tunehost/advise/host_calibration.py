@@ -8,7 +8,7 @@ with ``eff`` and ``per_layer`` fitted to published llama.cpp runs of other machi
 bench` and `tunehost tune` run recorded in the results store (tunehost.store) is one more equation of that model for
 THIS host: the bytes a token read from each memory at the bandwidth basis of the run (the DIMMs' peak when known,
 else the RAM bandwidth measured with the run; VRAM at its spec), the layers, and the TG it reached. Per class
-(band_class: cpu, gpu, gpu-moe, unified, i.e. dense/MoE x GPU/split/CPU) this module fits the two constants:
+(band_class: gpu, gpu-moe, split, unified, cpu, cpu-moe) this module fits the two constants:
 
 - two or more models whose bytes-per-layer differ by at least :data:`DISTINCT_SHAPES` x determine both (least
   squares on time/token, eff at most 1, per_layer at least 0);
@@ -42,7 +42,9 @@ STORE_SOURCE = "store"  # the host was busy: a quiet measurement of an earlier r
 DIMM_SOURCE = "dimm"  # the host was busy, nothing quiet stored: the configured DIMMs' peak
 BUSY_SOURCE = "busy"  # the host was busy and nothing else was known: probed anyway, unreliable
 QUIET_RUNS = 5  # the newest quiet measurements whose median stands in for one taken now
-CLASS_NAMES = {"gpu": "GPU/split dense", "gpu-moe": "GPU/split MoE", "unified": "unified memory", "cpu": "CPU"}
+CLASS_NAMES = {"gpu": "GPU dense", "gpu-moe": "GPU MoE", "split": "GPU + RAM split", "unified": "unified memory",
+               "unified-rdna": "AMD RDNA iGPU", "unified-vega": "AMD Vega iGPU", "cpu": "CPU dense",
+               "cpu-moe": "CPU MoE"}
 
 
 def read_seconds(ram_bytes: int, ram_gbps: float | None, vram_bytes: int, vram_gbps: float | None) -> float | None:

@@ -36,6 +36,8 @@ RAM_SPARE = 1 * GiB  # left to the OS before --no-mmap/--mlock are advised
 GRAPH_OPT_SPARE = 512 * MiB  # VRAM left beyond the plan before GGML_CUDA_GRAPH_OPT=1 is advised
 MIN_CPU_WEIGHTS_FOR_MLOCK = 256 * MiB
 SPEC_DRAFT_N_MAX = 3  # --spec-draft-n-max default (common/common.h): MTP keeps that many recurrent-state snapshots
+SPEC_KINDS = ("mtp", "draft", "ngram")  # advise --spec: MTP heads (own or a companion GGUF), a draft model, n-grams
+NGRAM_MOD_TABLE_BYTES = 4 * 1024 * 1024 * 4  # ngram-mod's hash table: 4 Mi llama_token entries (speculative.cpp)
 
 # ---- inputs and outputs ----
 
@@ -60,7 +62,7 @@ class AdviseOptions:
     mmproj_bytes: int = 0
     draft: str | None = None
     draft_model: ModelFacts | None = None
-    spec: str | None = None  # "mtp" | "draft"
+    spec: str | None = None  # "mtp" | "draft" | "ngram" (SPEC_KINDS)
     host_addr: str | None = None
     api_key_file: str | None = None  # llama-server --api-key-file: clients must send one of its keys
     server: str = "llama-server"
@@ -75,6 +77,7 @@ class AdviseOptions:
     fit_note: str | None = None  # why llama-fit-params was not used
     fit_option: bool = False  # this llama-server has --fit / --fit-target / --fit-ctx
     host_calibration: Any = None  # tunehost.advise.host_calibration.HostCalibration: what this host measured
+    runtime: str = "llama.cpp"  # llama.cpp | ollama (--format ollama): the TG band's runtime share
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,7 @@ class PlanContext:
     extra_gpu: int
     spec: str | None
     ctx: int
+    spec_n_max: int | None = None  # --spec-draft-n-max written (yours, or by model size); None: not a draft kind
 
 
 def gib(n: int | float) -> str:
@@ -237,6 +241,10 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
     warnings: list[str] = list(host.cpu_warnings)
     notes: list[str] = list(host.notes)
     spec = options.spec or ("draft" if options.draft else None)
+    companion = is_mtp_companion(options.draft_model)
+    if companion:  # a -md GGUF of NextN/MTP blocks: llama.cpp drafts with it as draft-mtp, never draft-simple
+        spec = "mtp"
+    n_max = spec_draft_n_max(model, options, spec, companion)
     trained = model.context_length
     ctx = options.ctx or min(trained or DEFAULT_CTX, DEFAULT_CTX)
     if trained and ctx > trained:
@@ -249,21 +257,22 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
                             f"({trained}) and the GGUF declares no RoPE scaling: clamped to {trained} (past it "
                             "the model produces garbage; a GGUF converted with YaRN/linear scaling allows more)")
             ctx = trained
-    if options.draft_vocab_problems:
+    if options.draft_vocab_problems and not companion:
         warnings.append(f"--draft {options.draft}: its vocabulary is not the target's, so llama-server refuses to "
                         "start with it (common/speculative.cpp: \"the target and draft vocabs are not compatible\"): "
                         + "; ".join(options.draft_vocab_problems[:3]) + ". Use a draft from the same model family")
-    kv_type = "f16" if spec or not kv_type_fits(model, "q8_0") else "q8_0"
+    kv_type = "f16" if spec in ("mtp", "draft") or not kv_type_fits(model, "q8_0") else "q8_0"
+    # llama.cpp keeps --spec-draft-n-max recurrent-state snapshots per sequence for MTP (common.h need_n_rs_seq)
     settings = ServerSettings(n_ctx=ctx * options.parallel, n_parallel=options.parallel, type_k=kv_type,
                               type_v=kv_type, flash_attn=True,
-                              mmproj=bool(options.mmproj), n_rs_seq=SPEC_DRAFT_N_MAX if spec == "mtp" else 0)
+                              mmproj=bool(options.mmproj), n_rs_seq=(n_max or 0) if spec == "mtp" else 0)
     extras = _extras(model, options, settings, spec)
     extra_gpu = sum(r.gpu for r in extras)
 
     gpu, why_no_gpu = _choose_gpu(host)
     if why_no_gpu:
         notes.append(why_no_gpu)
-    c = PlanContext(model, host, options, settings, gpu, extra_gpu, spec, ctx)
+    c = PlanContext(model, host, options, settings, gpu, extra_gpu, spec, ctx, n_max)
     choice = _place(c, warnings, notes)
     path, budget = choice.path, choice.budget
 
@@ -293,7 +302,11 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
             )),)
     if options.fit_note:
         notes.append(options.fit_note)
-    ceiling = _ceiling(model, choice.placement, gpu, options)
+    if spec:
+        notes.append("speculative decoding pays only where drafts are accepted: `tunehost bench --serve --draft-ab -- "
+                     "llama-server ARGS` (ARGS: the command line above) races it against the same server without "
+                     "drafting and reports the acceptance and the net TG speed")
+    ceiling = _ceiling(model, choice.placement, gpu, options, host)
     if options.host_busy and options.ram_bandwidth_note:
         basis = ceiling.bandwidths.ram_basis if ceiling is not None else ""
         warnings.append(f"the host is busy, so no RAM bandwidth is taken from it now: {options.ram_bandwidth_note}"
@@ -326,12 +339,16 @@ def _validate(model: ModelFacts, options: AdviseOptions) -> None:
         raise TunehostError(f"--ctx must be a positive number of tokens, not {options.ctx}")
     if options.parallel <= 0:
         raise TunehostError(f"--parallel must be at least 1, not {options.parallel}")
-    if options.spec not in (None, "mtp", "draft"):
-        raise TunehostError(f"--spec must be mtp or draft, not {options.spec!r}")
+    if options.spec not in (None, *SPEC_KINDS):
+        raise TunehostError(f"--spec must be {', '.join(SPEC_KINDS[:-1])} or {SPEC_KINDS[-1]}, not {options.spec!r}")
     if options.spec == "draft" and options.draft_model is None:
         raise TunehostError("--spec draft needs --draft PATH (the small model that drafts tokens)")
-    if options.spec == "mtp" and options.draft:
-        raise TunehostError("--spec mtp uses the model's own MTP heads: leave out --draft")
+    if options.spec == "mtp" and options.draft and not is_mtp_companion(options.draft_model):
+        raise TunehostError(f"--spec mtp --draft {options.draft}: that GGUF has no NextN/MTP tensors, so it is not "
+                            "an MTP companion; leave out --draft to use the model's own MTP heads, or use "
+                            "--spec draft for an ordinary draft model")
+    if options.spec == "ngram" and options.draft:
+        raise TunehostError("--spec ngram drafts from the text already in the context: leave out --draft")
     if not model.context_length and not options.ctx:
         raise TunehostError(f"{options.model_path}: the model declares no context length; pass --ctx")
 
@@ -339,19 +356,81 @@ def _validate(model: ModelFacts, options: AdviseOptions) -> None:
 def _extras(model: ModelFacts, options: AdviseOptions, settings: ServerSettings, spec: str | None
             ) -> tuple[BudgetRow, ...]:
     rows = []
+    if is_mtp_companion(options.draft_model):
+        d = options.draft_model
+        assert d is not None
+        # the MTP context of a companion runs on its own weights (common.cpp: shares_model = !has_draft), its KV at
+        # the draft's cache types (-ctkd/-ctvd, f16 by default: common.h), as large as the main context
+        kv = mtp_kv_bytes(d, replace(settings, type_k="f16", type_v="f16", mmproj=False, n_rs_seq=0))
+        rows.append(BudgetRow("MTP draft", d.weights.total + kv, 0,
+                              f"{d.name or 'companion'}: weights {gib(d.weights.total)} + KV {gib(kv)} (f16)"))
+        return (*rows, *_mmproj_row(options))
     mtp_kv = mtp_kv_bytes(model, settings) if spec == "mtp" else 0
     if mtp_kv:
         rows.append(BudgetRow("MTP context", mtp_kv, 0, f"KV of the {model.nextn_layers} NextN block"
                               f"{'s' if model.nextn_layers > 1 else ''} at the same context ({settings.type_k})"))
+    if spec == "ngram":
+        rows.append(BudgetRow("n-gram table", 0, NGRAM_MOD_TABLE_BYTES, "ngram-mod's hash of the context's n-grams "
+                              "(common/speculative.cpp: 4 Mi token entries)"))
     if options.draft_model is not None:
         d = options.draft_model
         kv = kv_cache_bytes(d, replace(settings, mmproj=False))
         rows.append(BudgetRow("draft model", d.weights.total + kv, 0,
                               f"{d.name or 'draft'}: weights {gib(d.weights.total)} + KV {gib(kv)}"))
+    return (*rows, *_mmproj_row(options))
+
+
+def _mmproj_row(options: AdviseOptions) -> tuple[BudgetRow, ...]:
     excess = options.mmproj_bytes - (HEADROOM_MMPROJ - HEADROOM_TEXT) // 2
     if options.mmproj and excess > 0:
-        rows.append(BudgetRow("vision projector", excess, 0, "beyond what the 2 GiB vision headroom covers"))
-    return tuple(rows)
+        return (BudgetRow("vision projector", excess, 0, "beyond what the 2 GiB vision headroom covers"),)
+    return ()
+
+
+def is_mtp_companion(draft: ModelFacts | None) -> bool:
+    """Whether a --draft GGUF is an MTP companion: it carries NextN/MTP tensors (`blk.N.nextn.*`, Gemma 4's
+    assistant `nextn.pre_projection`). llama.cpp infers draft-mtp from `blk.{n_layer-1}.nextn.eh_proj.weight`
+    (common/speculative.cpp common_speculative_types_from_gguf); the Gemma 4 assistant needs --spec-type said."""
+    return draft is not None and any(".nextn." in t.name or t.name.startswith("nextn.") for t in draft.tensors)
+
+
+def spec_draft_n_max(model: ModelFacts, options: AdviseOptions, spec: str | None, companion: bool) -> int | None:
+    """Tokens to draft per step (--spec-draft-n-max) for a draft model or MTP: yours when given, else by size.
+
+    Verifying k drafted tokens is one batch of k+1: nearly free while a token's weights are read from memory
+    (a large dense model), dearer where compute or routing grows with the batch (small models; a MoE routes each
+    token to other experts). MTP heads lose accuracy per position (one head applied again and again), so llama.cpp's
+    default of 3 is the middle: 2 below 8B parameters, 4 for 40B+ dense. A draft model pays for itself when it is
+    much smaller than the target: 8 at 20x or more, 5 at 8x, else 3. None for n-gram drafting (--spec-default sets
+    ngram-mod's own 48..64) and without speculative decoding."""
+    if spec not in ("mtp", "draft"):
+        return None
+    if options.spec_draft_n_max is not None:
+        return options.spec_draft_n_max
+    target = model.n_params
+    if spec == "draft" and not companion and options.draft_model is not None:
+        small = options.draft_model.n_params
+        if not target or not small:
+            return SPEC_DRAFT_N_MAX
+        ratio = target / small
+        return 8 if ratio >= 20 else 5 if ratio >= 8 else 3
+    if not target:
+        return SPEC_DRAFT_N_MAX
+    if target < 8e9:
+        return 2
+    return 4 if target >= 40e9 and not model.is_moe else SPEC_DRAFT_N_MAX
+
+
+def _n_max_reason(c: "PlanContext", companion: bool) -> str:
+    o, model = c.options, c.model
+    if o.spec_draft_n_max is not None:
+        return "tokens drafted per step, as you asked (--draft-max before llama.cpp renamed it)"
+    size = f"{model.n_params / 1e9:.1f}B" if model.n_params else "size unknown"
+    if c.spec == "draft" and not companion and o.draft_model is not None and o.draft_model.n_params and model.n_params:
+        return (f"tokens drafted per step: the draft is {model.n_params / o.draft_model.n_params:.0f}x smaller than "
+                "the target (8 at 20x+, 5 at 8x+, else 3); `tunehost bench --serve --draft-ab` measures it")
+    return (f"tokens drafted per step for a {size} {'MoE' if model.is_moe else 'dense'} model (MTP: 2 below 8B, "
+            "llama.cpp's 3, 4 for 40B+ dense); `tunehost bench --serve --draft-ab` measures acceptance and net speed")
 
 
 def _choose_gpu(host: HostView) -> tuple[GpuView | None, str | None]:
@@ -563,8 +642,9 @@ def _flags(c: PlanContext, choice: PlacementChoice, warnings: list[str], notes: 
     flags.append(Flag("-fa", "on", "flash attention: less compute-buffer memory, and required for a quantized "
                                    "V cache"))
     kv_reason = ("half the bytes of f16 at a negligible quality cost" if s.type_k == "q8_0" else
-                 "f16: speculative decoding (MTP/draft) verifies tokens against the KV cache; keep it unquantized "
-                 "unless you have measured q8_0 with it" if spec else
+                 "f16: speculative decoding (MTP/draft) verifies tokens against the KV cache, and q8_0 has driven "
+                 "MTP acceptance near zero in users' tests; keep it unquantized unless you measured q8_0 with it"
+                 if spec in ("mtp", "draft") else
                  "f16: this model's KV rows are not whole q8_0 blocks of 32 values, so llama.cpp cannot quantize them")
     flags.append(Flag("-ctk", s.type_k, f"KV cache K type: {kv_reason}"))
     flags.append(Flag("-ctv", s.type_v, f"KV cache V type: {kv_reason}"))
@@ -638,27 +718,43 @@ def _placement_flags(c: PlanContext, choice: PlacementChoice, notes: list[str]) 
 
 
 def _spec_flags(c: PlanContext, path: str, warnings: list[str]) -> list[Flag]:
-    """Speculative decoding: the draft model (-md, -ngld, -cd, --spec-type draft-simple) or the model's MTP heads."""
+    """Speculative decoding: a draft model (-md, -ngld, --spec-type draft-simple), MTP (the model's own heads, or a
+    companion GGUF with -md: --spec-type draft-mtp) or n-gram drafting (--spec-default: ngram-mod)."""
     model, o, spec, gpu = c.model, c.options, c.spec, c.gpu
-    total_ctx = c.ctx * o.parallel
     flags: list[Flag] = []
+    companion = is_mtp_companion(o.draft_model)
+    on_gpu = gpu is not None and path in ("gpu", "moe", "unified")
     if spec == "draft" and o.draft:
         flags.append(Flag("-md", o.draft, "draft model for speculative decoding"))
-        if gpu is not None and path in ("gpu", "moe", "unified"):
+        if on_gpu:
             flags.append(Flag("-ngld", str(NGL_ALL), "the draft model entirely on the GPU (budgeted above)"))
-        flags.append(Flag("-cd", str(total_ctx), "the draft's context matches the main one"))
+        flags.append(Flag("-cd", str(c.ctx * o.parallel), "the draft's context matches the main one"))
         flags.append(Flag("--spec-type", "draft-simple", "speculate with the draft model: current llama.cpp loads "
                           "-md but drafts with it only when --spec-type names draft-simple (common/speculative.cpp; "
                           "the type is inferred only for MTP/EAGLE3/DFlash GGUFs)"))
-    if spec and o.spec_draft_n_max is not None:
-        flags.append(Flag("--spec-draft-n-max", str(o.spec_draft_n_max), "tokens drafted per step, as you asked "
-                                                                          "(--draft-max before llama.cpp renamed it)"))
+    if spec == "mtp" and companion:
+        flags.append(Flag("-md", o.draft or "", "the MTP companion: a GGUF of NextN/MTP blocks that drafts from the "
+                          "model's hidden state (budgeted above as \"MTP draft\")"))
+        if on_gpu:
+            flags.append(Flag("-ngld", str(NGL_ALL), "the MTP blocks on the GPU beside the model"))
+    if c.spec_n_max is not None:
+        flags.append(Flag("--spec-draft-n-max", str(c.spec_n_max), _n_max_reason(c, companion)))
     if spec == "mtp":
-        flags.append(Flag("--spec-type", "draft-mtp", "speculative decoding with the model's own multi-token "
-                                                       "prediction heads (llama.cpp PR #22673)"))
-        if model.tensors and not any(".nextn." in t.name for t in model.tensors):
+        inferred = companion and o.draft_model is not None and any(
+            t.name == f"blk.{o.draft_model.block_count - 1}.nextn.eh_proj.weight" for t in o.draft_model.tensors)
+        flags.append(Flag("--spec-type", "draft-mtp", "speculative decoding with multi-token prediction heads "
+                          "(llama.cpp PR #22673)" + ("; llama.cpp would infer it from the companion's "
+                                                     "nextn.eh_proj, stated" if inferred else
+                                                     "; said explicitly: llama.cpp infers it only from a "
+                                                     "companion's blk.N.nextn.eh_proj" if companion else "")))
+        if not companion and model.tensors and not any(".nextn." in t.name for t in model.tensors):
             warnings.append("--spec mtp: this GGUF has no MTP (nextn) tensors; llama-server will refuse "
-                            "--spec-type draft-mtp. Use a GGUF converted with its MTP heads")
+                            "--spec-type draft-mtp. Use a GGUF converted with its MTP heads, or pass its MTP "
+                            "companion GGUF with --draft")
+    if spec == "ngram":
+        flags.append(Flag("--spec-type", "ngram-mod", "n-gram drafting, what --spec-default turns on (24-token "
+                          "match, drafts of 48-64: common.h): tokens already in the context are proposed again, "
+                          "for code edits, agents and tool calls that repeat their input; no draft model, no VRAM"))
     return flags
 
 
@@ -765,8 +861,8 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
     return True, fix
 
 
-def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, options: AdviseOptions
-             ) -> Ceiling | None:
+def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, options: AdviseOptions,
+             host: HostView | None = None) -> Ceiling | None:
     from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
 
     gpu_gbps = gpu_bandwidth(gpu.name) if gpu is not None and not gpu.unified else None
@@ -782,13 +878,25 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis="(spec sheet)" if gpu_gbps else "",
                                ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
-    c = tg_ceiling_for(model, placement, bw)
+    c = tg_ceiling_for(model, placement, bw, _band_context(placement, gpu, options, host))
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):
         c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")
     if c is not None and options.host_calibration is not None:
         c = _host_band(model, c, options)
     return c
+
+
+def _band_context(placement: Placement, gpu: GpuView | None, options: AdviseOptions, host: HostView | None) -> Any:
+    """What the band needs beyond bytes and bandwidths: the CPU that reads the RAM part (its cores, CCDs, ISA), the
+    iGPU family of a unified placement and the runtime (llama.cpp, or Ollama for --format ollama)."""
+    from tunehost.advise.ceiling import BandContext, CpuView, igpu_family
+
+    cpu = None
+    if host is not None and placement.path in ("cpu", "moe", "split"):
+        cpu = CpuView(host.threads, host.cpu_ccds, host.cpu_isa, host.cpu_vendor)
+    igpu = igpu_family(gpu.name) if gpu is not None and gpu.unified else None
+    return BandContext(cpu=cpu, runtime=options.runtime, igpu=igpu)
 
 
 def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling:

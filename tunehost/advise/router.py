@@ -15,7 +15,6 @@ fewer `-ngl`), then the next largest, until any `models_max` of them fit togethe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -33,8 +32,9 @@ ROUTER_ONLY = ("--host", "--port", "--api-key-file", "--api-key", "-m", "--model
 PATH_KEYS = {"-m": "model", "-mm": "mmproj", "-md": "model-draft"}
 DRAFT_PREFIXES = ("mtp-", "dspark-", "dflash-")  # common/preset.cpp draft_prefixes: sidecars, not models
 MAX_MODELS = 64
+MAX_MODELS_MAX = 2 ** 31 - 1  # llama-server reads --models-max as a C int (common/arg.cpp std::stoi)
+MIN_CTX = 2048  # the shortest context per slot the shorter-context remedy proposes (advise.plan.MIN_SUGGESTED_CTX)
 MAX_SHRINK_STEPS = 200  # re-plans of one model each while the worst case does not fit
-_SECTION = re.compile(r"[^\]\r\n;#]+")
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,112 @@ def vram_holders(host: HostView) -> list[str]:
 
 
 @dataclass(frozen=True)
+class CoResident:
+    """An inference server beside the plan on its GPU (the processes sample and the GPU's process list): the VRAM
+    it holds now is kept for it (it is not in the free VRAM planned on); `idle`: it runs but holds none now
+    (Ollama between requests unloads its models), so nothing is kept for what it loads next."""
+
+    kind: str  # "llama-server", "ollama", ... (tunehost.facts.processes INFERENCE_PROCESSES / SERVER_KINDS)
+    pid: int | None
+    gpu: str | None
+    vram_bytes: int | None  # held now (None: the driver does not say per process)
+    idle: bool = False
+    router_child: bool = False  # a model of a running llama-server router (its parent is a llama-server)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "pid": self.pid, "gpu": self.gpu, "vram_bytes": self.vram_bytes,
+                "idle": self.idle, "router_child": self.router_child}
+
+    def line(self) -> str:
+        from tunehost.printable import one_line
+
+        who = f"{one_line(self.kind, 40)} (pid {self.pid if self.pid is not None else '?'})"
+        if self.idle:
+            return (f"{who} runs but holds no VRAM now: it loads models on demand (Ollama unloads them after "
+                    "keep_alive), and nothing is kept for them; pass --reserve-vram MiB with what it loads")
+        size = f"{self.vram_bytes / GiB:.1f} GiB" if self.vram_bytes is not None else "VRAM (size not reported)"
+        what = "a model of a running llama-server router" if self.router_child else "a co-resident server"
+        return (f"{who} on {one_line(self.gpu or 'the GPU', 60)}, {what}: its {size} are kept for it (left out of "
+                "the free VRAM planned on, no --reserve-vram needed)")
+
+
+def co_resident(host: HostView, processes: Any) -> tuple[CoResident, ...]:
+    """The inference servers that share the plan's GPUs: each GPU process that is (or is a child of) an inference
+    server, from the processes sample (`tunehost.facts.processes.ProcessFacts`; None: the GPU's names only), and
+    every inference server that holds no VRAM now (idle). Display servers and other compute jobs are not servers."""
+    from tunehost.facts.processes import INFERENCE_PROCESSES
+
+    def find(pid: int | None) -> Any:
+        return processes.process(pid) if processes is not None and pid is not None else None
+
+    out: list[CoResident] = []
+    holders: set[int] = set()
+    for g in host.discrete_gpus:
+        for pid, name, mib in g.vram_clients:
+            proc, kind, child = find(pid), None, False
+            p = proc
+            for depth in range(4):  # the server itself, or the runner it started (ollama, a router's models)
+                if p is None:
+                    break
+                if p.server in ("llama-server", "ollama", "koboldcpp", "llama-cpp-python", "vllm", "lmstudio",
+                                "llamafile"):
+                    kind = p.server
+                    parent = find(p.ppid)
+                    child = depth == 0 and kind == "llama-server" and parent is not None and \
+                        parent.server == "llama-server"
+                    holders.add(p.pid)
+                    break
+                p = find(p.ppid)
+            if kind is None and name in INFERENCE_PROCESSES and name not in ("llama-bench", "llama-cli"):
+                kind = INFERENCE_PROCESSES[name]
+            if kind is None:
+                continue
+            if pid is not None:
+                holders.add(pid)
+            out.append(CoResident(kind, pid, g.name, mib * 1024 * 1024 if mib is not None else None,
+                                  router_child=child))
+    if processes is not None and host.discrete_gpus:
+        for p in processes.servers:
+            if p.server == "ollama" and p.pid not in holders:
+                out.append(CoResident("ollama", p.pid, None, None, idle=True))
+    return tuple(out)
+
+
+def co_resident_notes(found: Sequence[CoResident], reserve_bytes: int) -> tuple[list[str], list[str]]:
+    """(warnings, notes) that say what is kept for the servers beside the plan."""
+    notes = [c.line() for c in found if not c.idle]
+    warnings = [c.line() for c in found if c.idle]
+    held = sum(c.vram_bytes or 0 for c in found)
+    if reserve_bytes and held:
+        notes.append(f"--reserve-vram ({reserve_bytes / GiB:.1f} GiB) is kept on top of the {held / GiB:.1f} GiB "
+                     "those servers hold now: leave it out unless it is for another one")
+    if any(c.router_child for c in found):
+        notes.append("a llama-server router's models hold VRAM now: if this plan replaces that router, stop it and "
+                     "run advise again to plan on the VRAM it frees")
+    return warnings, notes
+
+
+LOAD_GBPS = 2.0  # a model switch reads the GGUF again: an NVMe SSD's sequential read, stated where it is used
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One way to keep the resident models whole instead of shrinking them: what to change (`flags`: the router
+    flags or per-model options it sets), the TG each affected model gets with it, and what it costs."""
+
+    kind: str  # "models-max" | "context" | "quant"
+    text: str
+    speeds: tuple[tuple[str, float, float], ...]  # (model, low, high) t/s with it
+    cost: str
+    flags: tuple[Flag, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "cost": self.cost,
+                "speeds": [{"model": m, "low_tokens_per_s": lo, "high_tokens_per_s": hi} for m, lo, hi in self.speeds],
+                "flags": [f.to_json() for f in self.flags]}
+
+
+@dataclass(frozen=True)
 class RouterPlan:
     names: tuple[str, ...]
     plans: tuple[Any, ...]  # tunehost.advise.plan.Plan, one per model
@@ -124,6 +230,9 @@ class RouterPlan:
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     models_dir: str | None = None
+    remedies: tuple[Remedy, ...] = ()  # when models were shrunk or it does not fit: what keeps them whole
+    now: tuple[tuple[str, float, float], ...] = ()  # (model, low, high) t/s as planned, for those shrunk
+    co_resident: tuple[CoResident, ...] = ()  # inference servers beside the plan on its GPU
 
     def launch(self, server: str = "llama-server", preset_path: str = PRESET_FILE) -> LaunchConfig:
         """The router's launch configuration: its own flags, and one config per model (the preset's sections)."""
@@ -159,7 +268,11 @@ class RouterPlan:
                 "gpu_worst_case_bytes": self.gpu_worst, "ram_available_bytes": self.ram_available,
                 "ram_worst_case_bytes": self.ram_worst, "reserved_vram_bytes": self.reserve, "fits": self.fits,
                 "gpu_budget_reduced": [{"model": n, "alone_bytes": a, "planned_bytes": b}
-                                       for n, a, b in self.scaled or ()], "warnings": list(self.warnings), "notes": list(self.notes)}
+                                       for n, a, b in self.scaled or ()], "warnings": list(self.warnings), "notes": list(self.notes),
+                "remedies": [r.to_json() for r in self.remedies],
+                "shrunk_speeds": [{"model": m, "low_tokens_per_s": lo, "high_tokens_per_s": hi}
+                                  for m, lo, hi in self.now],
+                "co_resident": [c.to_json() for c in self.co_resident]}
 
 
 def _top(values: Sequence[int], k: int) -> int:
@@ -167,16 +280,20 @@ def _top(values: Sequence[int], k: int) -> int:
 
 
 def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], host: HostView, models_max: int,
-                reserve_bytes: int = 0, models_dir: str | None = None) -> RouterPlan:
+                reserve_bytes: int = 0, models_dir: str | None = None,
+                plan_ctx: Callable[[int, HostView, int], Any] | None = None,
+                co_resident_found: Sequence[CoResident] | None = None) -> RouterPlan:
     """One plan per model such that any `models_max` of them fit together. `plan_one(i, host)` plans model i on a
-    host view (tunehost.advise.plan.plan with that model's options)."""
+    host view (tunehost.advise.plan.plan with that model's options); `plan_ctx(i, host, ctx)` the same at another
+    context per slot (for the shorter-context remedy; None: that remedy is not offered). `co_resident_found`: the
+    inference servers beside the plan on its GPU (co_resident; None: not looked for), said in the notes."""
     n = len(names)
     if n == 0:
         raise TunehostError("router mode needs at least one model")
     if len(set(names)) != n:
         raise TunehostError(f"two models share a router name: {', '.join(sorted({x for x in names if names.count(x) > 1}))}")
-    if models_max < 0:
-        raise TunehostError(f"--models-max must be 0 (unlimited) or more, not {models_max}")
+    if not 0 <= models_max <= MAX_MODELS_MAX:
+        raise TunehostError(f"--models-max must be 0 (unlimited) to {MAX_MODELS_MAX}, not {str(models_max)[:40]}")
     resident = n if models_max == 0 else min(models_max, n)
     warnings: list[str] = []
     notes: list[str] = []
@@ -184,11 +301,16 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
     if reserve_bytes:
         notes.append(f"{reserve_bytes / GiB:.1f} GiB of VRAM reserved for other servers on the GPU (--reserve-vram)")
     held = vram_holders(host)
-    if held:
+    if held and co_resident_found is None:
         notes.append("VRAM held now, already left out of the free VRAM planned on: " + "; ".join(held))
+    if co_resident_found:
+        more_warnings, more_notes = co_resident_notes(co_resident_found, reserve_bytes)
+        warnings += more_warnings
+        notes += more_notes
     discrete = [g for g in base.discrete_gpus if g.free_bytes is not None]
     free = max((g.free_bytes or 0 for g in discrete), default=None)
     plans = [plan_one(i, base) for i in range(n)]
+    whole = list(plans)  # each model alone on the whole budget, before any gives up VRAM
     scaled = None
     if free is not None:
         alone = [p.budget.gpu_total for p in plans]
@@ -232,42 +354,112 @@ def plan_router(names: Sequence[str], plan_one: Callable[[int, HostView], Any], 
                      + " (re-planned within that budget)")
     if models_max == 0 and n > 1:
         notes.append("--models-max 0 (unlimited): planned for every model resident at once")
+    remedies: tuple[Remedy, ...] = ()
+    now: tuple[tuple[str, float, float], ...] = ()
+    if free is not None and (scaled is not None or not fits):
+        shrunk = [k for k in range(n) if plans[k].budget.gpu_total < whole[k].budget.gpu_total]
+        now = tuple((names[k], *_band(plans[k])) for k in shrunk if _band(plans[k]) is not None)  # type: ignore[misc]
+        remedies = _remedies(_Shortage(tuple(names), tuple(whole), tuple(shrunk), resident, free, base), plan_ctx)
+        best: dict[str, tuple[float, float, Remedy]] = {}
+        for r in remedies:
+            for m, lo, hi in r.speeds:
+                if m not in best or lo > best[m][0]:
+                    best[m] = (lo, hi, r)
+        for m, lo, hi in now:
+            if m in best and best[m][0] > hi:
+                k, r = names.index(m), best[m][2]
+                how = {"models-max": f"--models-max {r.flags[0].value if r.flags else '?'}",
+                       "context": "a shorter context", "quant": "a smaller quantization"}[r.kind]
+                warnings.append(f"{m} runs at {lo:.0f}-{hi:.0f} t/s in this plan ({plans[k].path}) so that {resident} "
+                                f"models fit together; {how} gives it {best[m][0]:.0f}-{best[m][1]:.0f} t/s (see "
+                                "the remedies and their cost)")
     return RouterPlan(tuple(names), tuple(plans), models_max, resident, free, gpu_worst, host.ram_available,
-                      ram_worst, reserve_bytes, fits, scaled, tuple(warnings), tuple(notes), models_dir)
+                      ram_worst, reserve_bytes, fits, scaled, tuple(warnings), tuple(notes), models_dir,
+                      remedies, now, tuple(co_resident_found or ()))
 
 
-def render_preset(launch: LaunchConfig) -> str:
-    """The `--models-preset` INI file (common/preset.cpp load_from_ini): `[*]` with the shared flags, then one
-    section per model. Keys are option names without leading dashes; a switch is `key = true`. A value or name
-    that INI cannot carry (`;` or `#` start a comment, a newline ends the line) is one clear error."""
-    from tunehost.printable import require_printable
+@dataclass(frozen=True)
+class _Shortage:
+    """What the remedies work from: every model planned alone on the whole budget (`whole`), which of them the
+    resident worst case shrank, how many are resident, the free VRAM and the host view planned on."""
 
-    lines = ["; written by tunehost advise (router mode): llama-server --models-preset THIS_FILE",
-             "; keys are llama-server options without the leading dashes (tools/server/README.md, Model presets)",
-             "version = 1", ""]
-
-    def kv(f: Flag) -> str:
-        key = PATH_KEYS.get(f.name, f.name.lstrip("-"))
-        value = "true" if f.value is None else f.value
-        require_printable(value, f"the preset value of {f.name}")
-        if re.search(r"[;#]", value) or value != value.strip():
-            raise TunehostError(f"{f.name} {value!r} cannot be written to an INI preset (';' and '#' start a "
-                                "comment there): rename the file or pass the option on the command line")
-        return f"{key} = {value}"
-
-    if launch.preset:
-        lines.append("[*]")
-        lines += [kv(f) for f in launch.preset]
-        lines.append("")
-    for m in launch.models:
-        name = m.name or model_name(m.model)
-        if not _SECTION.fullmatch(name):
-            raise TunehostError(f"model name {name!r} cannot be an INI section name")
-        lines.append(f"[{name}]")
-        lines += [kv(f) for f in m.flags]
-        lines.append("")
-    return "\n".join(lines)
+    names: tuple[str, ...]
+    whole: tuple[Any, ...]
+    shrunk: tuple[int, ...]
+    resident: int
+    free: int
+    host: HostView
 
 
-__all__ = ["DEFAULT_MODELS_MAX", "PRESET_FILE", "LocalModel", "RouterPlan", "model_name", "plan_router",
-           "render_preset", "reserve_vram", "scan_models_dir", "vram_holders", "with_gpu_budget"]
+def _band(p: Any) -> tuple[float, float] | None:
+    band = p.ceiling.band if p.ceiling is not None else None
+    return (round(band.low, 1), round(band.high, 1)) if band is not None else None
+
+
+def _speeds(names: Sequence[str], plans: Sequence[Any], which: Sequence[int]) -> tuple[tuple[str, float, float], ...]:
+    out = []
+    for k in which:
+        b = _band(plans[k])
+        if b is not None:
+            out.append((names[k], *b))
+    return tuple(out)
+
+
+def _remedies(s: _Shortage, plan_ctx: Callable[[int, HostView, int], Any] | None) -> tuple[Remedy, ...]:
+    """The alternatives to shrinking, each with the TG it gives and its cost: fewer models resident (each switch
+    reloads a model), a shorter context for the shrunk ones, a smaller quantization of the largest."""
+    n = len(s.names)
+    alone = [p.budget.gpu_total for p in s.whole]
+    fits_alone = [k for k in range(n) if s.whole[k].fits]
+    out: list[Remedy] = []
+    k = max((m for m in range(1, s.resident) if _top(alone, m) <= s.free), default=0)
+    if k:
+        gib = [(p.budget.gpu_total + p.budget.ram_total) / GiB for p in s.whole]
+        biggest = max(range(n), key=lambda i: gib[i])
+        out.append(Remedy(
+            "models-max", f"--models-max {k}: at most {k} model{'s' if k > 1 else ''} resident, each whole as "
+                          "planned alone", _speeds(s.names, s.whole, s.shrunk or fits_alone),
+            f"a request for a model not loaded waits for it to load (and one resident to unload): up to "
+            f"{gib[biggest]:.1f} GiB read ({s.names[biggest]}), about {gib[biggest] * GiB / LOAD_GBPS / 1e9:.0f} s "
+            f"at {LOAD_GBPS:.0f} GB/s (NVMe), less from the page cache; `tunehost bench --server URL --model NAME` "
+            "measures the router's load wait",
+            (Flag("--models-max", str(k), "fewer models resident, each whole"),)))
+    if plan_ctx is not None and s.shrunk:
+        for factor in (2, 4, 8):
+            ctxs = {i: max(MIN_CTX, s.whole[i].ctx // factor // 256 * 256) for i in range(n)  # any may be resident
+                    if s.whole[i].ctx > MIN_CTX}
+            trial = {i: plan_ctx(i, s.host, c) for i, c in ctxs.items()}
+            needs = [trial[i].budget.gpu_total if i in trial else alone[i] for i in range(n)]
+            if _top(needs, s.resident) <= s.free and all(p.fits for p in trial.values()):
+                plans = [trial.get(i, s.whole[i]) for i in range(n)]
+                ctxs = {i: c for i, c in ctxs.items() if c < s.whole[i].ctx}
+                out.append(Remedy(
+                    "context", "a shorter context for " + ", ".join(f"{s.names[i]} ({s.whole[i].ctx} -> {c} tokens "
+                                                                     "per slot)" for i, c in ctxs.items()),
+                    _speeds(s.names, plans, s.shrunk),
+                    "longer prompts and conversations no longer fit those models; the rest is unchanged",
+                    tuple(Flag("-c", str(c * s.whole[i].parallel), f"{s.names[i]}: {c} tokens per slot")
+                          for i, c in ctxs.items())))
+                break
+            if not ctxs or all(c == MIN_CTX for c in ctxs.values()):
+                break
+    if s.shrunk:
+        i = max(s.shrunk, key=lambda j: alone[j])
+        over = _top(alone, s.resident) - s.free
+        weights = next((r.gpu for r in s.whole[i].budget.rows if r.label == "weights"), 0)
+        target = weights - over
+        band = _band(s.whole[i])
+        if band is not None and weights and target > weights // 3:
+            scale = weights / target  # TG is bound by the bytes each token reads: fewer bytes, that much faster
+            out.append(Remedy(
+                "quant", f"a smaller quantization of {s.names[i]}: its weights at most {target / GiB:.1f} GiB "
+                         f"(now {weights / GiB:.1f} GiB on the GPU)",
+                ((s.names[i], round(band[0] * scale, 1), round(band[1] * scale, 1)),),
+                "a lower-bit quantization loses some quality; the speed is its band scaled by the bytes read per "
+                "token (an estimate until measured)"))
+    return tuple(out)
+
+
+__all__ = ["DEFAULT_MODELS_MAX", "PRESET_FILE", "CoResident", "LocalModel", "Remedy", "RouterPlan", "co_resident",
+           "co_resident_notes", "model_name", "plan_router", "reserve_vram", "scan_models_dir", "vram_holders",
+           "with_gpu_budget"]

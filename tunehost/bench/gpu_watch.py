@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 INTERVAL_S = 1.0
 LOADED_PCT = 50          # a sample counts as "under load" from this GPU utilisation (a desktop at P8 reaches 34 %)
 MAX_SAMPLES = 3600       # an hour at 1 Hz; older samples are dropped
+ACTIVE_PCT = 5           # a sample counts as "in use" from this utilisation: partial offload keeps the GPU mostly idle
+LOW_PSTATE = 3           # NVIDIA P3 and above while in use: stuck in a low performance state (llama.cpp#17880)
+IDLE_PSTATE = 5          # P5 and above are idle states (GpuInfo.idle): a display's load there is not the run's
 THROTTLE_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
                     "sw_thermal_slowdown": "SW thermal slowdown", "hw_power_brake_slowdown": "HW power brake",
                     "intel_thermal": "thermal limit", "intel_prochot": "PROCHOT", "intel_ratl": "RATL thermal limit",
@@ -57,6 +60,7 @@ class GpuSample:
     pcie_width: int | None = None
     pcie_width_max: int | None = None
     awake: bool | None = None   # Intel: the GT was out of RC6 (no utilisation counter to read)
+    pstate: int | None = None   # NVIDIA performance state (0 fastest .. 15), None: not reported
 
     @property
     def loaded(self) -> bool:
@@ -83,7 +87,14 @@ def sample_from_row(row: Mapping[str, Any], at_s: float = 0.0) -> GpuSample | No
                      tuple(str(r) for r in reasons) if isinstance(reasons, list) else None,
                      num("power_w"), num("power_limit_w"), _temp(num("temperature_c")), _temp(num("slowdown_c")),
                      whole("pcie_gen"), whole("pcie_gen_max"), whole("pcie_width"), whole("pcie_width_max"),
-                     row["awake"] if isinstance(row.get("awake"), bool) else None)
+                     row["awake"] if isinstance(row.get("awake"), bool) else None, pstate=_pstate(row.get("pstate")))
+
+
+def _pstate(value: Any) -> int | None:
+    """"P3" (NVML row, nvidia-smi) or 3 -> 3; None for anything else (P0..P15 only)."""
+    if isinstance(value, str) and re.fullmatch(r"P\d{1,2}", value):
+        value = int(value[1:])
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 15 else None
 
 
 def _temp(value: float | None) -> float | None:
@@ -96,7 +107,8 @@ def sample_from_gpu(g: Any, at_s: float = 0.0) -> GpuSample:
     return GpuSample(g.label, at_s, g.utilization_pct, None, None, g.clock_reasons, g.power_draw_w, g.power_limit_w,
                      _temp(g.temperature_c), _temp(g.temperature_slowdown_c),
                      link.gen_current if link else None, link.gen_max if link else None,
-                     link.width_current if link else None, link.width_max if link else None)
+                     link.width_current if link else None, link.width_max if link else None,
+                     pstate=_pstate(g.pstate))
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,9 @@ def judge_gpu(samples: Sequence[GpuSample]) -> GpuWatch:
         loaded = [s for s in rows if s.loaded]
         loaded_total += len(loaded)
         summary[gpu] = _summary(rows, loaded)
+        stuck = _low_pstate(gpu, rows, summary[gpu])
+        if stuck:
+            findings.append(stuck)
         if not loaded:
             unknown.append(f"{gpu}: never busy during the run (utilisation below {LOADED_PCT} %): "
                            "throttling and the PCIe link under load were not seen")
@@ -170,6 +185,30 @@ def judge_gpu(samples: Sequence[GpuSample]) -> GpuWatch:
     if not samples:
         unknown.append("GPU (no NVML, amdgpu or Intel sysfs readings)")
     return GpuWatch(len(samples), loaded_total, tuple(reasons), tuple(findings), summary, tuple(unknown))
+
+
+def _low_pstate(gpu: str, rows: Sequence[GpuSample], summary: dict[str, Any]) -> str | None:
+    """NVIDIA only: the best (lowest) P-state while the GPU was in use (utilisation >= ACTIVE_PCT, which partial
+    offload rarely exceeds by much) and below the idle states, and the clock-event reasons then, into the summary; a
+    finding when the card never left P3-P4 (llama.cpp#17880: an RTX 3060 held in P3 during partial offload)."""
+    active = [s for s in rows if s.pstate is not None and s.pstate < IDLE_PSTATE and s.utilization_pct is not None
+              and s.utilization_pct >= ACTIVE_PCT]
+    if not active:
+        return None
+    best = min(s.pstate for s in active if s.pstate is not None)
+    reasons = sorted({r for s in active for r in s.clock_reasons or ()})
+    summary["pstate_in_use"] = [f"P{best}", f"P{max(s.pstate for s in active if s.pstate is not None)}"]
+    summary["clock_reasons_in_use"] = reasons
+    if best < LOW_PSTATE:
+        return None
+    mem = [s.mem_clock_mhz for s in active if s.mem_clock_mhz is not None]
+    util = [s.utilization_pct for s in active if s.utilization_pct is not None]
+    return (f"{gpu}: never left P{best} or a lower-power state while in use ({len(active)} samples at "
+            f"{min(util):.0f}-{max(util):.0f} % utilisation" + (f", memory clock up to {max(mem)} MHz" if mem else "")
+            + (f", clock-event reasons {', '.join(reasons)}" if reasons else "") + "): the driver keeps the card in "
+            "a low performance state when the GPU is partly idle (partial offload); P0/P2 would run its memory at "
+            "full clock — check `nvidia-smi -q -d PERFORMANCE` during a run, persistence mode (`sudo nvidia-smi -pm "
+            "1`), or offload more layers")
 
 
 def _summary(rows: Sequence[GpuSample], loaded: Sequence[GpuSample]) -> dict[str, Any]:
@@ -277,11 +316,12 @@ class GpuSampler:
     sysfs, else Intel xe/i915 sysfs; with none, no thread starts and the report says the GPU was not watched."""
 
     def __init__(self, host: "Host", *, read: Callable[[], list[dict[str, Any]]] | None = None,
-                 interval_s: float = INTERVAL_S):
+                 interval_s: float = INTERVAL_S, energy: Callable[[], dict[str, float | None]] | None = None):
         self.host = host
         self.interval_s = interval_s
         self._read = read
         self._close: Callable[[], None] | None = None
+        self._energy = energy  # the source's energy counters (NVML, amdgpu hwmon); tests inject them
         self._samples: list[GpuSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -294,14 +334,32 @@ class GpuSampler:
         session = NvmlSession.open() if self.host.live else None
         if session is not None:
             self._close = session.close
+            self._energy = session.energy_j
             return session.read
         cards = amdgpu_cards(self.host) if self.host.live else []
         if cards:
+            from tunehost.bench.energy import read_amdgpu_energy
+
+            self._energy = lambda: {f"AMD GPU {dev.split('/')[4]}": read_amdgpu_energy(self.host, dev) for dev in cards}
             return lambda: [read_amdgpu(self.host, dev) for dev in cards]
         gts = intel_gts(self.host) if self.host.live else []
         if gts:
+            self._energy = lambda: {gt[0]: None for gt in gts}  # no energy counter, no power in sysfs
             return lambda: [read_intel(self.host, *gt) for gt in gts]
         return None
+
+    def energy_counters(self) -> dict[str, float | None] | None:
+        """Each watched GPU's energy counter in joules (None: that GPU has none); None when no GPU is watched
+        (tunehost.bench.energy.EnergyMeter's ``gpu_counters``). Tests inject ``energy``."""
+        return None if self._energy is None else self._energy()
+
+    def power_samples(self) -> dict[str, list[tuple[float, float]]]:
+        """Each GPU's (time, watts) samples so far: what a GPU without an energy counter is integrated from."""
+        out: dict[str, list[tuple[float, float]]] = {}
+        for s in list(self._samples):
+            if s.power_w is not None:
+                out.setdefault(s.gpu, []).append((s.at_s, s.power_w))
+        return out
 
     def start(self) -> None:
         read = self._source()

@@ -139,18 +139,25 @@ class Invocation:
     duration_s: float
     argv: tuple[str, ...]
     samples: Mapping[str, tuple[float, ...]] = field(default_factory=dict, hash=False)  # test -> samples_ts
+    energy: Mapping[str, Any] | None = field(default=None, hash=False)  # this run's tunehost.bench.energy.Energy
+    tokens: int = 0  # tokens generated in its counted repetitions (n_gen x repetitions of each test)
 
     def to_json(self) -> dict[str, Any]:
-        return {"config": self.config, "round": self.round, "counted": self.counted,
+        data = {"config": self.config, "round": self.round, "counted": self.counted,
                 "started_s": round(self.started_s, 3), "duration_s": round(self.duration_s, 3),
                 "argv": list(self.argv), "samples_ts": {k: list(v) for k, v in self.samples.items()}}
+        if self.energy is not None:  # absent in results measured before energy was read (and then not written)
+            data.update(energy=dict(self.energy), tokens=self.tokens)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Invocation":
         return cls(config=str(data["config"]), round=int(data["round"]), counted=bool(data["counted"]),
                    started_s=float(data.get("started_s") or 0.0), duration_s=float(data.get("duration_s") or 0.0),
                    argv=tuple(data.get("argv") or ()),
-                   samples={k: tuple(_finite(s) for s in v) for k, v in (data.get("samples_ts") or {}).items()})
+                   samples={k: tuple(_finite(s) for s in v) for k, v in (data.get("samples_ts") or {}).items()},
+                   energy=dict(data["energy"]) if isinstance(data.get("energy"), Mapping) else None,
+                   tokens=_count(data.get("tokens") or 0))
 
 
 @dataclass(frozen=True)
@@ -256,6 +263,7 @@ class SavedResult:
     round_watch: tuple[WatchReport, ...] = ()  # one report per counted round (the store keeps them per round)
     tunehost: str = __version__
     notes: tuple[str, ...] = ()
+    energy: Mapping[str, Any] | None = field(default=None, hash=False)  # config -> energy_per_config's summary
 
     def config(self, name: str | None = None) -> ConfigResult:
         """The named config; without a name the last one (the candidate when there is one)."""
@@ -282,6 +290,7 @@ class SavedResult:
             "ceiling": dict(self.ceiling) if self.ceiling else None,
             "invocations": [i.to_json() for i in self.invocations],
             "notes": list(self.notes),
+            **({"energy": dict(self.energy)} if self.energy is not None else {}),
         }
 
     @classmethod
@@ -306,6 +315,7 @@ class SavedResult:
                 ceiling=dict(data["ceiling"]) if data.get("ceiling") else None,
                 label=data.get("label"), created=str(data.get("created") or ""),
                 tunehost=str(data.get("tunehost") or ""), notes=tuple(data.get("notes") or ()),
+                energy=dict(data["energy"]) if isinstance(data.get("energy"), Mapping) else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise TunehostError(f"{where} is a damaged tunehost bench result: {exc.__class__.__name__}: "
@@ -321,6 +331,50 @@ class SavedResult:
         count = max((len(t.samples_ts) for t in config.tests), default=0)
         tail = f" (median of {count}{', DISTURBED' if self.disturbed else ''})" if count else ""
         return ", ".join(parts) + tail
+
+
+def energy_per_config(invocations: Iterable[Invocation], configs: Sequence[str],
+                      left_out: Iterable[int] = ()) -> dict[str, Any] | None:
+    """Each configuration's joules per generated token over its counted runs, the rounds ``left_out`` (disturbed)
+    excepted: the energy of those llama-bench runs (whole runs: model load, llama-bench's own one-token warm-up
+    and any -p prompt test included) divided by the tokens their repetitions generated. Says which parts were
+    measured and why the others were not; None when no run carries an energy reading (energy not read)."""
+    from tunehost.bench.energy import Energy, add_up, per_token
+
+    skip = set(left_out)
+    every = [i for i in invocations if i.counted]
+    if not any(i.energy is not None for i in every):
+        return None
+    runs = [i for i in every if i.round not in skip]
+    out: dict[str, Any] = {}
+    for name in configs:
+        every_read = [Energy.from_json(i.energy) for i in every if i.config == name and i.energy is not None]
+        nothing = bool(every_read) and all(e is None or e.joules is None for e in every_read)
+        mine = [i for i in runs if i.config == name]
+        read = [Energy.from_json(i.energy) for i in mine]
+        total = add_up([e for e in read if e is not None]) if read and all(e is not None for e in read) else None
+        tokens = sum(i.tokens for i in mine)
+        jpt = per_token(total, tokens)
+        why = None
+        if nothing:  # no run measured anything: that is the reason, disturbed rounds or not
+            why = "; ".join(dict.fromkeys(m for e in every_read if e is not None for m in e.missing)) \
+                or "no energy reading"
+        elif not mine:
+            why = "every counted round was disturbed (left out, as in the paired estimate)"
+        elif total is None or total.joules is None:
+            why = "; ".join(total.missing) if total is not None and total.missing else "no energy reading"
+        elif tokens <= 0:
+            why = "no tokens generated (-n 0)"
+        out[name] = {"joules_per_token": round(jpt, 5) if jpt is not None else None,
+                     "tokens_per_joule": round(1 / jpt, 4) if jpt else None,
+                     "watts": round(total.joules / total.wall_s, 2) if total is not None and total.joules is not None
+                     and total.wall_s > 0 else None,
+                     "joules": round(total.joules, 3) if total is not None and total.joules is not None else None,
+                     "tokens": tokens, "runs": len(mine), "rounds_left_out": len(skip),
+                     "measured": total.measured if total is not None else "none",
+                     "parts": list(total.parts) if total is not None else [],
+                     "missing": list(total.missing) if total is not None else [], "why_none": why}
+    return out
 
 
 def now_utc() -> str:

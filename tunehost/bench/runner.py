@@ -303,15 +303,21 @@ class _Rounds:
         args = bench_args(settings, config.flags, reps=settings.reps if counted else 1)
         phase = "round" if counted else "warm-up"
         self.emit(phase, config.name, round_no)
+        mark = self.watcher.energy_mark() if counted and self.watcher is not None and \
+            hasattr(self.watcher, "energy_mark") else None
         began = clock()
         got = self.hooks.runner(config)(args, lambda line: self.emit(phase, config.name, round_no, line))
         took = clock() - began
+        energy = self.watcher.energy_since(mark) if mark is not None else None  # exactly this run's energy
         by_test = _one_per_test(got, config)
         if counted:
             self.durations[config.name].append(took)
         self.invocations.append(Invocation(config=config.name, round=round_no, counted=counted,
                                            started_s=began - self.start, duration_s=took, argv=tuple(args),
-                                           samples={t: r.samples_ts or (r.avg_ts,) for t, r in by_test.items()}))
+                                           samples={t: r.samples_ts or (r.avg_ts,) for t, r in by_test.items()},
+                                           energy=energy.to_json() if energy is not None else None,
+                                           tokens=sum(r.n_gen * len(r.samples_ts or (r.avg_ts,))
+                                                      for r in by_test.values())))
         self.results[config.name] = by_test
         self.done += 1
         if self.watcher is not None and counted:
@@ -663,6 +669,9 @@ def build_result(outcome: RoundsOutcome, settings: BenchSettings, provenance: Pr
                      "--budget could still separate a small difference from noise")
     settings_json = dict(settings.to_json(), rounds=outcome.rounds, stop_reason=outcome.stop_reason,
                          wall_s=round(outcome.wall_s, 3))
+    from tunehost.bench.results import energy_per_config
+
+    energy = energy_per_config(outcome.invocations, [c.name for c in outcome.configs], quiet_rounds_only(outcome))
     return SavedResult(
         source="measured", configs=tuple(configs), model=model,
         llama_bench={"path": str(binary), "build_commit": first.build_commit, "build_number": first.build_number,
@@ -670,7 +679,7 @@ def build_result(outcome: RoundsOutcome, settings: BenchSettings, provenance: Pr
         settings=settings_json, host=dict(provenance.host_summary or {}), comparison=comparison,
         invocations=outcome.invocations, watch=outcome.watch, round_watch=outcome.round_watch,
         ceiling=dict(provenance.ceiling) if provenance.ceiling else None,
-        label=settings.label, created=now_utc(), notes=tuple(notes),
+        label=settings.label, created=now_utc(), notes=tuple(notes), energy=energy,
     )
 
 

@@ -99,6 +99,7 @@ class WatchReport:
     cpus_used: int | None = None  # CPUs the measured configuration uses (None: unknown, judged as all of them)
     temp_limit_c: float | None = None  # the hottest sensor's own high/crit mark
     temp_source: str | None = None
+    energy: Mapping[str, Any] | None = field(default=None, hash=False)  # tunehost.bench.energy.Energy.to_json()
 
     @property
     def disturbed(self) -> bool:
@@ -120,6 +121,7 @@ class WatchReport:
             "disturbed": self.disturbed, "reasons": list(self.reasons), "unknown": list(self.unknown),
             "gpu": dict(self.gpu) if self.gpu else None, "cpus_used": self.cpus_used,
             "temp_limit_c": self.temp_limit_c, "temp_source": self.temp_source,
+            **({"energy": dict(self.energy)} if self.energy else {}),
         }
 
     @classmethod
@@ -137,6 +139,7 @@ class WatchReport:
             gpu=dict(data["gpu"]) if isinstance(data.get("gpu"), Mapping) else None,
             cpus_used=_int_or_none(data.get("cpus_used")), temp_limit_c=_float_or_none(data.get("temp_limit_c")),
             temp_source=str(data["temp_source"]) if data.get("temp_source") is not None else None,
+            energy=dict(data["energy"]) if isinstance(data.get("energy"), Mapping) else None,
         )
 
 
@@ -253,6 +256,7 @@ def combine(reports: Sequence[WatchReport]) -> WatchReport | None:
     gpu_reasons = [g for r in reports if isinstance(r.gpu, Mapping) for g in r.gpu.get("reasons") or ()]
     used = [r.cpus_used for r in reports]
     first, last = reports[0], reports[-1]
+    energy = _energy_total(reports)
     return rejudge(WatchReport(
         wall_s=wall, cpu_count=max(r.cpu_count for r in reports),
         other_cpu_cores=None if other_s is None else other_s / max(wall, 1e-9), steal_share=steal,
@@ -262,7 +266,17 @@ def combine(reports: Sequence[WatchReport]) -> WatchReport | None:
         busiest_others=tuple(top), unknown=tuple(dict.fromkeys(u for r in reports for u in r.unknown)),
         gpu={"reasons": list(dict.fromkeys(gpu_reasons))} if gpu_reasons else None,
         cpus_used=None if any(u is None for u in used) else max(u for u in used if u is not None),
-        temp_limit_c=hottest.temp_limit_c if hottest else None, temp_source=hottest.temp_source if hottest else None))
+        temp_limit_c=hottest.temp_limit_c if hottest else None, temp_source=hottest.temp_source if hottest else None,
+        energy=energy))
+
+
+def _energy_total(reports: Sequence[WatchReport]) -> dict[str, Any] | None:
+    """The stretches' energy added up (tunehost.bench.energy.add_up); None when none of them carries any."""
+    from tunehost.bench.energy import Energy, add_up
+
+    read = [Energy.from_json(r.energy) for r in reports if r.energy]
+    total = add_up([e for e in read if e is not None]) if len(read) == len(reports) else None
+    return total.to_json() if total is not None else None
 
 
 def cpus_used_by(args: Sequence[str], cpu_count: int) -> int | None:
@@ -420,9 +434,12 @@ class HostWatcher:
 
     def __init__(self, host: "Host", *, cpu_count: int | None = None,
                  read: Callable[["Host"], HostReading] | None = None, gpu: Any = True,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 energy: Any = True):
         """``gpu``: True samples the GPUs (NVML or amdgpu sysfs, ~1 Hz in a thread), False does not, or a
-        tunehost.bench.gpu_watch.GpuSampler to use. ``clock``/``sleep``: what :meth:`wait_quiet` waits with."""
+        tunehost.bench.gpu_watch.GpuSampler to use. ``clock``/``sleep``: what :meth:`wait_quiet` waits with.
+        ``energy``: True reads the energy counters (tunehost.bench.energy.EnergyMeter: RAPL, the watched GPUs'
+        counters) at every lap and at the end, False does not, or a meter to use (tests)."""
         self.host = host
         self._clock, self._sleep = clock, sleep
         self.cpu_count = cpu_count or os.cpu_count() or 1
@@ -433,6 +450,10 @@ class HostWatcher:
         self._lap_temps: list[Temperature] = []
         self._gpu_option = gpu
         self._gpu: Any = None
+        self._energy_option = energy
+        self._meter: Any = None
+        self._energy_start: Any = None  # the EnergyReading at start() ...
+        self._energy_lap: Any = None  # ... and at the latest lap
 
     def start(self) -> None:
         self._before = self._lap = self._read(self.host)
@@ -447,6 +468,34 @@ class HostWatcher:
             self._gpu = self._gpu_option
         if self._gpu is not None:
             self._gpu.start()
+        if self._energy_option is True and getattr(self.host, "files", None) is not None:
+            from tunehost.bench.energy import EnergyMeter
+
+            self._meter = EnergyMeter(self.host, gpu_counters=getattr(self._gpu, "energy_counters", None))
+        elif self._energy_option and self._energy_option is not True:
+            self._meter = self._energy_option
+        self._energy_start = self._energy_lap = self.energy_mark()
+
+    def energy_mark(self) -> Any:
+        """The energy counters now (tunehost.bench.energy.EnergyReading); None when energy is not read."""
+        return self._meter.read() if self._meter is not None else None
+
+    def energy_since(self, mark: Any) -> Any:
+        """The energy used since ``mark`` (:meth:`energy_mark`) as tunehost.bench.energy.Energy; None without a
+        meter. A GPU without an energy counter is integrated from the GPU watch's power samples."""
+        if self._meter is None or mark is None:
+            return None
+        return self._between(mark, self._meter.read())
+
+    def _between(self, before: Any, after: Any) -> Any:
+        from tunehost.bench.energy import energy_between
+
+        power = getattr(self._gpu, "power_samples", None)
+        return energy_between(before, after, power() if power is not None else None)
+
+    def _energy_json(self, mark: Any) -> dict[str, Any] | None:
+        energy = self.energy_since(mark)
+        return energy.to_json() if energy is not None else None
 
     def tick(self) -> None:
         """A cheap look between invocations (temperature only: the diffs need just the two ends)."""
@@ -466,6 +515,11 @@ class HostWatcher:
         if window is not None:
             gpu = window(self._lap.at_s)
             report = rejudge(replace(report, gpu=gpu.to_json(), unknown=report.unknown + gpu.unknown))
+        if self._meter is not None:  # this lap's energy; its end is the next lap's start
+            mark = self.energy_mark()
+            if self._energy_lap is not None:
+                report = replace(report, energy=self._between(self._energy_lap, mark).to_json())
+            self._energy_lap = mark
         self._lap, self._lap_temps = now, []
         return report
 
@@ -479,6 +533,9 @@ class HostWatcher:
             raise RuntimeError("HostWatcher.stop() before start()")
         after = self._read(self.host)
         report = judge(self._before, after, cpu_count=self.cpu_count, temperatures=self._temps)
+        if self._meter is not None:
+            report = replace(report, energy=self._energy_json(self._energy_start))
+            self._meter = None
         if self._gpu is None:
             return report
         gpu = self._gpu.stop()

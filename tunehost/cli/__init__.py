@@ -185,7 +185,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Find what in this Linux host holds llama.cpp back, fix it safely, and prove the result."""
 
 
-COMMAND_MODULES = ("doctor", "advise", "bench", "tune", "history", "apply", "gate", "fleet")
+COMMAND_MODULES = ("doctor", "advise", "bench", "tune", "history", "apply", "gate", "fleet", "report", "export")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"tunehost.cli.{_name}").register(app)

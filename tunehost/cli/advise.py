@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from tunehost.cli import cli_errors, make_console
-from tunehost.formats import FILES, FORMATS, choices_text
+from tunehost.cli import check_range, cli_errors, make_console
+from tunehost.formats import FILES, FORMATS, choices_text, refuse_unwritable
 from tunehost.printable import one_line, require_printable
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def advise(
     parallel: int = typer.Option(1, "--parallel", metavar="N", help="Concurrent requests (slots)."),
     mmproj: Optional[Path] = typer.Option(None, "--mmproj", metavar="PATH", help="Vision projector GGUF."),
     draft: Optional[Path] = typer.Option(None, "--draft", metavar="PATH", help="Draft model for speculative decoding."),
-    spec: Optional[str] = typer.Option(None, "--spec", metavar="mtp|draft", help="Speculative decoding: the model's MTP heads, or --draft."),
+    spec: Optional[str] = typer.Option(None, "--spec", metavar="mtp|draft|ngram", help="Speculative decoding: MTP heads (the model's, or a companion GGUF as --draft), a --draft model, or n-grams of the context."),
     spec_draft_n_max: Optional[int] = typer.Option(None, "--spec-draft-n-max", metavar="N", help="Tokens to draft per step (llama-server --spec-draft-n-max)."),
     draft_max: Optional[int] = typer.Option(None, "--draft-max", hidden=True),
     draft_min: Optional[int] = typer.Option(None, "--draft-min", hidden=True),
@@ -79,8 +80,10 @@ def advise(
         raise TunehostError(f"--ctx must be a positive number of tokens, not {ctx}")
     if parallel <= 0:
         raise TunehostError(f"--parallel must be at least 1, not {parallel}")
-    if spec not in (None, "mtp", "draft"):
-        raise TunehostError(f"--spec must be mtp or draft, not {spec!r}")
+    from tunehost.advise.plan import SPEC_KINDS
+
+    if spec not in (None, *SPEC_KINDS):
+        raise TunehostError(f"--spec must be {', '.join(SPEC_KINDS[:-1])} or {SPEC_KINDS[-1]}, not {spec!r}")
     if spec_draft_n_max is not None and not 0 <= spec_draft_n_max <= 1024:
         raise TunehostError(f"--spec-draft-n-max must be 0..1024, not {spec_draft_n_max}")
     if reserve_vram < 0 or reserve_vram > 16 * 1024 * 1024:
@@ -112,6 +115,8 @@ def advise(
                             "(a models-dir sub-directory's mmproj file is planned with its model)")
     if models_max is not None and not router:
         raise TunehostError("--models-max is for router mode: give several --model, or --models-dir")
+    if models_max is not None:  # llama-server reads it as a C int (common/arg.cpp): a larger one never starts
+        check_range("--models-max", models_max, 0, what=" (0 = all)")
     # these reach the command line and the unit verbatim: a newline there would start a new unit line
     for what, value in (*(("--model", m) for m in models), ("--models-dir", models_dir), ("--mmproj", mmproj),
                         ("--draft", draft), ("--llama-server", llama_server), ("--host", host_addr),
@@ -125,7 +130,8 @@ def advise(
         mmproj_bytes=mmproj_bytes, draft=draft, spec=spec, spec_draft_n_max=spec_draft_n_max, models_max=models_max,
         reserve_vram_mib=reserve_vram, preset=_preset(preset_file, write_dir) if router else None,
         llama_server=llama_server, cpus=cpus, host_addr=host_addr, api_key_file=api_key_file, no_probe=no_probe,
-        unit=kind if fmt == "systemd" else None, snapshot=snapshot)
+        unit=kind if fmt == "systemd" else None, snapshot=snapshot, writable=partial(refuse_unwritable, fmt),
+        runtime="ollama" if fmt == "ollama" else "llama.cpp")
     _advise_and_render(request, fmt, write_dir, force)
 
 

@@ -91,6 +91,9 @@ def bench(
     start_timeout: str = typer.Option("5m", "--start-timeout", metavar="DURATION",
                                       help="--serve: the longest wait, in all, for llama-server's /health (at "
                                            "most 24h)."),
+    draft_ab: bool = typer.Option(False, "--draft-ab",
+                                  help="--serve: race the command without its speculative-decoding options (A) "
+                                       "against it as given (B): draft acceptance and the net TG change."),
 ) -> None:
     """Measure a model with the real llama-bench: baseline against candidate, interleaved, with a verdict only
     beyond the noise ("faster", "slower", "no clear difference"; "disturbed" when the host was busy).
@@ -114,8 +117,10 @@ def bench(
             timeout_s=parse_duration(timeout, option="--timeout", maximum=DAY_S, allow_minimum=False),
             start_timeout_s=parse_duration(start_timeout, option="--start-timeout", maximum=DAY_S,
                                            allow_minimum=False),
-            budget_s=budget_s, save=save, json_out=json_out, api=api))
+            budget_s=budget_s, save=save, json_out=json_out, api=api, draft_ab=draft_ab))
         return
+    if draft_ab:
+        raise TunehostError("--draft-ab races a llama-server command with and without drafting: use it with --serve")
     if ctx.args:
         raise TunehostError(f"unexpected arguments: {one_line(' '.join(ctx.args), 200)} (llama-server arguments go after "
                             "--serve --)")
@@ -331,8 +336,28 @@ def render_result(result: "SavedResult", console: "Console") -> None:
         render_comparison(result.comparison, console, chart=True)
     else:
         render_configs(result, console)
+    render_energy(result, console)
     render_ceiling(result, console)
     render_how(result, console)
+
+
+def render_energy(result: "SavedResult", console: "Console") -> None:
+    """Joules per generated token of each configuration beside its t/s, which parts were measured (CPU package,
+    GPU) and why the others were not; a result without an energy reading prints nothing."""
+    for name, data in (result.energy or {}).items():
+        if not isinstance(data, dict):
+            continue
+        jpt = data.get("joules_per_token")
+        missing = "; ".join(one_line(str(m), 200) for m in data.get("missing") or ())
+        if isinstance(jpt, (int, float)) and jpt > 0:
+            watts = data.get("watts")
+            text = (f"{jpt:.3g} J per generated token ({1 / jpt:.3g} tokens/J"
+                    + (f", {watts:.1f} W average" if isinstance(watts, (int, float)) else "")
+                    + f") · {one_line(str(data.get('measured')), 40)}"
+                    + (f" (not measured: {missing})" if missing else ""))
+        else:
+            text = f"no energy figure: {one_line(str(data.get('why_none') or missing or 'not measured'), 300)}"
+        print_folded(console, text, one_line(f"energy, {name}: ", 60), "  ", style="dim" if jpt is None else "")
 
 
 def render_configs(result: "SavedResult", console: "Console") -> None:

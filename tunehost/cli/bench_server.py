@@ -44,6 +44,7 @@ class ServerOptions:
     save: Path | None
     json_out: bool
     api: str = "native"
+    draft_ab: bool = False  # --serve: A = the command without its speculative-decoding options, B = as given
 
 
 def parse_counts(text: str | None, option: str, low: int, high: int) -> tuple[int, ...] | None:
@@ -111,6 +112,8 @@ def server_request(opts: ServerOptions) -> "ServerBenchRequest":
 
     if (opts.server is None) == (not opts.serve):
         raise TunehostError("give one of --server URL (a running llama-server) and --serve -- llama-server ARGS")
+    if opts.draft_ab and not opts.serve:
+        raise TunehostError("--draft-ab races a llama-server command with and without drafting: use it with --serve")
     if opts.server is not None and opts.extra:
         raise TunehostError(f"unexpected arguments: {one_line(' '.join(opts.extra), 200)} (llama-server arguments "
                             "are for --serve)")
@@ -133,6 +136,8 @@ def server_request(opts: ServerOptions) -> "ServerBenchRequest":
         request = replace(request, target=ServerTarget("server", parse_target(opts.server)))
     else:
         argv_a, argv_b = serving.split_serve_args(opts.extra)
+        if opts.draft_ab:
+            argv_a, argv_b = _draft_ab(argv_a, argv_b)
         serving.check_server_args(argv_a, what="--serve")
         if argv_b is not None:
             serving.check_server_args(argv_b, what="--vs")
@@ -140,6 +145,20 @@ def server_request(opts: ServerOptions) -> "ServerBenchRequest":
                                                                                               ("B", argv_b))
                                                if argv is not None))
     return request
+
+
+def _draft_ab(argv: list[str], vs: list[str] | None) -> tuple[list[str], list[str]]:
+    """--draft-ab: (the command without its speculative-decoding options, the command as given)."""
+    from tunehost.launch import without_speculation
+
+    if vs is not None:
+        raise TunehostError("--draft-ab makes the second configuration itself (the same command without drafting): "
+                            "leave out --vs")
+    plain, removed = without_speculation(argv)
+    if not removed:
+        raise TunehostError("--draft-ab: the command has no speculative-decoding option to race (-md, --spec-type, "
+                            "--spec-default, ...); add the one advise wrote")
+    return plain, list(argv)
 
 
 class _Progress:
@@ -207,6 +226,13 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
         console.print()
     if result.comparison is not None:
         render_comparison(result.comparison, console, chart=False)
+    for spec in result.speculation:
+        console.print(f"[bold]speculative decoding ({escape(spec['server'])})[/]: {spec['accepted']} of "
+                      f"{spec['drafted']} drafted tokens accepted ({spec['acceptance']:.1%})", highlight=False)
+        for tg in spec["tg"]:
+            console.print(f"  net {escape(tg['test'])}: {tg['ts']:.1f} t/s against {tg['vs_ts']:.1f} t/s on "
+                          f"{escape(tg['vs'])}: {tg['net_percent']:+.1f} %, {escape(tg['verdict'])}",
+                          highlight=False)
     settings = result.settings
     overhead = result.overhead
     console.print(f"[dim]{settings.get('rounds')} rounds (A B, B A, …) after 1 warm-up round per server, "

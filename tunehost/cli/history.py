@@ -106,7 +106,8 @@ def render_runs(runs: list["StoredRun"], console: "Console") -> None:
             speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
                                                 f"PP {_ts(pp)}" if pp is not None else "",
                                                 f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
-            console.print(f"    {text(config.ljust(width))}  {speed or '—'} t/s  "
+            unit = "tokens/J" if other is not None and other.kind == "tokens-per-joule" else "t/s"
+            console.print(f"    {text(config.ljust(width))}  {speed or '—'} {unit}  "
                           f"[dim]{text(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
         result = _result(run)
         if result:

@@ -6,6 +6,7 @@ docs/tune.md explains the race, the search space and how a killed tune resumes.
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -13,7 +14,7 @@ import typer
 
 from tunehost.cli import LINE_EVERY_ROUNDS, check_range, cli_errors, make_console
 from tunehost.errors import EXIT_BUSY, TunehostError
-from tunehost.formats import TUNE, choices_text
+from tunehost.formats import TUNE, choices_text, refuse_unwritable
 from tunehost.printable import one_line
 
 if TYPE_CHECKING:
@@ -40,8 +41,10 @@ def tune_command(
                                help="Measurement time for the whole tune (10m, 90s, 1h)."),
     ctx: Optional[int] = typer.Option(None, "--ctx", metavar="N",
                                       help="Context tokens llama-server gets (decides what fits in memory)."),
-    objective: str = typer.Option("tg", "--objective", metavar="tg|pp|balanced",
-                                  help="What to make faster: token generation, prompt processing, or both."),
+    objective: str = typer.Option("tg", "--objective", metavar="OBJECTIVE",
+                                  help="tg|pp|balanced: what to make faster (token generation, prompt processing, "
+                                       "both); tokens-per-joule: generated tokens per joule of the CPU package "
+                                       "and GPUs (needs a readable energy counter)."),
     n_prompt: int = typer.Option(512, "-p", "--n-prompt", metavar="N", help="Prompt tokens of the PP test."),
     n_gen: int = typer.Option(128, "-n", "--n-gen", metavar="N", help="Generated tokens of the TG test."),
     reps: int = typer.Option(3, "--reps", "-r", metavar="N", help="Repetitions per llama-bench run."),
@@ -103,7 +106,8 @@ def tune_command(
     with _TuneView(err, enabled=interactive) as view_progress:
         lines = _TuneLines(err) if not interactive else None
         hooks = op.TuneHooks(progress=lines.update if lines is not None else view_progress.update,
-                             resuming=resuming if fmt == "human" else None)
+                             resuming=resuming if fmt == "human" else None,
+                             writable=partial(refuse_unwritable, fmt))
         result = op.tune(host, HostFacts(host), lambda: open_for_recording(warn), options, hooks)
     if result.journal_note is not None:
         warn(result.journal_note)

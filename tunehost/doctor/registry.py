@@ -14,8 +14,8 @@ ENTRY_POINT_GROUP = "tunehost.checks"
 # the stable ids of docs/snapshot.md, in report order; third-party checks follow alphabetically
 BUILTIN_ORDER = (
     "ram-speed", "memory-bandwidth", "cpu-governor", "cpu-epp", "cpu-frequency", "cpu-clocks", "power-limits",
-    "power-manager", "thp", "swap", "core-topology", "numa", "pcie-link", "gpu-memory", "thermals", "cpu-hogs",
-    "headless", "llama-exposure", "llama-build", "speed-drift",
+    "power-manager", "thp", "swap", "core-topology", "numa", "pcie-link", "resizable-bar", "apu-memory",
+    "gpu-memory", "gpu-power-cap", "thermals", "cpu-hogs", "headless", "llama-exposure", "llama-build", "speed-drift",
 )
 
 

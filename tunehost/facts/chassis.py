@@ -74,14 +74,34 @@ def systemd_is_init(host: "Host") -> bool | None:
     return init.name == "systemd"
 
 
+def machine_layers(host: "Host") -> tuple[str, ...]:
+    """The layers between this process and the hardware, outermost first: ("virtual machine", "container") for a
+    container in a KVM guest (the guest's hypervisor CPU flag shows through the container's /proc/cpuinfo); () on
+    bare metal."""
+    return tuple(kind for kind, present in (("virtual machine", is_virtual(host)), ("container", in_container(host)))
+                 if present)
+
+
+def layers_label(layers: tuple[str, ...]) -> str | None:
+    """"container in a virtual machine", "virtual machine", "container"; None on bare metal."""
+    if not layers:
+        return None
+    return " in a ".join(reversed(layers))
+
+
 def machine_kind(host: "Host") -> str | None:
     """"virtual machine" or "container" when a hardware remedy (firmware setup, kernel module, dmidecode) cannot
-    work from here; None on bare metal."""
-    if in_container(host):
-        return "container"
-    if is_virtual(host):
-        return "virtual machine"
-    return None
+    work from here (the innermost layer: a container, even inside a VM); None on bare metal."""
+    layers = machine_layers(host)
+    return layers[-1] if layers else None
+
+
+def who_decides(kind: str | None, layers: tuple[str, ...] = ()) -> str:
+    """The start of a sentence on a hardware setting seen from a guest: "virtual machine: the host's firmware
+    decides", "container: the host decides", or, with both layers, the physical host under the VM."""
+    if "virtual machine" in layers and "container" in layers:
+        return "container in a virtual machine: the physical host's firmware (under the hypervisor) decides"
+    return VM_FIRMWARE if kind == "virtual machine" else "container: the host decides"
 
 
 @dataclass(frozen=True)
@@ -89,12 +109,23 @@ class MachineFacts:
     """Where a fix is shown: the checks word their remedies by it (no modprobe in a guest, no systemctl without
     systemd)."""
 
-    kind: str | None = None  # "virtual machine", "container"; None: bare metal
+    kind: str | None = None  # "virtual machine", "container" (the innermost layer); None: bare metal
     systemd_init: bool | None = None  # systemd is PID 1; None: unknown
+    layers: tuple[str, ...] = ()  # outermost first: ("virtual machine", "container") for a container in a VM
+
+    @property
+    def label(self) -> str | None:
+        """"container in a virtual machine" when both are true; else the kind."""
+        return layers_label(self.layers) or self.kind
+
+    @property
+    def decides(self) -> str:
+        return who_decides(self.kind, self.layers)
 
     @classmethod
     def gather(cls, host: "Host") -> "MachineFacts":
-        return cls(machine_kind(host), systemd_is_init(host))
+        layers = machine_layers(host)
+        return cls(layers[-1] if layers else None, systemd_is_init(host), layers)
 
 
 def machine_of(facts: "HostFacts") -> MachineFacts:

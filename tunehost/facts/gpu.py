@@ -306,6 +306,7 @@ def _from_nvml(row: Mapping[str, Any]) -> GpuInfo:
         source="NVML",
         memory_bus_width_bits=_i(row.get("memory_bus_width_bits")),
         memory_clock_max_mhz=_i(row.get("memory_clock_max_mhz")),
+        bar1_total_mib=_i(row.get("bar1_total_mib")),
     )
 
 
@@ -425,6 +426,7 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
             and gtt >= 4096 and not host.files.exists(f"{dev}/pp_dpm_pcie")
         integrated = apu_name is not None or carve_out or _intel_integrated(vendor, bus_id)
         temps, crits = _hwmon_temps(host, dev)
+        cap, cap_default = _hwmon_power_cap(host, dev) if vendor == "amd" else (None, None)
         boot = host.files.read_value(f"{dev}/boot_vga")
         cards.append(GpuInfo(
             vendor=vendor,
@@ -444,6 +446,8 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
             hotspot_c=temps.get("junction"),
             hotspot_crit_c=crits.get("junction"),
             utilization_pct=whole_text(host.files.read_value(f"{dev}/gpu_busy_percent"), 0, 100),
+            power_limit_w=cap,
+            power_default_limit_w=cap_default,
             boot_vga=boot == "1" if boot in ("0", "1") else None,
             source=dev,
         ))
@@ -491,6 +495,21 @@ def _hwmon_temps(host: "Host", dev: str) -> tuple[dict[str, float], dict[str, fl
         if reading.crit_c is not None and 0 < reading.crit_c < 150:
             crits.setdefault(reading.label, reading.crit_c)
     return temps, crits
+
+
+def _hwmon_power_cap(host: "Host", dev: str) -> tuple[float | None, float | None]:
+    """amdgpu's enforced board power cap and its default (hwmon power1_cap / power1_cap_default, microwatts) in W;
+    None for a file that is absent or not a plausible wattage (1 W - 2 kW)."""
+    for hw in sorted(host.files.listdir(f"{dev}/hwmon")):
+        if not re.fullmatch(r"hwmon\d+", hw):
+            continue
+        values = []
+        for name in ("power1_cap", "power1_cap_default"):
+            uw = host.files.read_int(f"{dev}/hwmon/{hw}/{name}")
+            values.append(round(uw / 1e6, 2) if uw is not None and 1_000_000 <= uw <= 2_000_000_000 else None)
+        if values[0] is not None or values[1] is not None:
+            return values[0], values[1]
+    return None, None
 
 
 def _card_name(host: "Host", dev: str, vendor: str, device_id: str | None, apu_name: str | None) -> str:

@@ -20,7 +20,7 @@ from tunehost.errors import TunehostError
 from tunehost.facts.cpu_memory import CpuMemory, cpu_memory
 from tunehost.facts.memory_parts import (JEDEC_MAX, PartFamily, PartRating, generation, is_dram_chip, is_standard_grade,
                                    module_family, module_vendor, rated_speed, snap_grade)
-from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE, VM_FIRMWARE, machine_kind
+from tunehost.facts.chassis import CHASSIS_NAMES, CHASSIS_TYPE, machine_layers, who_decides
 from tunehost.parsers.dmidecode import DmiMemory, MemoryDevice, parse_dmidecode_memory
 from tunehost.parsers.udev_dmi import UDEV_DMI, parse_udev_dmi_memory
 
@@ -253,12 +253,13 @@ def _cpu_model(host: "Host") -> tuple[str | None, int | None]:
 
 def _not_installed(host: "Host") -> str:
     """Why there is no module list without dmidecode; in a guest or a container installing it would not help."""
-    kind = machine_kind(host)
-    if kind is None:
+    layers = machine_layers(host)
+    if not layers:
         return NOT_INSTALLED
-    return (f"{VM_FIRMWARE if kind == 'virtual machine' else 'container: the host decides'} the memory speed "
-            f"(dmidecode here would show at most what the {'hypervisor' if kind == 'virtual machine' else 'host'} "
-            "reports; judge the modules on the host itself)")
+    kind = layers[-1]
+    return (f"{who_decides(kind, layers)} the memory speed "
+            f"(dmidecode here would show at most what the {'hypervisor' if 'virtual machine' in layers else 'host'} "
+            "reports; judge the modules on the " + ("physical host itself)" if len(layers) > 1 else "host itself)"))
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,23 @@ FILES: dict[str, Callable[[Subject, Path], "list[Artifact]"]] = {
 }
 
 
+def refuse_unwritable(name: str, launch: "LaunchConfig") -> None:
+    """What the format `name` cannot write for `launch` (a control character in a path, a model name no INI
+    section carries, a path a Modelfile would read back as another file) as one TunehostError, through the same
+    quoting functions its rendering uses (tunehost.formats.quoting). advise and tune call it on the plan before
+    they check a unit's access or measure anything: a refusal never comes after a spent budget."""
+    from tunehost.formats.router_ini import render_preset
+
+    if launch.is_router:
+        render_preset(launch)
+    if name == "shell":
+        shell.render_shell(launch)
+    elif name == "systemd":
+        systemd.render_systemd(launch)
+    elif name == "ollama":
+        ollama.ollama_files(launch)
+
+
 def render(name: str, subject: Subject) -> str:
     """`subject` in the format `name` (one of FORMATS)."""
     return FORMATS[name](subject)

@@ -44,7 +44,7 @@ def render_router_human(rp: "RouterPlan", launch: "LaunchConfig", preset_file: s
     from rich.markup import escape
     from rich.table import Table
 
-    from tunehost.advise.router import render_preset
+    from tunehost.formats.router_ini import render_preset
 
     where = f"snapshot {snapshot}" if snapshot else "this host (live)"
     console.print(f"[bold]tunehost advise[/] — router mode, {len(rp.names)} models, at most {rp.resident} resident "
@@ -63,6 +63,7 @@ def render_router_human(rp: "RouterPlan", launch: "LaunchConfig", preset_file: s
     table.add_row("free", "", _gib(rp.gpu_free), _gib(rp.ram_available), "", "")
     console.print(table)
     console.print("[green]fits[/]" if rp.fits else "[bold red]does not fit[/]")
+    _render_remedies(rp, console)
     console.print()
     console.print(f"[bold]preset file[/] ({escape(preset_file)})")
     console.print(escape(render_preset(launch)))
@@ -74,6 +75,23 @@ def render_router_human(rp: "RouterPlan", launch: "LaunchConfig", preset_file: s
         print_folded(console, w, "WARN ", " " * 5, first_style="yellow")
     for n in dict.fromkeys((*rp.notes, *(n for p in rp.plans for n in p.notes))):
         print_folded(console, n, "note ", " " * 5, style="dim", first_style="dim")
+
+
+def _render_remedies(rp: "RouterPlan", console: "Console") -> None:
+    """What keeps the shrunk models whole, each with the TG it gives against the TG as planned, and its cost."""
+    from tunehost.formats.fold import print_folded
+
+    if not rp.remedies:
+        return
+    now = "; ".join(f"{one_line(m)} {lo:.0f}-{hi:.0f} t/s" for m, lo, hi in rp.now)
+    console.print()
+    console.print("[bold]instead of shrinking[/]")
+    if now:
+        print_folded(console, f"as planned now: {now}", "  ", "  ")
+    for r in rp.remedies:
+        speeds = "; ".join(f"{one_line(m)} {lo:.0f}-{hi:.0f} t/s" for m, lo, hi in r.speeds)
+        print_folded(console, f"{r.text}" + (f": {speeds}" if speeds else ""), "  - ", " " * 4)
+        print_folded(console, f"cost: {r.cost}", " " * 4, " " * 4, style="dim", first_style="dim")
 
 
 def _gib(n: int | None) -> str:

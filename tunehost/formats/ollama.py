@@ -8,8 +8,8 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tunehost.formats.quoting import systemd_quote
-from tunehost.printable import one_line, require_printable
+from tunehost.formats.quoting import modelfile_path, systemd_quote
+from tunehost.printable import one_line
 
 if TYPE_CHECKING:
     from tunehost.advise.artifacts import Artifact
@@ -75,7 +75,7 @@ def ollama_files(p: "LaunchConfig") -> tuple[str, list[tuple[str, str]], list[st
                           for m in configs])
     modelfiles: list[tuple[str, str]] = []
     for m, name in zip(configs, slugs):
-        lines = [f"FROM {require_printable(m.model, 'a model path')}"]
+        lines = [f"FROM {modelfile_path(m.model)}"]
         c, np_ = m.value("-c"), m.value("-np") or "1"
         if c:
             per_slot = int(c) // max(1, int(np_))
@@ -93,6 +93,9 @@ def ollama_files(p: "LaunchConfig") -> tuple[str, list[tuple[str, str]], list[st
             notes.append(f"{name}: Ollama has no mlock option; the weights may be paged out under memory pressure")
         if m.flag("-mm") or m.flag("-md"):
             notes.append(f"{name}: the vision projector / draft model are not carried into the Modelfile")
+        if m.flag("--spec-type") or m.flag("--spec-default"):
+            notes.append(f"{name}: Ollama has no speculative decoding option; the --spec-type of the plan is not "
+                         "carried")
         modelfiles.append((name, "\n".join(lines) + "\n"))
     return "\n".join(dropin) + "\n", modelfiles, list(dict.fromkeys(notes))
 

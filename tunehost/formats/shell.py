@@ -34,7 +34,7 @@ def render_shell(p: "LaunchConfig") -> str:
 
 def render_router_files(p: "LaunchConfig", preset_file: str) -> str:
     """The router's command line, then the preset file it reads (as a heredoc that writes it)."""
-    from tunehost.advise.router import render_preset
+    from tunehost.formats.router_ini import render_preset
 
     preset = render_preset(p)
     return (f"cat > {shell_word(preset_file)} <<'TUNEHOST_PRESET'\n{preset}TUNEHOST_PRESET\n\n" + render_shell(p))

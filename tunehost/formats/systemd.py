@@ -33,7 +33,7 @@ def _checked(subject: "Subject") -> "UnitCheck":
 
 def render(subject: "Subject") -> str:
     """The unit (and a router's preset file, commented, after it) as printed without --write."""
-    from tunehost.advise.router import render_preset
+    from tunehost.formats.router_ini import render_preset
 
     launch = subject.launch
     preset_text = render_preset(launch) if launch.is_router else None  # refused first, as before the unit
@@ -47,7 +47,8 @@ def render(subject: "Subject") -> str:
 def files(subject: "Subject", directory: Path) -> list["Artifact"]:
     """--write DIR: the unit, a router's preset file, and README.txt."""
     from tunehost.advise.artifacts import Artifact
-    from tunehost.advise.router import PRESET_FILE, render_preset
+    from tunehost.advise.router import PRESET_FILE
+    from tunehost.formats.router_ini import render_preset
 
     launch, check = subject.launch, _checked(subject)
     preset_text = render_preset(launch) if launch.is_router else None

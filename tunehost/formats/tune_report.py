@@ -17,7 +17,8 @@ SCHEMA = "tunehost-tune/1"
 
 def headline(outcome: "TuneOutcome", objective: str) -> str:
     """"+12.0 % TG, 95 % interval +9.1..+15.2 %, 14 rounds" or "advise's plan is already the fastest ..."."""
-    what = {"tg": "TG", "pp": "PP", "balanced": "PP·TG (geometric mean)"}[objective]
+    what = {"tg": "TG", "pp": "PP", "balanced": "PP·TG (geometric mean)",
+            "tokens-per-joule": "tokens per joule"}[objective]
     c = outcome.confirmation
     if not outcome.has_result:
         return (f"no winner: {outcome.stopped}; advise's plan stands. A load that holds a CPU changes which thread "
@@ -32,7 +33,8 @@ def headline(outcome: "TuneOutcome", objective: str) -> str:
                      f"{outcome.busy_reason}): this winner holds only under that load")
         return text + _gaps(outcome)
     complete = not outcome.not_searched and not outcome.load_dropped
-    text = "advise's plan is already the fastest within the noise" if complete else "advise's plan stands"
+    best = "the most efficient" if objective == "tokens-per-joule" else "the fastest"
+    text = f"advise's plan is already {best} within the noise" if complete else "advise's plan stands"
     if c is not None:
         high = f"{(c.high - 1) * 100:+.1f}" if math.isfinite(c.high) else "+inf"
         low = f"{(c.low - 1) * 100:+.1f}" if c.low > 0 else "-100"

@@ -10,7 +10,7 @@ Format (docs/checks.d/gpu-memory.md): {"driver_version": str|null, "cuda_version
 "power_draw_w", "power_limit_w", "power_default_limit_w", "pstate": "P8", "utilization_pct",
 "display_active": bool, "display_mode": bool, "mig_enabled": bool, "mig_devices": [{"index", "memory_total_mib",
 "memory_used_mib"}], "processes": [{"pid", "used_mib", "type": "C"|"G"|"C+G"}], "memory_bus_width_bits",
-"memory_clock_max_mhz"}]}.
+"memory_clock_max_mhz", "bar1_total_mib"}]}.
 Process names are not recorded here: they come from the `processes` sample.
 """
 
@@ -47,6 +47,11 @@ def _str(value: Any) -> str | None:
 
 def _mib(value: Any) -> int | None:
     return int(value) // MIB if isinstance(value, int) else None
+
+
+def _pstate_name(value: Any) -> str | None:
+    """NVML's performance state 0..15 -> "P0".."P15" (32 is NVML_PSTATE_UNKNOWN)."""
+    return f"P{value}" if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 15 else None
 
 
 def _bool(value: Any) -> bool | None:
@@ -144,6 +149,7 @@ def _read_gpu(nv: Any, index: int, h: Any) -> dict[str, Any]:
         "processes": _processes(nv, h),
         "memory_bus_width_bits": get("nvmlDeviceGetMemoryBusWidth"),
         "memory_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", getattr(nv, "NVML_CLOCK_MEM", 2)),
+        "bar1_total_mib": _mib(getattr(get("nvmlDeviceGetBAR1MemoryInfo"), "bar1Total", None)),
     }
 
 
@@ -235,7 +241,17 @@ class NvmlSession:
                 "pcie_gen_max": get("nvmlDeviceGetMaxPcieLinkGeneration"),
                 "pcie_width": get("nvmlDeviceGetCurrPcieLinkWidth"),
                 "pcie_width_max": get("nvmlDeviceGetMaxPcieLinkWidth"),
+                "pstate": _pstate_name(get("nvmlDeviceGetPerformanceState")),
             })
+        return rows
+
+    def energy_j(self) -> dict[str, float | None]:
+        """Each GPU's total energy counter (nvmlDeviceGetTotalEnergyConsumption: mJ since the driver loaded, Volta
+        and newer) in joules; None for a GPU without one."""
+        rows: dict[str, float | None] = {}
+        for index, h in self._handles:
+            mj = _call(getattr(self._nv, "nvmlDeviceGetTotalEnergyConsumption", None), h)
+            rows[f"NVIDIA GPU {index}"] = mj / 1000 if isinstance(mj, int) and mj >= 0 else None
         return rows
 
     def close(self) -> None:

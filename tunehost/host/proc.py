@@ -110,6 +110,13 @@ class _Stream:
             self._emit()
 
 
+def start_detached(argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Start a program and do not wait for it: a browser outlives tunehost (run_bounded would kill it at its
+    deadline). An argument list, never a shell; in its own session; its input and output go nowhere."""
+    subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
 def run_bounded(
     argv: Sequence[str],
     *,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,6 +58,9 @@ class AdviseRequest:
     no_probe: bool = False
     unit: "UnitKind | None" = None  # --format systemd: the unit to check before it is handed out
     snapshot: Path | None = None  # the snapshot the caller opened (None: this host, live), named in the report
+    # the output format's refusals (tunehost.formats.refuse_unwritable), run on the launch before the unit's check
+    writable: "Callable[[LaunchConfig], None] | None" = None
+    runtime: str = "llama.cpp"  # --format ollama: "ollama", whose share of llama.cpp's speed the TG band applies
 
     @property
     def router(self) -> bool:
@@ -114,6 +118,7 @@ class _Inputs:
     caps: "ServerCaps | None"
     common: dict[str, Any]
     recorded: list[Any] | None  # this host's runs in the results store (live hosts only)
+    co_resident: tuple[Any, ...] = ()  # tunehost.advise.router.CoResident: inference servers beside the plan
 
 
 def advise(host: "Host", facts: "HostFacts", request: AdviseRequest) -> Advice:
@@ -154,7 +159,7 @@ def _inputs(host: "Host", facts: "HostFacts", request: AdviseRequest) -> _Inputs
     common: dict[str, Any] = dict(
         ctx=request.ctx, parallel=request.parallel, host_addr=request.host_addr, server=server,
         fit_option=fit_supported(caps), api_key_file=str(api_key_file.expanduser().resolve()) if api_key_file else None,
-        ram_peak=_dimm_peak(facts), spec_draft_n_max=request.spec_draft_n_max)
+        ram_peak=_dimm_peak(facts), spec_draft_n_max=request.spec_draft_n_max, runtime=request.runtime)
     if not host.live or not request.no_probe:
         gbps, why, busy = ram_bandwidth(host)
         common.update(ram_bandwidth_gbps=gbps, ram_bandwidth_note=why, host_busy=busy)
@@ -164,7 +169,11 @@ def _inputs(host: "Host", facts: "HostFacts", request: AdviseRequest) -> _Inputs
 
         recorded = runs_on_host(facts)
         common.update(host_calibration=host_calibration(runs=recorded))
-    return _Inputs(view, caps, common, recorded)
+    from tunehost.advise.router import co_resident
+    from tunehost.facts.processes import ProcessFacts
+
+    found = co_resident(view, facts.get(ProcessFacts))  # servers beside the plan on its GPU, from the samples
+    return _Inputs(view, caps, common, recorded, found)
 
 
 def _advise_one(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Advice:
@@ -190,12 +199,19 @@ def _advise_one(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Advice
     if request.reserve_vram_mib:
         result = _note(result, f"{request.reserve_vram_mib} MiB of VRAM kept for other servers on the GPU "
                                "(--reserve-vram)")
+    if inputs.co_resident:
+        from tunehost.advise.router import co_resident_notes
+
+        warned, said = co_resident_notes(inputs.co_resident, request.reserve_vram_mib * 1024 * 1024)
+        result = replace(result, warnings=result.warnings + tuple(warned), notes=result.notes + tuple(said))
     measured = None
     if inputs.recorded is not None:  # what this box measured for this model (tunehost bench/tune record it)
         from tunehost.store import measured_on_host
 
         measured = measured_on_host(options.model_path, runs=inputs.recorded)
     launch = result.launch()
+    if request.writable is not None:
+        request.writable(launch)
     return Advice(launch=launch, plan=result, measured=measured, unit_check=_unit_check(host, launch, request),
                   refusals=tuple(host.refusals), snapshot=_where(request))
 
@@ -204,7 +220,7 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
     """Router mode: one plan per model, any --models-max of them resident together (tunehost.advise.router)."""
     from tunehost.advise.plan import AdviseOptions, apply_caps, plan
     from tunehost.advise.router import (DEFAULT_MODELS_MAX, PRESET_FILE, LocalModel, model_name, plan_router,
-                                        render_preset, scan_models_dir)
+                                        scan_models_dir)
     from tunehost.inputs import input_file_size
     from tunehost.model import read_model
 
@@ -218,13 +234,14 @@ def _advise_router(host: "Host", inputs: _Inputs, request: AdviseRequest) -> Adv
     models_max = DEFAULT_MODELS_MAX if request.models_max is None else request.models_max
     rp = plan_router([m.name for m in local], lambda i, h: apply_caps(plan(facts_models[i], h, opts[i]), caps),
                      inputs.view, models_max, request.reserve_vram_mib * 1024 * 1024,
-                     models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None)
+                     models_dir=str(request.models_dir.expanduser().resolve()) if request.models_dir else None,
+                     plan_ctx=lambda i, h, c: apply_caps(plan(facts_models[i], h, replace(opts[i], ctx=c)), caps),
+                     co_resident_found=inputs.co_resident)
     preset_file = request.preset.path if request.preset is not None else PRESET_FILE
     launch = rp.launch(common["server"], preset_file)
-    check = None
-    if request.unit is not None:
-        render_preset(launch)  # a preset INI cannot carry is one error before the unit's check, as it always was
-        check = _unit_check(host, launch, request)
+    if request.writable is not None:  # what the format cannot write is one error before the unit's check
+        request.writable(launch)
+    check = _unit_check(host, launch, request) if request.unit is not None else None
     return Advice(launch=launch, router=rp, preset_file=preset_file, unit_check=check, snapshot=_where(request))
 
 

@@ -124,8 +124,9 @@ def measure_drift(request: DriftRequest, *, facts: "HostFacts", store: "Store",
     if reference is None:
         raise TunehostError("no earlier run of this model with per-round results in the store: run `tunehost tune` "
                             "or `tunehost bench` first")
-    if (reference.run.summary.get("settings") or {}).get("objective") == "balanced":
-        raise TunehostError("the last best configuration was tuned for --objective balanced; re-measure it with "
+    tuned_for = (reference.run.summary.get("settings") or {}).get("objective")
+    if tuned_for in ("balanced", "tokens-per-joule"):
+        raise TunehostError(f"the last best configuration was tuned for --objective {tuned_for}; re-measure it with "
                             "`tunehost bench --baseline FLAGS` and compare")
     result = _measure(request, reference, facts, on_progress, on_status)
     changed = what_changed(reference.run, _identity(facts), result.llama_bench)

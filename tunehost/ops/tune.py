@@ -58,6 +58,9 @@ class TuneHooks:
 
     progress: Callable[[race.TuneProgress], None] | None = None
     resuming: Callable[[int], None] | None = None
+    # the output format's refusals (tunehost.formats.refuse_unwritable), run on the plan's launch before anything
+    # is measured: a path the format cannot write is refused before the budget is spent, not after
+    writable: "Callable[[LaunchConfig], None] | None" = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,12 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
     from tunehost.bench.runner import run_only_named
 
     run_only_named(facts, options.llama_bench)  # before the plan reads the host's llama.cpp builds
-    prepared = _prepare(host, facts, options)
+    prepared = _prepare(host, facts, options, hooks.writable)
+    if options.objective == race.ENERGY_OBJECTIVE:  # before any measurement: no counter, no race
+        why = energy_unavailable(host)
+        if why is not None:
+            raise TunehostError(f"--objective {race.ENERGY_OBJECTIVE} needs an energy counter, and none can be read "
+                                f"here: {why[:400]}")
     store = open_store()
     keys: _RunKeys | None = None
     tune_key: str | None = None
@@ -131,7 +139,8 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
     return TuneResult(outcome, prepared.settings, tune_key, summary, prepared.unit_check, measurer.journal_note)
 
 
-def _prepare(host: "Host", facts: "HostFacts", options: TuneOptions) -> _Prepared:
+def _prepare(host: "Host", facts: "HostFacts", options: TuneOptions,
+             writable: "Callable[[LaunchConfig], None] | None" = None) -> _Prepared:
     """advise's plan here (refused when it does not fit), llama-bench and its options, the unit check, the knobs."""
     made, view, model = _plan(options.model, options.ctx, facts)
     if not made.fits:
@@ -140,6 +149,8 @@ def _prepare(host: "Host", facts: "HostFacts", options: TuneOptions) -> _Prepare
                             + "): nothing to tune; see `tunehost advise` for what would fit")
     binary, supported = _llama_bench(options.llama_bench)
     launch = _with_server(made.launch(), binary, view)
+    if writable is not None:
+        writable(launch)
     unit_check = None
     if options.unit is not None:  # before any measurement: a unit that could not start is refused up front
         from tunehost.advise.unit_access import check_unit
@@ -211,7 +222,7 @@ def stored_summary(outcome: race.TuneOutcome, tune_key: str | None, options: Tun
     (advise's calibration point)."""
     objective = options.objective
     summary = dict(tune_summary(outcome, tune_key), settings={
-        "n_prompt": options.n_prompt if objective != "tg" else 0,
+        "n_prompt": options.n_prompt if objective not in ("tg", race.ENERGY_OBJECTIVE) else 0,
         "n_gen": options.n_gen if objective != "pp" else 0, "reps": options.reps, "objective": objective})
     if ceiling and "error" not in ceiling:
         summary.update(ceiling=ceiling, ceiling_config=summary["best"])
@@ -289,6 +300,20 @@ def race_watch(host: "Host") -> Any:
     from tunehost.bench.watch import CallWatcher, HostWatcher
 
     return CallWatcher(HostWatcher(host))
+
+
+def energy_unavailable(host: "Host") -> str | None:
+    """Why no energy counter can be read on ``host`` now (the CPU packages' RAPL, the GPUs' NVML or amdgpu
+    counters), else None: what `--objective tokens-per-joule` needs (tests replace it)."""
+    from tunehost.bench.energy import EnergyMeter, unavailable
+    from tunehost.bench.gpu_watch import GpuSampler
+
+    sampler = GpuSampler(host)
+    sampler.start()
+    try:
+        return unavailable(EnergyMeter(host, gpu_counters=sampler.energy_counters).read())
+    finally:
+        sampler.stop()
 
 
 def _llama_bench(explicit: Path | None) -> tuple[Path, frozenset[str]]:

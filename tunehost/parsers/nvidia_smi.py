@@ -123,6 +123,7 @@ class GpuInfo:
     connectors: tuple[str, ...] | None = None   # DRM connectors with a monitor plugged in; None = unknown
     memory_bus_width_bits: int | None = None    # NVML: for the VRAM bandwidth of the TG ceiling
     memory_clock_max_mhz: int | None = None
+    bar1_total_mib: int | None = None           # NVIDIA BAR1: the CPU's window into VRAM (resizable-bar)
 
     @property
     def label(self) -> str:
@@ -296,6 +297,7 @@ def _xml_gpu(index: int, g: Any) -> GpuInfo:
         memory_used_mib=integer(_first(g, "fb_memory_usage/used")),
         memory_free_mib=integer(_first(g, "fb_memory_usage/free")),
         memory_reserved_mib=integer(_first(g, "fb_memory_usage/reserved")),
+        bar1_total_mib=integer(_first(g, "bar1_memory_usage/total")),
         pcie=pcie,
         temperature_c=num(_first(g, "temperature/gpu_temp")),
         temperature_slowdown_c=num(_first(g, "temperature/gpu_temp_slow_threshold")),
@@ -438,6 +440,7 @@ def _text_gpu(index: int, bus: str, g: _Node) -> GpuInfo:
         memory_used_mib=integer(g.get("FB Memory Usage", "Used")),
         memory_free_mib=integer(g.get("FB Memory Usage", "Free")),
         memory_reserved_mib=integer(g.get("FB Memory Usage", "Reserved")),
+        bar1_total_mib=integer(g.get("BAR1 Memory Usage", "Total")),
         pcie=pcie,
         temperature_c=num(g.get("Temperature", "GPU Current Temp")),
         # "GPU Slowdown T.Limit Temp" (newer drivers) is relative to T.Limit, not a temperature: not used

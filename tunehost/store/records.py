@@ -67,6 +67,8 @@ def bench_run(saved: "SavedResult", facts: "HostFacts", *, command: str = "bench
                        "settings": {"n_prompt": saved.settings.get("n_prompt"), "n_gen": saved.settings.get("n_gen"),
                                     "n_depth": saved.settings.get("n_depth"), "reps": saved.settings.get("reps")},
                        "rounds_ts": rounds_ts(saved)}
+    if saved.energy:  # joules per generated token per configuration, with the parts measured (issue 34)
+        default_summary["energy"] = dict(saved.energy)
     if saved.ceiling and "error" not in saved.ceiling:  # the placement's bytes and bandwidths: a calibration point
         default_summary["ceiling"] = dict(saved.ceiling)
         default_summary["ceiling_config"] = saved.configs[0].name if saved.configs else None  # the baseline's

@@ -68,7 +68,8 @@ from tunehost.facts.llama import build_label
 from tunehost.launch import LaunchConfig
 
 Invoke = Callable[[Sequence[str]], list[BenchResult]]
-OBJECTIVES = ("tg", "pp", "balanced")
+ENERGY_OBJECTIVE = "tokens-per-joule"  # generated tokens per joule of the CPU package and GPUs (bench.energy)
+OBJECTIVES = ("tg", "pp", "balanced", ENERGY_OBJECTIVE)
 ALPHA = 0.05
 GREEDY_WAIT_SHARE = 0.25  # of a stage's time left, waited for quiet before challengers using more CPUs are dropped
 WAIT_STEP = "(wait for quiet)"  # the journal's argv[0] of a wait: no llama-bench option starts with "("
@@ -103,7 +104,7 @@ class TuneSettings:
 
     def tests(self) -> tuple[str, ...]:
         """The kinds measured: the objective's (pp, tg or both)."""
-        return {"tg": ("tg",), "pp": ("pp",), "balanced": ("pp", "tg")}[self.objective]
+        return {"tg": ("tg",), "pp": ("pp",), "balanced": ("pp", "tg"), ENERGY_OBJECTIVE: ("tg",)}[self.objective]
 
     def base_args(self, reps: int) -> list[str]:
         kinds = self.tests()
@@ -364,9 +365,18 @@ def _kind(result: BenchResult) -> str:
     return "pp" if result.n_gen == 0 else "tg"
 
 
-def score(results: Sequence[BenchResult], objective: str) -> float:
+def score(results: Sequence[BenchResult], objective: str, energy: Mapping[str, Any] | None = None) -> float | None:
     """One arm's throughput in one round: the median of its repetitions (tg or pp), or for "balanced" the
-    geometric mean of the pp and tg medians (each counts the same, whatever their scale)."""
+    geometric mean of the pp and tg medians (each counts the same, whatever their scale). For
+    "tokens-per-joule": the tokens its repetitions generated per joule of its llama-bench run (``energy``: that
+    run's tunehost.bench.energy.Energy; the whole run, its model load and one-token warm-up included); None
+    without an energy figure."""
+    if objective == ENERGY_OBJECTIVE:
+        from tunehost.bench.energy import Energy
+
+        joules = (Energy.from_json(energy) or Energy(0.0)).joules if energy is not None else None
+        tokens = sum(r.n_gen * len(r.samples_ts or (r.avg_ts,)) for r in results)
+        return tokens / joules if joules and tokens > 0 else None
     values = {_kind(r): round_value(r.samples_ts or (r.avg_ts,)) for r in results}
     if objective == "balanced":
         return math.exp((math.log(values["pp"]) + math.log(values["tg"])) / 2.0)
@@ -494,8 +504,15 @@ class _StageRace:
     # ---- the round loop
 
     def warm_up(self) -> None:
-        for group in groups_of(self.alive):
+        for group in self.groups():
             self.call(group, 1, False)
+
+    def groups(self) -> list[Group]:
+        """The llama-bench calls of a round: several arms in one call when they differ in one value, except for
+        tokens per joule (the energy is read per call, so each arm runs alone)."""
+        if self.stage.settings.objective == ENERGY_OBJECTIVE:
+            return [Group((a,)) for a in self.alive]
+        return groups_of(self.alive)
 
     def run(self) -> None:
         """Rounds until the stage stops (``self.stop`` says why)."""
@@ -521,13 +538,20 @@ class _StageRace:
         began = measurer.spent_s
         reverse = self.attempts % 2 == 1
         self.attempts += 1
-        groups = groups_of(self.alive)
+        groups = self.groups()
         self.round_reports.clear()
         for group in (groups[::-1] if reverse else groups):
             got = self.call(group, settings.reps, reverse)
             for arm, results in (got or {}).items():
                 if arm in self.alive:
-                    self.scores[arm][self.rounds] = score(results, settings.objective)
+                    watch = self.stage.measurer.last_watch  # this arm's own call (energy: one arm per call)
+                    energy = watch.energy if watch is not None and len(group.arms) == 1 else None
+                    value = score(results, settings.objective, energy)
+                    if value is None:
+                        why = "; ".join((energy or {}).get("missing") or ()) or "no energy reading"
+                        raise TunehostError(f"--objective {ENERGY_OBJECTIVE}: the run of {arm.label} has no energy "
+                                            f"figure ({why[:300]}); no winner is named without one")
+                    self.scores[arm][self.rounds] = value
         self.last_round_s = measurer.spent_s - began
         return self.judged(combine(self.round_reports))
 

@@ -141,6 +141,10 @@ def _batches(launch: LaunchConfig, space: Space) -> list[int]:
 def _kv_types(launch: LaunchConfig, space: Space) -> list[str]:
     from tunehost.advise.memory import kv_type_fits
 
+    if launch.flag("-md") is not None or (launch.value("--spec-type") or "").startswith("draft-"):
+        # drafting (MTP or a draft model) keeps f16: llama-bench does not draft, so it cannot see q8_0 drive the
+        # acceptance down (docs/advise.md); `bench --serve --draft-ab` measures a drafting server instead
+        return ["f16"]
     return [t for t in KV_TYPES if t == "f16" or kv_type_fits(space.model, t)]
 
 
@@ -186,9 +190,9 @@ KNOBS: tuple[KnobSpec, ...] = (
              lambda v: f"-t {v}", uses_cpus=True),
     KnobSpec("cpu set", _cpu_sets, lambda launch, v: replace(launch, pin_cpus=v[1]), lambda v: v[0], uses_cpus=True),
     KnobSpec("ubatch", _ubatches, lambda launch, v: launch.with_flag("-ub", str(v)), lambda v: f"-ub {v}",
-             not_for=(("tg", NOT_FOR_TG),)),
+             not_for=(("tg", NOT_FOR_TG), ("tokens-per-joule", NOT_FOR_TG))),
     KnobSpec("batch", _batches, lambda launch, v: launch.with_flag("-b", str(v)), lambda v: f"-b {v}",
-             not_for=(("tg", NOT_FOR_TG),)),
+             not_for=(("tg", NOT_FOR_TG), ("tokens-per-joule", NOT_FOR_TG))),
     KnobSpec("kv cache", _kv_types, _with_kv, lambda v: f"KV {v}"),
     KnobSpec("flash attention", _flash, lambda launch, v: launch.with_flag("-fa", v), lambda v: f"-fa {v}"),
     KnobSpec("mmap", **_switch("--no-mmap", "--mlock"), label=lambda on: "--no-mmap" if on else "mmap",

@@ -580,6 +580,41 @@ def summarize_records(records: Sequence[RequestRecord], config: str) -> list[dic
     return rows
 
 
+def speculation_summary(records: Sequence[RequestRecord], names: Sequence[str], comparison: Any
+                        ) -> tuple[dict[str, Any], ...]:
+    """Per server that drafted (llama-server's ``timings.draft_n`` / ``draft_n_accepted`` on its counted
+    requests): the tokens drafted and accepted, the acceptance, and, when two servers were raced, the net change of
+    every TG test against the other server (the comparison's ratio, interval and verdict, from this server's side)."""
+    out = []
+    for i, name in enumerate(names):
+        mine = [r for r in records if r.config == name and r.round > 0]
+        drafted = sum(r.draft_n or 0 for r in mine)
+        if not drafted:
+            continue
+        accepted = sum(r.draft_n_accepted or 0 for r in mine)
+        generated = sum(r.predicted_n for r in mine)
+        row: dict[str, Any] = {"server": name, "requests": len(mine), "drafted": drafted, "accepted": accepted,
+                               "acceptance": round(accepted / drafted, 4),
+                               "accepted_per_generated": round(accepted / generated, 4) if generated else None,
+                               "tg": []}
+        if comparison is not None and len(names) == 2:
+            for t in comparison.rows:
+                if not t.test.startswith("tg") or t.ratio is None:
+                    continue
+                flip = i == 0  # the comparison is the second server over the first
+                ratio = 1.0 / t.ratio if flip else t.ratio
+                row["tg"].append({
+                    "test": t.test, "vs": names[1 - i], "ts": round(t.baseline_ts if flip else t.candidate_ts, 2),
+                    "vs_ts": round(t.candidate_ts if flip else t.baseline_ts, 2),
+                    "net_percent": round((ratio - 1.0) * 100.0, 2), "verdict": _side_verdict(t.verdict, flip)})
+        out.append(row)
+    return tuple(out)
+
+
+def _side_verdict(verdict: str, flip: bool) -> str:
+    return {"faster": "slower", "slower": "faster"}.get(verdict, verdict) if flip else verdict
+
+
 def client_overhead(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """The client's own CPU time per request as a share of the request's wall time (the < 1 % promise)."""
     shares = [r.client_cpu_ms / r.total_ms for r in records if r.total_ms > 0]
@@ -621,6 +656,7 @@ class ServerBenchResult:
     notes: tuple[str, ...] = ()
     watch: Any = None  # tunehost.bench.watch.WatchReport of the counted rounds (None: not watched)
     round_watch: tuple[Any, ...] = ()  # one WatchReport per counted round
+    speculation: tuple[Mapping[str, Any], ...] = ()  # speculation_summary: acceptance and net TG per drafting server
 
     @property
     def disturbed(self) -> bool:
@@ -637,7 +673,8 @@ class ServerBenchResult:
                 "notes": list(self.notes), "requests": [r.to_json() for r in self.records],
                 "invocations": [i.to_json() for i in self.invocations],
                 "watch": self.watch.to_json() if self.watch is not None else None,
-                "round_watch": [w.to_json() for w in self.round_watch]}
+                "round_watch": [w.to_json() for w in self.round_watch],
+                "speculation": [dict(s) for s in self.speculation]}
 
 
 def cache_ram_statement(command: Sequence[str] | None) -> str:
@@ -723,4 +760,5 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
         settings=settings_json, servers=tuple(infos), configs=config_results, comparison=comparison,
         summary={c.name: summarize_records(records, c.name) for c in configs}, records=records,
         invocations=outcome.invocations, overhead=client_overhead([r for r in records if r.round > 0]),
-        created=now_utc(), label=label, notes=tuple(notes), watch=outcome.watch, round_watch=outcome.round_watch)
+        created=now_utc(), label=label, notes=tuple(notes), watch=outcome.watch, round_watch=outcome.round_watch,
+        speculation=speculation_summary(records, [c.name for c in configs], comparison))

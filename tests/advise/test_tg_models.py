@@ -1,0 +1,133 @@
+"""Issue 33's speed models: what the CPU cores can pull and compute (CCD links, core count, ISA, quant), the iGPU
+family of a unified placement, Ollama's share, and the power cap as a cause (the band at the enforced limit and at
+the default one)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, PER_CCD_PULL_GBPS, BandContext, CpuView, band_class,
+                                     cpu_isa, igpu_family, tg_band)
+from tunehost.advise.host_view import GpuView
+from tunehost.advise.plan import AdviseOptions, plan
+from tunehost.facts.power_cap import tg_share_at_cap
+
+from tests.advise.test_plan import HOSTS, MODELS, MiB
+
+GB = 10 ** 9
+
+
+@pytest.mark.parametrize(("flags", "isa"), [
+    ({"fpu", "avx", "avx2", "fma"}, "avx2"), ({"avx2", "avx512f", "avx512bw"}, "avx512"),
+    ({"avx2", "avx512f", "amx_tile", "amx_int8"}, "amx"), ({"fp", "asimd"}, "neon"), ({"sse2"}, None), (None, None),
+    (set(), None),
+])
+def test_cpu_isa_from_cpuinfo_flags(flags, isa):
+    assert cpu_isa(flags) == isa
+
+
+@pytest.mark.parametrize(("name", "family"), [
+    ("AMD Radeon Graphics (Cezanne)", "vega"), ("AMD Radeon Graphics (Renoir)", "vega"),
+    ("AMD Radeon 680M (Rembrandt)", "rdna2"), ("AMD Radeon 780M Graphics", "rdna3"), ("Phoenix1", "rdna3"),
+    ("AMD Radeon 8060S (Strix Halo)", "rdna35"), ("AMD Radeon 890M", "rdna35"),
+    ("Apple M2 Max", None), ("Intel Arc Graphics", None), (None, None), ("", None),
+])
+def test_igpu_family_from_the_name_or_codename(name, family):
+    assert igpu_family(name) == family
+
+
+def test_band_classes():
+    assert band_class("unified", False, "vega") == "unified-vega"
+    assert band_class("unified", True, "rdna3") == band_class("unified", False, "rdna35") == "unified-rdna"
+    assert band_class("unified", False) == "unified"
+    assert band_class("moe", True) == band_class("split", False) == "split"
+    assert band_class("cpu", True) == "cpu-moe" and band_class("cpu", False) == "cpu"
+    assert band_class("gpu", True) == "gpu-moe" and band_class("gpu", False) == "gpu"
+
+
+def test_sixteen_epyc_cores_on_four_ccds_cannot_pull_twelve_channels():
+    epyc = CpuView(cores=16, ccds=4, isa="avx512", vendor="amd")
+    pull, why = epyc.pull_gbps()
+    assert pull == 4 * PER_CCD_PULL_GBPS and why == "4 CCD links"
+    twelve_channels = 12 * 4800 * 8 / 1000  # 460.8 GB/s
+    free = tg_band([(int(4.62 * GB), twelve_channels)], 32, "cpu")
+    bound = tg_band([(int(4.62 * GB), twelve_channels)], 32, "cpu", context=BandContext(cpu=epyc, quant="Q4_K_M"))
+    assert free is not None and bound is not None
+    assert bound.high < free.low and "what the cores can pull (4 CCD links: 240 GB/s" in bound.bound
+    m = BAND_MODELS["cpu"]
+    assert bound.high == pytest.approx(1 / (4.62 * GB / (240e9 * m.eff_high) + 32 * m.layer_us_low * 1e-6))
+    # Intel: no CCD links, the cores alone; unknown CPU: the DIMMs alone
+    assert CpuView(8, 1, "avx2", "intel").pull_gbps() == (8 * 18.0, "8 cores")
+    assert CpuView().pull_gbps() == (None, "")
+    unknown = tg_band([(int(4.62 * GB), twelve_channels)], 32, "cpu", context=BandContext(cpu=CpuView()))
+    assert (unknown.low, unknown.high) == (free.low, free.high)
+
+
+def test_two_avx2_cores_on_an_iq_quant_are_compute_bound():
+    two = CpuView(cores=2, ccds=1, isa="avx2", vendor="intel")
+    assert two.dot_gbps("IQ4_XS") == pytest.approx(2 * 15.0 * 0.6)
+    assert two.dot_gbps("Q4_0") == pytest.approx(30.0) and two.dot_gbps("Q8_0") == pytest.approx(39.0)
+    assert CpuView(cores=2).dot_gbps("Q4_0") is None
+    band = tg_band([(int(4 * GB), 89.6)], 32, "cpu", context=BandContext(cpu=two, quant="IQ4_XS"))
+    assert band is not None and band.bound.startswith("CPU compute (2 avx2 cores dequantising IQ4_XS at ~18 GB/s")
+    assert band.high <= 18e9 / (4 * GB)
+
+
+def test_the_cpu_bounds_apply_to_the_ram_part_of_a_split_only():
+    weak = CpuView(cores=2, ccds=1, isa="avx2", vendor="intel")
+    parts = [(int(3 * GB), 936.0), (int(2 * GB), 89.6)]
+    free = tg_band(parts, 48, "split")
+    bound = tg_band(parts, 48, "split", context=BandContext(cpu=weak, quant="Q4_K_M"))
+    assert bound.high < free.high and "VRAM and RAM in turn" in bound.bound
+    gpu_only = tg_band([(int(3 * GB), 936.0)], 48, "gpu", context=BandContext(cpu=weak, quant="Q4_K_M"))
+    assert gpu_only.low == tg_band([(int(3 * GB), 936.0)], 48, "gpu").low
+
+
+def test_ollama_is_a_share_of_llama_cpp_and_says_so():
+    base = tg_band([(int(4.62 * GB), 256.0)], 32, "unified-rdna")
+    ollama = tg_band([(int(4.62 * GB), 256.0)], 32, "unified-rdna", context=BandContext(runtime="ollama"))
+    assert ollama.low == pytest.approx(base.low * OLLAMA_SHARE[0]) and ollama.high == pytest.approx(
+        base.high * OLLAMA_SHARE[1])
+    assert "under Ollama" in ollama.notes[0] and "published Ollama eval rates" in ollama.notes[0]
+
+
+def test_the_vega_apu_band_is_below_the_rdna_one_on_the_same_ram():
+    vega = tg_band([(int(4.62 * GB), 51.2)], 36, "unified-vega")
+    rdna = tg_band([(int(4.62 * GB), 51.2)], 36, "unified-rdna")
+    assert vega.high < rdna.high and vega.low < rdna.low
+
+
+def test_plan_reads_the_igpu_family_and_the_cpu_from_the_host():
+    apu = plan(MODELS["llama8b"](), HOSTS["5800u-apu"], AdviseOptions("/m.gguf", ctx=8192))
+    assert apu.ceiling is not None and apu.ceiling.path == "unified"
+    # no RAM figure in the view: no band; with the DIMMs' peak the Vega class is used
+    from tunehost.facts.memory_layout import DimmPeak
+
+    peak = DimmPeak(51.2, 51.2, 3200, 3200, "2 channels x 3200 MT/s x 8 bytes", "desktop", "DDR4")
+    apu = plan(MODELS["llama8b"](), HOSTS["5800u-apu"], AdviseOptions("/m.gguf", ctx=8192, ram_peak=peak))
+    assert apu.ceiling.band is not None and apu.ceiling.band.model == "unified-vega"
+    halo = plan(MODELS["llama8b"](), HOSTS["strix-halo"], AdviseOptions("/m.gguf", ram_peak=peak))
+    assert halo.ceiling.band.model == "unified-rdna"
+    epyc = replace(HOSTS["epyc-2s"], threads=16, cpu_ccds=4, cpu_isa="avx512", cpu_vendor="amd")
+    twelve = DimmPeak(460.8, 460.8, 4800, 4800, "12 channels x 4800 MT/s x 8 bytes", "server", "DDR5")
+    cpu = plan(MODELS["llama8b"](), epyc, AdviseOptions("/m.gguf", ram_peak=twelve))
+    assert cpu.path == "cpu" and "4 CCD links" in cpu.ceiling.band.bound
+    ollama = plan(MODELS["llama8b"](), epyc, AdviseOptions("/m.gguf", ram_peak=twelve, runtime="ollama"))
+    assert ollama.ceiling.band.low < cpu.ceiling.band.low and "under Ollama" in ollama.ceiling.band.notes[0]
+
+
+def test_a_capped_3090_names_the_cap_and_the_speed_at_the_default_limit():
+    capped = replace(HOSTS["12700f-3060"], gpus=(GpuView(0, "NVIDIA GeForce RTX 3090", "nvidia", 24576 * MiB,
+                                                         24000 * MiB, compute_capability="8.6", power_limit_w=200.0,
+                                                         power_default_limit_w=350.0),))
+    free = replace(capped, gpus=(replace(capped.gpus[0], power_limit_w=350.0),))
+    p_cap = plan(MODELS["qwen30b"](), capped, AdviseOptions("/m.gguf"))
+    p_free = plan(MODELS["qwen30b"](), free, AdviseOptions("/m.gguf"))
+    band, default = p_cap.ceiling.band, p_free.ceiling.band
+    share = tg_share_at_cap(round(200 / 350, 3))  # the ratio the plan keeps (3 decimals)
+    assert band.low == pytest.approx(default.low * share.low) and band.high == pytest.approx(default.high * share.high)
+    assert "enforced power limit (57% of its default)" in band.notes[0]
+    assert f"at the default limit expect {default.low:.0f}-{default.high:.0f} t/s" in band.notes[0]
+    assert "power cap" in band.bound and not default.notes

@@ -1,0 +1,69 @@
+"""What a GPU power cap costs token generation: the share of the speed at the default limit that a card keeps at an
+enforced limit of `ratio` x its default (NVML enforced/default limit, amdgpu hwmon power1_cap/power1_cap_default).
+
+Single-stream decode reads weights at memory bandwidth and needs little core power, so a moderate cap costs almost
+nothing; below about half the default the core clocks fall far enough that decode slows, and near the floor it
+collapses. The points are published sweeps of one model on one card at several limits (llama.cpp, decode t/s):
+
+  ratio  kept   run
+  0.90   1.00   RTX 5060 Ti, Qwen2.5-Coder-7B, 162 of 180 W: 81.4 vs 81.2 t/s    [1]
+  0.83   0.99   RTX 5060 Ti, 150 of 180 W: 80.4 t/s                             [1]
+  0.86   0.99   6x RTX 3090, MiniMax-M2.5 IQ2_M, 300 of 350 W: 72.1 vs 72.6      [2]
+  0.71   0.97   250 of 350 W: 70.7                                               [2]
+  0.57   0.94   200 of 350 W: 68.3                                               [2]
+  0.43   0.86   150 of 350 W: 62.6                                               [2]
+  0.29   0.17   100 of 350 W: 12.1                                               [2]
+
+[1] https://inventivehq.com/blog/gpu-power-limit-tokens-per-watt
+[2] https://llmgarage.ai/power-limit-tokens-per-second-benchmark
+
+CAP_SHARE below interpolates them with a margin either side (one card and one rig each: a band, not a point). The
+six 3090s split the layers, so each card works a sixth of every token and its cap binds less than a single card's:
+below 0.7 of the default the low end is widened to hold issue 33's single RTX 3090 at 200 of 350 W (77.5-88.6 t/s on
+Qwen3-Coder-30B-A3B, where the same band at the default limit starts at 109). Pure: no I/O; used by the
+gpu-power-cap check and by advise's band (tunehost.advise.ceiling.tg_band).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SOURCE = "published power-limit sweeps of llama.cpp decode (RTX 5060 Ti, 6x RTX 3090; docs/checks.md)"
+# (enforced / default limit, lowest share kept, highest share kept): piecewise linear in between, ascending ratio
+CAP_SHARE: tuple[tuple[float, float, float], ...] = (
+    (0.20, 0.05, 0.30),
+    (0.29, 0.10, 0.35),
+    (0.43, 0.50, 0.92),
+    (0.57, 0.70, 0.98),
+    (0.71, 0.90, 1.00),
+    (0.85, 0.97, 1.00),
+    (1.00, 1.00, 1.00),
+)
+
+
+@dataclass(frozen=True)
+class CapShare:
+    """The share of the default-limit token-generation speed kept at a cap: low..high."""
+
+    ratio: float
+    low: float
+    high: float
+
+    def text(self) -> str:
+        if self.low >= 0.995:
+            return "token generation keeps its speed (published sweeps lose under 1 % this close to the default)"
+        return (f"token generation keeps about {self.low:.0%}-{self.high:.0%} of its speed at the default limit "
+                f"({SOURCE})")
+
+
+def tg_share_at_cap(ratio: float) -> CapShare:
+    """The share of TG speed kept at an enforced limit of `ratio` x the default (clamped to the table's range)."""
+    r = min(max(ratio, CAP_SHARE[0][0]), 1.0)
+    for (r0, lo0, hi0), (r1, lo1, hi1) in zip(CAP_SHARE, CAP_SHARE[1:]):
+        if r0 <= r <= r1:
+            t = (r - r0) / (r1 - r0)
+            return CapShare(ratio, round(lo0 + t * (lo1 - lo0), 3), round(hi0 + t * (hi1 - hi0), 3))
+    return CapShare(ratio, 1.0, 1.0)
+
+
+__all__ = ["CAP_SHARE", "CapShare", "SOURCE", "tg_share_at_cap"]
