@@ -174,7 +174,7 @@ def test_a_server_that_never_answers_times_out(cli):
     with FakeLlamaServer("hang") as fake:
         result, took = run_cli(cli, "--server", fake.url, *QUICK, "--timeout", "1")
     assert result.exit_code == 1
-    assert "no answer within 1 s" in one_error_line(result)
+    assert "no complete answer within 1 s" in one_error_line(result)
     assert took < 5
 
 
@@ -233,7 +233,7 @@ def test_api_key_file_must_hold_a_key(tmp_path):
     empty.write_text("\n")
     with pytest.raises(TunehostError, match="holds no key"):
         read_api_key(str(empty))
-    with pytest.raises(TunehostError, match="No such file"):
+    with pytest.raises(TunehostError, match="no such file"):
         read_api_key(str(tmp_path / "missing"))
 
 

@@ -349,15 +349,12 @@ def parse_fit_params(stdout: str | None, command: str = "") -> FitProbe | None:
 
 
 def fit_params_path(host: "Host", server: str | None) -> str | None:
-    """llama-fit-params on PATH, or beside the llama-server binary."""
-    found = host.which("llama-fit-params")
-    if found:
-        return found
+    """llama-fit-params beside the llama-server binary named by a path (the same build), else on PATH."""
     if server and "/" in server:
         beside = server.rsplit("/", 1)[0] + "/llama-fit-params"
         if host.files.exists(beside):
             return beside
-    return None
+    return host.which("llama-fit-params")
 
 
 def run_fit_params(host: "Host", binary: str, args: list[str]) -> tuple[FitProbe | None, str | None]:

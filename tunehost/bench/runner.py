@@ -574,6 +574,17 @@ def resolve_binary(explicit: str | os.PathLike[str] | None) -> Path:
     return find_llama_bench(explicit)
 
 
+def run_only_named(facts: "HostFacts", explicit: str | os.PathLike[str] | None) -> None:
+    """When the user named llama-bench (--llama-bench PATH), the host's llama.cpp facts (the doctor summary, the
+    build) run no other llama-bench, not even with `--version` (LlamaBuildFacts.gather_named); no-op otherwise."""
+    if explicit is None or not facts.live or facts.host is None:
+        return
+    from tunehost.facts.llama import LlamaBuildFacts
+
+    binary = resolve_binary(explicit)
+    facts.provide(LlamaBuildFacts.gather_named(facts.host, {"llama-bench": str(binary)}))
+
+
 def measure(settings: BenchSettings, configs: Sequence[BenchConfig], facts: "HostFacts",
             hooks: MeasureHooks = MeasureHooks()) -> SavedResult:
     """Measure ``settings.model`` with the real llama-bench: the first configuration alone, or the first (the
@@ -591,6 +602,7 @@ def measure(settings: BenchSettings, configs: Sequence[BenchConfig], facts: "Hos
     model = settings.model
     identity = model_identity(model)
     binary = resolve_binary(settings.llama_bench)
+    run_only_named(facts, settings.llama_bench)
     supported = _supported(binary) if hooks.invoke is None else None
     for config in configs:
         check_flags(config.flags, supported, what=f"--{config.name}")

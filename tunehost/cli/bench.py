@@ -84,12 +84,13 @@ def bench(
                                                 help="Server bench: the API key (first line; never printed or "
                                                      "saved)."),
     timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
-                                help="Server bench: the longest wait for any answer and for one whole request "
-                                     "(30s, 5m; at most 24h)."),
+                                help="Server bench: one deadline for each whole request, from connecting to "
+                                     "its last byte (30s, 5m; at most 24h)."),
     api: str = typer.Option("native", "--api", metavar="native|openai",
                             help="Server bench: stream from /completion (native) or /v1/completions (openai)."),
     start_timeout: str = typer.Option("5m", "--start-timeout", metavar="DURATION",
-                                      help="--serve: the longest wait for llama-server's /health (at most 24h)."),
+                                      help="--serve: the longest wait, in all, for llama-server's /health (at "
+                                           "most 24h)."),
     draft_ab: bool = typer.Option(False, "--draft-ab",
                                   help="--serve: race the command without its speculative-decoding options (A) "
                                        "against it as given (B): draft acceptance and the net TG change."),

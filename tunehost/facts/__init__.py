@@ -42,6 +42,11 @@ class HostFacts:
             self._facts[kind] = kind.gather(self.host)  # type: ignore[attr-defined]
         return self._facts[kind]
 
+    def provide(self, fact: Any) -> None:
+        """A fact the caller gathered by its own rules (LlamaBuildFacts.gather_named for a binary the user named),
+        used instead of gathering its domain; ignored when the domain was gathered already."""
+        self._facts.setdefault(type(fact), fact)
+
     @property
     def live(self) -> bool:
         return self.host is not None and self.host.live

@@ -101,6 +101,13 @@ class LlamaBuildFacts:
 
     @classmethod
     def gather(cls, host: "Host") -> "LlamaBuildFacts":
+        return cls.gather_named(host, {})
+
+    @classmethod
+    def gather_named(cls, host: "Host", named: Mapping[str, str]) -> "LlamaBuildFacts":
+        """gather, for a run where the user named the program to run (``{"llama-bench": "/abs/path"}`` from
+        --llama-bench PATH): every other file of that name is listed but not run (not even `--version`): a root
+        tool runs exactly what it was told."""
         install = host.sample("llama_install")
         install = install if isinstance(install, dict) else {}
         search = [f"{d.get('dir')} (from {d.get('from')}{'' if d.get('exists', True) else ', absent'})"
@@ -126,6 +133,10 @@ class LlamaBuildFacts:
             if path and path not in known and all(c["name"] != name or c.get("from") != "PATH" for c in candidates):
                 candidates.append({"name": name, "path": path, "from": "PATH"})
                 known.add(path)
+        candidates = [dict(row, refusal=f"another {row['name']} was named ({named[row['name']]}): no other file "
+                           "of that name is run")
+                      if row["name"] in named and os.path.realpath(str(row["path"])) != os.path.realpath(
+                          named[row["name"]]) else row for row in candidates]
         flags = cpu_flags(host)
         binaries = tuple(_binary(host, c, flags) for c in candidates)
         reason = None if (install or host.live) else host.sample_errors.get("llama_install")

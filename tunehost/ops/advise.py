@@ -123,10 +123,27 @@ class _Inputs:
 
 def advise(host: "Host", facts: "HostFacts", request: AdviseRequest) -> Advice:
     """The plan for `request` on `host` (whose facts the caller built once). Reads through `host` only."""
+    request = _named_server(facts, request)
     inputs = _inputs(host, facts, request)
     if request.router:
         return _advise_router(host, inputs, request)
     return _advise_one(host, inputs, request)
+
+
+def _named_server(facts: "HostFacts", request: AdviseRequest) -> AdviseRequest:
+    """--llama-server PATH on the live host: that very file (a path with a slash made absolute, so neither a run
+    nor the unit looks it up on PATH), and no other llama-server is run, not even `--version`."""
+    named = request.llama_server
+    if not named or "/" not in named or not facts.live or facts.host is None:
+        return request
+    import os
+    from dataclasses import replace
+
+    from tunehost.facts.llama import LlamaBuildFacts
+
+    named = os.path.abspath(os.path.expanduser(named))
+    facts.provide(LlamaBuildFacts.gather_named(facts.host, {"llama-server": named}))
+    return replace(request, llama_server=named)
 
 
 def _inputs(host: "Host", facts: "HostFacts", request: AdviseRequest) -> _Inputs:

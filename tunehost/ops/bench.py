@@ -85,6 +85,7 @@ def plan_bench(request: BenchRequest, facts: "HostFacts", *,
     configs = [BenchConfig("baseline", tuple(request.baseline))]
     launch = flags = None
     if request.advised:
+        runner.run_only_named(facts, request.settings.llama_bench)  # before advise reads the host's builds
         if supported is None:
             supported = runner._supported(runner.resolve_binary(request.settings.llama_bench))
         launch = advised_launch(request.settings.model, facts)

@@ -97,6 +97,9 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
          hooks: TuneHooks = TuneHooks()) -> TuneResult:
     """Plan, check, race and record. ``open_store`` is called once the tune is sure to measure (a refused tune
     leaves the store untouched); it returns None when the store cannot be written."""
+    from tunehost.bench.runner import run_only_named
+
+    run_only_named(facts, options.llama_bench)  # before the plan reads the host's llama.cpp builds
     prepared = _prepare(host, facts, options, hooks.writable)
     if options.objective == race.ENERGY_OBJECTIVE:  # before any measurement: no counter, no race
         why = energy_unavailable(host)

@@ -5,23 +5,31 @@ contacted: no redirect is followed, no other host is derived from an answer. Eve
 :class:`~tunehost.errors.TunehostError` line that says what the target did:
 
 - nothing listens on the port -> "nothing listens";
-- it accepts and never answers -> "no answer within N s" (``timeout_s`` bounds every wait for a byte AND each
-  whole request: a server that trickles bytes forever is stopped as well);
+- it accepts and never answers, or trickles -> "no complete answer within N s": ``timeout_s`` is one wall-clock
+  deadline for the whole exchange (connect, request, headers, body, every streamed line), enforced by a watchdog
+  that shuts the socket down at the deadline (:class:`Deadline`), so a server sending one byte a second in its
+  headers or inside one streamed line is cut off at the deadline, not when it stops; every answer has a total-bytes
+  cap (a body, and a whole stream);
 - it closes the connection mid-request -> "closed the connection" (the caller says why when it owns the process);
 - 401 / 403 -> the API key;
 - an answer that is not JSON, too large, or not what llama-server sends -> "not a llama-server".
 
-The API key is read from a file by the caller, sent as ``Authorization: Bearer`` and never printed or stored.
+The API key is read from a file by the caller (the bounded reader: a FIFO is refused, not waited on), sent as
+``Authorization: Bearer`` and never printed or stored: every answer is scrubbed of it before it is parsed, and
+every message this client builds goes through :func:`redact` (a server that echoes the key in an error body, a
+password in a ``--server`` URL).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
+import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +37,86 @@ from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # /props carries the chat template; /tokenize of 128k tokens is ~1 MB
+MAX_STREAM_BYTES = 64 * 1024 * 1024  # a whole streamed completion: ~150 bytes per token, 400k tokens
 MAX_LINE_BYTES = 1024 * 1024  # one SSE line: one token's JSON (with timings) is well under 4 kB
 MAX_KEY_BYTES = 4096
 PROBE_TIMEOUT_S = 10.0  # /health and /props answer at once on a live llama-server (even while it generates)
+REDACTED = "[redacted]"
+_USERINFO = re.compile(r"(?<=//)[^/?#]*@")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with every secret replaced by [redacted]: each of ``secrets`` (the API key; also its JSON- and
+    percent-escaped spellings) and the user/password part of any URL in it (``http://user:pw@host``). The one
+    function every message of the server bench's HTTP client goes through, before it is shortened (a key cut in
+    half by a length limit would leak its first half)."""
+    text = _USERINFO.sub(REDACTED + "@", text)
+    for secret in secrets:
+        if not secret:
+            continue
+        for spelling in {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe="")}:
+            text = text.replace(spelling, REDACTED)
+    return text
+
+
+def _shown_url(url: str) -> str:
+    """A --server URL as an error may show it: one line, everything between the scheme and its last "@" (a user
+    and password, even one holding a "/" or with no scheme) redacted."""
+    at = url.rfind("@")
+    if at >= 0:
+        scheme = _SCHEME.match(url)
+        start = scheme.end() if scheme else 0
+        url = url[:start] + REDACTED + url[at:] if at >= start else url
+    return one_line(redact(url), 300)
+
+
+class Deadline:
+    """One wall-clock deadline for a whole HTTP exchange: connecting, sending, the status line and headers, the body
+    or every line of a stream. A watchdog timer shuts the socket down when it passes, so a read blocked on a server
+    that trickles one byte a second returns at the deadline (http.client's own timeout is per read, and a trickle
+    resets it forever). ``expired`` tells the reader that the end it saw is the deadline's."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.at = time.monotonic() + max(0.0, seconds)
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, seconds), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        """Seconds until the deadline (at least a millisecond: a socket timeout of 0 would mean non-blocking)."""
+        return max(0.001, self.at - time.monotonic())
+
+    def watch(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            self._sock = sock
+            expired = self.expired
+        if expired:
+            _shutdown(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sock = self._sock
+        _shutdown(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._sock = None
+
+
+def _shutdown(sock: socket.socket | None) -> None:
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -62,12 +147,13 @@ class Target:
 
 def parse_target(url: str) -> Target:
     """``http://127.0.0.1:8080`` (or https, an optional path prefix) -> Target; one clear error otherwise."""
-    text = one_line(url, 300)
+    text = _shown_url(url)
     try:
         parts = urllib.parse.urlsplit(url.strip())
         port = parts.port
-    except ValueError as exc:
-        raise TunehostError(f"--server {text}: not a URL ({exc})") from None
+    except ValueError as exc:  # its text quotes parts of the URL ("Port could not be cast … 'PASSWORD'")
+        why = "the port is not a number from 1 to 65535" if "port" in str(exc).lower() else "malformed"
+        raise TunehostError(f"--server {text}: not a URL ({why})") from None
     if parts.scheme not in ("http", "https"):
         raise TunehostError(f"--server {text}: give an http:// or https:// URL (e.g. http://127.0.0.1:8080)")
     if not parts.hostname:
@@ -81,12 +167,14 @@ def parse_target(url: str) -> Target:
 
 
 def read_api_key(path: str) -> str:
-    """The key from the file's first line (bounded read); the key itself never appears in an error."""
+    """The key from the file's first line, read through tunehost's bounded reader (a regular file only: a FIFO or
+    a device is one error line, never a wait; at most MAX_KEY_BYTES); the key itself never appears in an error."""
+    from tunehost.inputs import read_input_file
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_KEY_BYTES + 1)
-    except OSError as exc:
-        raise TunehostError(f"--api-key-file {one_line(path, 200)}: {exc.strerror or exc}") from None
+        raw = read_input_file(path, "an API key file", limit=MAX_KEY_BYTES)
+    except TunehostError as exc:
+        raise TunehostError(f"--api-key-file: {exc}") from None
     if len(raw) > MAX_KEY_BYTES:
         raise TunehostError(f"--api-key-file {one_line(path, 200)}: larger than {MAX_KEY_BYTES} bytes; not an API key")
     try:
@@ -110,7 +198,9 @@ class StreamEvent:
 
 class ServerClient:
     """JSON requests and streaming completions against one target, each on a fresh connection (a client thread
-    owns its own client; http.client connections are not shared between threads)."""
+    owns its own client; http.client connections are not shared between threads). Each request is one
+    :class:`Deadline` (``timeout_s``, or the caller's shorter one) and a total-bytes cap; every error it raises
+    went through :func:`redact`."""
 
     def __init__(self, target: Target, *, timeout_s: float, api_key: str | None = None):
         self.target = target
@@ -122,9 +212,15 @@ class ServerClient:
 
     # ------------------------------------------------------------ plumbing
 
-    def _connect(self, timeout_s: float) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.target.scheme == "https" else http.client.HTTPConnection
-        return cls(self.target.host, self.target.port, timeout=timeout_s)
+    def _fail(self, message: str, cls: type[TunehostError] = TunehostError) -> TunehostError:
+        """The one way this client words an error: the key and any URL password redacted, one line."""
+        return cls(one_line(redact(message, (self._api_key,)), 600))
+
+    def _scrub(self, raw: bytes) -> bytes:
+        """An answer with the API key taken out before anything reads it (a server echoing it back)."""
+        if self._api_key and self._api_key.encode() in raw:
+            raw = raw.replace(self._api_key.encode(), REDACTED.encode())
+        return raw
 
     def _headers(self, body: bool) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream", "User-Agent": "tunehost-bench"}
@@ -137,143 +233,183 @@ class ServerClient:
     def _where(self, path: str) -> str:
         return f"{self.target.url}{path}"
 
+    def _late(self, path: str, deadline: Deadline) -> TunehostError:
+        return self._fail(f"{self._where(path)}: no complete answer within {deadline.seconds:.3g} s (one "
+                          "deadline for the whole request: connect, headers, body, stream; --timeout)")
+
     def _open(self, method: str, path: str, body: Mapping[str, Any] | None,
-              timeout_s: float) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        conn = self._connect(timeout_s)
+              deadline: Deadline) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        cls = http.client.HTTPSConnection if self.target.scheme == "https" else http.client.HTTPConnection
+        conn = cls(self.target.host, self.target.port, timeout=deadline.left())
+
+        def connected(*args: Any, **kwargs: Any) -> socket.socket:  # watched from the TCP connect on: a TLS
+            sock = socket.create_connection(*args, **kwargs)  # handshake trickled byte by byte ends at the deadline
+            deadline.watch(sock)
+            return sock
+
+        conn._create_connection = connected  # type: ignore[attr-defined]
         payload = None if body is None else json.dumps(body).encode()
         try:
+            conn.connect()
+            deadline.watch(conn.sock)  # the TLS socket that wraps it, for the rest of the exchange
             conn.request(method, self.target.prefix + path, body=payload, headers=self._headers(body is not None))
             response = conn.getresponse()
         except BaseException as exc:
             conn.close()
-            raise self._transport_error(path, exc, timeout_s) from None
+            raise self._transport_error(path, exc, deadline) from None
         if response.status in (401, 403):
             conn.close()
-            raise TunehostError(f"{self._where(path)} answered {response.status}: "
-                                + ("the API key is wrong" if self._api_key else "it wants an API key")
-                                + " (give it with --api-key-file)")
+            raise self._fail(f"{self._where(path)} answered {response.status}: "
+                             + ("the API key is wrong" if self._api_key else "it wants an API key")
+                             + " (give it with --api-key-file)")
         return conn, response
 
-    def _transport_error(self, path: str, exc: BaseException, timeout_s: float) -> BaseException:
+    def _transport_error(self, path: str, exc: BaseException, deadline: Deadline) -> BaseException:
         if isinstance(exc, (KeyboardInterrupt, SystemExit, TunehostError)):
             return exc
         where = self._where(path)
+        if deadline.expired or isinstance(exc, (socket.timeout, TimeoutError)):
+            return self._late(path, deadline)
         if isinstance(exc, ConnectionRefusedError):
-            return TunehostError(f"{self.target.url}: nothing listens there (connection refused)")
-        if isinstance(exc, (socket.timeout, TimeoutError)):
-            return TunehostError(f"{where}: no answer within {timeout_s:g} s (the per-request timeout, --timeout)")
+            return self._fail(f"{self.target.url}: nothing listens there (connection refused)")
         if isinstance(exc, (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionResetError,
                             BrokenPipeError, ConnectionAbortedError)):
-            return ServerGone(f"{where}: the server closed the connection mid-request")
+            return self._fail(f"{where}: the server closed the connection mid-request", ServerGone)
         if isinstance(exc, socket.gaierror):
-            return TunehostError(f"{self.target.url}: cannot resolve {one_line(self.target.host, 100)}")
-        if isinstance(exc, (http.client.HTTPException, OSError)):
-            return TunehostError(f"{where}: {one_line(exc, 200) or type(exc).__name__}")
+            return self._fail(f"{self.target.url}: cannot resolve {self.target.host}")
+        if isinstance(exc, (http.client.HTTPException, OSError, ValueError)):
+            return self._fail(f"{where}: {exc or type(exc).__name__}")
         return exc
 
-    def _read_body(self, response: http.client.HTTPResponse, path: str, deadline: float) -> bytes:
+    def _read_body(self, response: http.client.HTTPResponse, path: str, deadline: Deadline) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while True:
-            if time.monotonic() > deadline:
-                raise TunehostError(f"{self._where(path)}: no complete answer within {self.timeout_s:g} s "
-                                    "(the per-request timeout, --timeout)")
-            chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
+            try:
+                chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
+            except BaseException as exc:
+                raise self._transport_error(path, exc, deadline) from None
+            if deadline.expired:
+                raise self._late(path, deadline)
             if not chunk:
-                return b"".join(chunks)
+                return self._scrub(b"".join(chunks))
             size += len(chunk)
             if size > MAX_RESPONSE_BYTES:
-                raise TunehostError(f"{self._where(path)}: answer larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                    "not a llama-server")
+                raise self._fail(f"{self._where(path)}: answer larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
+                                 "not a llama-server")
             chunks.append(chunk)
+
+    def _status_error(self, path: str, status: int, data: Any, raw: bytes) -> TunehostError:
+        return self._fail(f"{self._where(path)} answered {status}: {_error_text(data, raw)}")
+
+    def _parse(self, raw: bytes, path: str, *, strict: bool = True) -> Any:
+        """The JSON of an answer, with the API key out of every string in it (a key spelled with JSON escapes
+        passes the byte scrub: it must not reach a table, a --save file or the store through /props)."""
+        try:
+            data = json.loads(raw)
+            return _without(data, self._api_key) if self._api_key and b"\\" in raw else data
+        except (ValueError, RecursionError):
+            if not strict:
+                return None
+            shown = raw[:60].decode("utf-8", "replace")
+            raise self._fail(f"{self._where(path)}: the answer is not JSON ({shown!r}…); not a llama-server") \
+                from None
 
     # ------------------------------------------------------------ requests
 
     def request_json(self, method: str, path: str, body: Mapping[str, Any] | None = None, *,
                      timeout_s: float | None = None, ok: tuple[int, ...] = (200,)) -> tuple[int, Any]:
-        """(status, parsed JSON) of one request; statuses outside ``ok`` (and 401/403) are errors."""
-        wait = self.timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + wait
-        conn, response = self._open(method, path, body, wait)
+        """(status, parsed JSON) of one request within one deadline (``timeout_s``, default the client's);
+        statuses outside ``ok`` (and 401/403) are errors."""
+        deadline = Deadline(self.timeout_s if timeout_s is None else timeout_s)
         try:
-            raw = self._read_body(response, path, deadline)
-        except TunehostError:
-            raise
-        except BaseException as exc:
-            raise self._transport_error(path, exc, wait) from None
+            conn, response = self._open(method, path, body, deadline)
+            try:
+                raw = self._read_body(response, path, deadline)
+            finally:
+                conn.close()
         finally:
-            conn.close()
-        data = _parse_json(raw, self._where(path))
+            deadline.cancel()
+        data = self._parse(raw, path)
         if response.status not in ok:
-            raise TunehostError(f"{self._where(path)} answered {response.status}: {_error_text(data, raw)}")
+            raise self._status_error(path, response.status, data, raw)
         return response.status, data
 
     def stream(self, path: str, body: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        """The ``data:`` objects of a streamed completion as they arrive; the last carries ``timings``."""
-        deadline = time.monotonic() + self.timeout_s
-        conn, response = self._open("POST", path, body, self.timeout_s)
+        """The ``data:`` objects of a streamed completion as they arrive; the last carries ``timings``. The whole
+        stream is one deadline (the client's timeout) and at most MAX_STREAM_BYTES."""
+        deadline = Deadline(self.timeout_s)
+        conn = None
         try:
+            conn, response = self._open("POST", path, body, deadline)
             if response.status != 200:
                 raw = self._read_body(response, path, deadline)
-                raise TunehostError(f"{self._where(path)} answered {response.status}: "
-                                    f"{_error_text(_parse_json(raw, self._where(path), strict=False), raw)}")
+                raise self._status_error(path, response.status, self._parse(raw, path, strict=False), raw)
+            total = 0
             while True:
-                if time.monotonic() > deadline:
-                    raise TunehostError(f"{self._where(path)}: the completion did not finish within "
-                                        f"{self.timeout_s:g} s (the per-request timeout, --timeout)")
                 try:
                     line = response.readline(MAX_LINE_BYTES + 1)
                 except BaseException as exc:
-                    raise self._transport_error(path, exc, self.timeout_s) from None
+                    raise self._transport_error(path, exc, deadline) from None
                 at = time.monotonic()
+                if deadline.expired:
+                    raise self._late(path, deadline)
                 if not line:
                     return
+                total += len(line)
                 if len(line) > MAX_LINE_BYTES:
-                    raise TunehostError(f"{self._where(path)}: a streamed line longer than {MAX_LINE_BYTES >> 10} "
-                                        "KiB; not a llama-server")
-                text = line.strip()
+                    raise self._fail(f"{self._where(path)}: a streamed line longer than {MAX_LINE_BYTES >> 10} "
+                                     "KiB; not a llama-server")
+                if total > MAX_STREAM_BYTES:
+                    raise self._fail(f"{self._where(path)}: a streamed answer larger than {MAX_STREAM_BYTES >> 20} "
+                                     "MiB; not a llama-server")
+                text = self._scrub(line.strip())
                 if not text or text.startswith(b":"):
                     continue
                 field, _, value = text.partition(b":")
                 value = value.strip()
                 if field == b"error":
-                    raise TunehostError(f"{self._where(path)}: the server reported an error: "
-                                        f"{_error_text(_parse_json(value, self._where(path), strict=False), value)}")
+                    raise self._fail(f"{self._where(path)}: the server reported an error: "
+                                     f"{_error_text(self._parse(value, path, strict=False), value)}")
                 if field != b"data":
                     continue
                 if value == b"[DONE]":
                     return
-                data = _parse_json(value, self._where(path))
+                data = self._parse(value, path)
                 if not isinstance(data, dict):
-                    raise TunehostError(f"{self._where(path)}: a streamed event is not a JSON object; "
-                                        "not a llama-server")
+                    raise self._fail(f"{self._where(path)}: a streamed event is not a JSON object; "
+                                     "not a llama-server")
                 if "error" in data:
-                    raise TunehostError(f"{self._where(path)}: the server reported an error: "
-                                        f"{_error_text(data, value)}")
+                    raise self._fail(f"{self._where(path)}: the server reported an error: "
+                                     f"{_error_text(data, value)}")
                 yield StreamEvent(at, data)
         finally:
-            conn.close()
+            deadline.cancel()
+            if conn is not None:
+                conn.close()
 
 
 class ServerGone(TunehostError):
     """The server closed a connection mid-request (it crashed, was killed, or restarted)."""
 
 
-def _parse_json(raw: bytes, where: str, *, strict: bool = True) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        if not strict:
-            return None
-        raise TunehostError(f"{where}: the answer is not JSON ({one_line(raw[:60].decode('utf-8', 'replace'))!r}…); "
-                            "not a llama-server") from None
+def _without(data: Any, secret: str) -> Any:
+    """``data`` (parsed JSON) with ``secret`` redacted from every string, keys included."""
+    if isinstance(data, str):
+        return data.replace(secret, REDACTED) if secret in data else data
+    if isinstance(data, list):
+        return [_without(v, secret) for v in data]
+    if isinstance(data, dict):
+        return {_without(k, secret): _without(v, secret) for k, v in data.items()}
+    return data
 
 
 def _error_text(data: Any, raw: bytes) -> str:
+    """What the server said went wrong, unshortened (the caller redacts, then shortens the whole message)."""
     if isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict):
-            return one_line(err.get("message") or err, 200)
+            return str(err.get("message") or err)[:2000]
         if err is not None:
-            return one_line(err, 200)
-    return one_line(raw[:200].decode("utf-8", "replace"), 200) or "(empty)"
+            return str(err)[:2000]
+    return raw[:2000].decode("utf-8", "replace") or "(empty)"

@@ -21,13 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tunehost.bench.server.client import ServerClient, Target
+from tunehost.bench.server.client import ServerClient, Target, redact
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
 SERVER_BINARY = "llama-server"
 DEFAULT_START_TIMEOUT_S = 300.0  # loading a large model from a cold disk takes minutes
 STOP_GRACE_S = 10.0
+HEALTH_TIMEOUT_S = 5.0  # one /health request while the server starts (within --start-timeout)
 LOG_TAIL_BYTES = 4096
 # llama-server options tunehost sets itself -> what to use instead (checked in common/arg.cpp of b11312)
 CONTROLLED_SERVER_OPTIONS: dict[str, str] = {
@@ -44,13 +45,15 @@ _lock = threading.Lock()
 
 
 def resolve_server_binary(program: str) -> Path:
-    """The llama-server to run: a path as given, else tunehost's llama.cpp search, else PATH."""
+    """The llama-server to run: a path as given (anything with a slash: that very file, made absolute, never a
+    PATH search), else tunehost's llama.cpp search, else PATH."""
     from tunehost.host.samples import llama_bin_dir_problem, llama_program_candidates
 
     if "/" in program:
         path = Path(program).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
-            return path
+            # absolute: Path("./llama-server") prints as "llama-server", which exec would look up on PATH
+            return Path(os.path.abspath(path))
         raise TunehostError(f"--serve: no executable {one_line(program, 200)}")
     if program != SERVER_BINARY:
         found = shutil.which(program)
@@ -158,20 +161,22 @@ class ServedServer:
 
     def wait_ready(self) -> None:
         """Poll /health until 200 (503 = loading), the process exits, or start_timeout_s passes."""
-        client = ServerClient(self.target, timeout_s=5.0, api_key=self._api_key)
-        deadline = time.monotonic() + self.start_timeout_s
+        client = ServerClient(self.target, timeout_s=HEALTH_TIMEOUT_S, api_key=self._api_key)
+        deadline = time.monotonic() + self.start_timeout_s  # wall clock: no request outlasts what is left of it
         while True:
             self.check_alive()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TunehostError(f"--serve ({self.name}): llama-server did not become ready within "
+                                    f"{self.start_timeout_s:g} s (--start-timeout){self._tail()}")
             try:
-                status, _ = client.request_json("GET", "/health", ok=(200, 503))
+                status, _ = client.request_json("GET", "/health", ok=(200, 503),
+                                                timeout_s=min(HEALTH_TIMEOUT_S, left))
                 if status == 200:
                     return
             except TunehostError:
                 pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise TunehostError(f"--serve ({self.name}): llama-server did not become ready within "
-                                    f"{self.start_timeout_s:g} s (--start-timeout){self._tail()}")
-            time.sleep(0.2)
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
     def check_alive(self, grace_s: float = 0.0) -> None:
         """Raise, saying how, when the server has exited (waiting up to ``grace_s`` for an exit in progress: a
@@ -197,20 +202,25 @@ class ServedServer:
             lines = [ln for ln in self._log.read().decode("utf-8", "replace").splitlines() if ln.strip()]
         except (OSError, ValueError):
             return ""
-        return f"; its last words: {one_line(lines[-1], 300)}" if lines else ""
+        return f"; its last words: {one_line(redact(lines[-1], (self._api_key,)), 300)}" if lines else ""
 
     def stop(self) -> None:
-        """SIGTERM to the server's process group, SIGKILL after STOP_GRACE_S; idempotent."""
+        """SIGTERM to the server's whole process group; once the server (the group's leader) has exited, or after
+        STOP_GRACE_S, SIGKILL to the group, always: a child of it that ignores SIGTERM or outlives its parent (a
+        wrapper script's llama-server) goes with it, as run_bounded does for every other command. Idempotent."""
         proc = self.proc
-        if proc is not None and proc.poll() is None:
-            _signal_group(proc, signal.SIGTERM)
+        if proc is not None:
+            if proc.poll() is None:
+                _signal_group(proc, signal.SIGTERM)
+                try:
+                    proc.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    pass
+            _signal_group(proc, signal.SIGKILL)  # whatever is left in its group, the leader included
             try:
                 proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
-        elif proc is not None:
-            _signal_group(proc, signal.SIGKILL)  # anything it left in its group
+            except subprocess.TimeoutExpired:  # a leader stuck in the kernel (D state): not waited on forever
+                pass
         with _lock:
             _live.discard(self)
         if self._log is not None and not self._log.closed:

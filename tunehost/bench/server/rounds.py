@@ -49,6 +49,8 @@ ENDPOINTS = {"native": "/completion", "openai": "/v1/completions"}
 CACHE_RAM_UNKNOWN = ("not reported by /props (llama-server keeps a host-RAM prompt cache by default: --cache-ram); "
                      "cold requests send cache_prompt false and must report cache_n 0")
 CONTEXT_MARGIN = 8  # tokens kept free of the context besides n_gen (BOS, the first generated token's position)
+MAX_TOKENIZE_PER_PROMPT = 3  # /tokenize requests for one prompt (one is the rule; two when it falls short)
+MIN_TOKENS_PER_WORD = 0.5  # every word of WORDS is at least one token in a real vocabulary
 COLD_PROMPT_SLACK = 4  # prompt_n may exceed the tokens sent by a BOS the server adds
 MAX_RATE_TS = 1e7  # no CPU or GPU processes ten million tokens a second: a server claiming it is lying
 SERVER_CLOCK_SLACK = 1.1  # the server's own times must fit in the client's wall time (+10 %, +50 ms)
@@ -158,17 +160,18 @@ def probe(client: ServerClient, *, model: str | None = None, wait_s: float | Non
     A server still loading (503 on /health) is waited for, up to ``wait_s`` (default: the client's timeout).
     Router mode without ``model`` is an error naming the models the router offers."""
     wait_s = client.timeout_s if wait_s is None else wait_s
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + wait_s  # wall clock: each /health request gets at most what is left of it
     while True:
-        status, health = client.request_json("GET", "/health", timeout_s=min(client.timeout_s, PROBE_TIMEOUT_S),
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TunehostError(f"{client.target.url}: still loading after {wait_s:g} s (/health answers 503)")
+        status, health = client.request_json("GET", "/health", timeout_s=min(client.timeout_s, PROBE_TIMEOUT_S, left),
                                              ok=(200, 503, 404))
         if status == 404 or not isinstance(health, dict) or ("status" not in health and "error" not in health):
             raise TunehostError(f"{client.target.url}/health: not llama-server's answer; not a llama-server")
         if status == 200:
             break
-        if time.monotonic() > deadline:
-            raise TunehostError(f"{client.target.url}: still loading after {wait_s:g} s (/health answers 503)")
-        time.sleep(0.25)
+        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
     _, props = client.request_json("GET", "/props", timeout_s=min(client.timeout_s, PROBE_TIMEOUT_S))
     router = _check_props(props, client.target.url) == "router"
     load_s = None
@@ -224,23 +227,68 @@ def _first_token(client: ServerClient, model: str) -> None:
         pass
 
 
-def seeded_prompt(client: ServerClient, n_tokens: int, seed: int, model: str | None = None) -> list[int]:
-    """Exactly ``n_tokens`` of the server's own tokens from seeded random words (deterministic per seed)."""
+class RequestBudget:
+    """The hard cap on the /tokenize requests one bench may send to build its prompts (shared by the servers and
+    client threads of one measurement): a server whose tokenizer forces more is refused, never obeyed."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, url: str) -> None:
+        with self._lock:
+            if self.used >= self.limit:
+                raise TunehostError(f"{url}/tokenize: {self.limit} requests spent building this bench's prompts, "
+                                    "its cap (a real tokenizer needs one per prompt); not a usable llama-server")
+            self.used += 1
+
+
+def tokenize_cap(settings: "ServerSettings", n_depths: int) -> int:
+    """The /tokenize requests one server's bench may take: MAX_TOKENIZE_PER_PROMPT for each prompt the rounds can
+    build (one per depth, one per extra client; the warm-up round and max_rounds), for each server."""
+    prompts = n_depths + sum(c for c in settings.clients if c > 1)
+    return MAX_TOKENIZE_PER_PROMPT * prompts * (max(settings.min_rounds, settings.max_rounds) + 1)
+
+
+def seeded_prompt(client: ServerClient, n_tokens: int, seed: int, model: str | None = None, *,
+                  budget: RequestBudget | None = None) -> list[int]:
+    """Exactly ``n_tokens`` of the server's own tokens from seeded random words (deterministic per seed).
+
+    Every word of WORDS is at least one token in any real vocabulary, so the first /tokenize of ``n_tokens`` words
+    (and a few more) is almost always enough; when it is not, the tokens per word it showed size one correction.
+    At most MAX_TOKENIZE_PER_PROMPT requests, all within one --timeout, each counted against ``budget``; a server
+    answering fewer than MIN_TOKENS_PER_WORD tokens per word has no real tokenizer and is refused at once (one
+    token per call made tunehost call it once per token: 3,072 requests for --depths 512 --budget 0)."""
     rng = random.Random(seed)
     tokens: list[int] = []
-    words = max(16, int(n_tokens * 0.9))
-    while len(tokens) < n_tokens:
+    words = n_tokens + 8
+    deadline = time.monotonic() + client.timeout_s
+    url = client.target.url
+    for _ in range(MAX_TOKENIZE_PER_PROMPT):
         text = " ".join(rng.choice(WORDS) for _ in range(words))
         body: dict[str, Any] = {"content": f"{seed}: {text}", "add_special": False}
         if model:
             body["model"] = model
-        _, data = client.request_json("POST", "/tokenize", body)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TunehostError(f"{url}/tokenize: no prompt of {n_tokens} tokens within {client.timeout_s:g} s "
+                                "(--timeout)")
+        if budget is not None:
+            budget.take(url)
+        _, data = client.request_json("POST", "/tokenize", body, timeout_s=min(client.timeout_s, left))
         got = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(got, list) or not got or not all(whole(t, 0, 1 << 31) is not None for t in got):
-            raise TunehostError(f"{client.target.url}/tokenize: no token list in the answer; not a llama-server")
-        tokens += got
-        words = max(16, int((n_tokens - len(tokens)) * 1.2))
-    return tokens[:n_tokens]
+            raise TunehostError(f"{url}/tokenize: no token list in the answer; not a llama-server")
+        if len(got) < words * MIN_TOKENS_PER_WORD:
+            raise TunehostError(f"{url}/tokenize: {len(got)} token(s) for {words} words: not a real tokenizer "
+                                "(every word is at least one token); not a usable llama-server")
+        tokens += got[:n_tokens - len(tokens)]
+        if len(tokens) >= n_tokens:
+            return tokens
+        words = int((n_tokens - len(tokens)) / MIN_TOKENS_PER_WORD) + 8  # the worst ratio allowed covers the rest
+    raise TunehostError(f"{url}/tokenize: {len(tokens)} of {n_tokens} tokens after {MAX_TOKENIZE_PER_PROMPT} "
+                        "requests; not a usable llama-server")
 
 
 @dataclass(frozen=True)
@@ -377,6 +425,11 @@ class RoundRunner:
     alive: Callable[[], None] | None = None  # --serve: raises, saying how the server died, when it has
     records: list[RequestRecord] = field(default_factory=list)
     calls: int = 0
+    budget: RequestBudget | None = None  # the bench's cap on /tokenize requests (None: this runner's own)
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            self.budget = RequestBudget(tokenize_cap(self.settings, len(self.depths)))
 
     def client(self) -> ServerClient:
         return ServerClient(self.target, timeout_s=self.settings.timeout_s, api_key=self.api_key)
@@ -401,7 +454,7 @@ class RoundRunner:
         for depth in self.depths:
             if on_line:
                 on_line(f"depth {depth}")
-            prompt = seeded_prompt(client, depth, _seed(s.seed, round_no, depth, 0), s.model)
+            prompt = seeded_prompt(client, depth, _seed(s.seed, round_no, depth, 0), s.model, budget=self.budget)
             cold = stream_request(client, prompt, self.spec(round_no, "cold", depth))
             cached = stream_request(client, prompt, self.spec(round_no, "cached", depth))
             self.records += [cold, cached]
@@ -426,8 +479,8 @@ class RoundRunner:
 
     def _concurrent(self, clients: int, round_no: int, depth: int) -> list[RequestRecord]:
         s = self.settings
-        prompts = [seeded_prompt(self.client(), depth, _seed(s.seed, round_no, depth, c + 1), s.model)
-                   for c in range(clients)]
+        prompts = [seeded_prompt(self.client(), depth, _seed(s.seed, round_no, depth, c + 1), s.model,
+                                 budget=self.budget) for c in range(clients)]
         start = threading.Barrier(clients)
         got: list[RequestRecord | None] = [None] * clients
         errors: list[BaseException] = []
@@ -665,8 +718,9 @@ def measure_server(targets: Sequence[ServerTarget], settings: ServerSettings, *,
         settings = replace(settings, clients=(1, slots) if slots > 1 else (1,))
     contexts = [i.n_ctx for i in infos if i.n_ctx]
     depths = plan_depths(settings, min(contexts) if contexts else None)
-    runners = {t.name: RoundRunner(t.name, t.target, settings, depths, api_key=api_key, alive=t.alive)
-               for t in targets}
+    budget = RequestBudget(tokenize_cap(settings, len(depths)) * len(targets))  # one cap for the whole bench
+    runners = {t.name: RoundRunner(t.name, t.target, settings, depths, api_key=api_key, alive=t.alive,
+                                   budget=budget) for t in targets}
     configs = [BenchConfig(t.name, t.command[1:] if t.command else (t.target.url,)) for t in targets]
     engine = BenchSettings(model=infos[0].model_path or infos[0].url, n_prompt=depths[0], n_gen=settings.n_gen,
                            reps=1, budget_s=settings.budget_s, min_rounds=max(1, settings.min_rounds),
