@@ -221,7 +221,7 @@ def test_a_bench_run_records_its_placement_as_a_calibration_point_for_advise(cli
     assert fit is not None and fit.runs == 1 and fit.points[0].tg_ts == pytest.approx(30.0, rel=0.05)
     assert fit.points[0].ram_bytes == 800_000_000 and fit.points[0].ram_gbps == 40.0
     shown = cli("advise", "--calibrate")
-    assert "CPU: per-layer cost not determined" in shown.stdout and "GPU/split MoE" in shown.stdout
+    assert "CPU dense: per-layer cost not determined" in shown.stdout and "GPU MoE" in shown.stdout
 
 
 def test_piped_bench_prints_plain_progress_lines(cli, monkeypatch, model):
