@@ -11,6 +11,7 @@ reports that fact as unknown with its reason, so "10000 % RAM available" or "dur
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -102,3 +103,63 @@ def share(part: int | float | None, total: int | float | None) -> float | None:
     if part is None or total is None or total <= 0 or part < 0 or part > total:
         return None
     return part / total
+
+
+# --- JSON from and to outside: strict (no NaN, no Infinity, no 1e999 read as infinity), bounded nesting ---------------
+
+MAX_JSON_DEPTH = 64  # nesting a stored or printed document may have (tunehost writes at most ~6 levels)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is beyond a finite number")
+    return value
+
+
+def strict_json(text: str) -> Any:
+    """JSON as RFC 8259 has it: ValueError for NaN, Infinity, a number that overflows to infinity (1e999) and
+    nesting deeper than MAX_JSON_DEPTH (Python's json would raise RecursionError, or parse 1e999 as inf)."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a parsed document, iteratively (a deep one must not exhaust the stack here either)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (JSON null): what a JSON writer prints of an
+    unknown number. Containers are copied (dicts, lists, tuples as lists); anything else is returned as is."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """The one JSON writer for what tunehost prints or saves: strict JSON (allow_nan=False), an unknown
+    (non-finite) number written as null, never as NaN or Infinity, which no other JSON reader accepts."""
+    return json.dumps(finite_json(value), allow_nan=False, **options)

@@ -141,6 +141,10 @@ class Measured:
                 "efficiency": round(self.tg_ts / ceiling_ts, 4) if ceiling_ts else None}
 
 
+# what the readers of this host's runs use of a summary (calibration, the quiet bandwidth, measured TG)
+HOST_READ_KEYS = ("best", "ceiling", "ceiling_config", "disturbed", "settings")
+
+
 def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
     """The runs recorded on the host of ``facts`` (its fingerprint), newest first: what advise reads back. [] with
     no store (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error):
@@ -149,8 +153,8 @@ def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000)
         if not store_path().is_file():
             return []
         _, fingerprint = host_identity(facts)
-        with open_store() as store:
-            return [r for r in store.runs(limit=limit) if r.host_fp == fingerprint]
+        with open_store() as store:  # this host's runs only (in SQL), and only what their readers use of a summary
+            return store.runs(host_fp=fingerprint, limit=limit, keep=HOST_READ_KEYS)
     except TunehostError:
         if strict:
             raise
@@ -232,6 +236,7 @@ def _build_text(llama_bench: Mapping[str, Any]) -> str | None:
 
 DOCTOR_SAMPLE_FORMAT = 1
 DOCTOR_SAMPLE_RUNS = 200  # the newest runs doctor looks at (speed-drift); older ones were re-measured or are stale
+MAX_SKIPPED_SAMPLED = 20  # reasons recorded for stored rows left out
 DRIFT_ROW_KEYS = ("test", "then", "now", "change_percent", "low", "high", "verdict")
 
 
@@ -247,12 +252,18 @@ def doctor_sample(limit: int = DOCTOR_SAMPLE_RUNS, environ: Mapping[str, str] | 
     out: dict[str, Any] = {"format": DOCTOR_SAMPLE_FORMAT, "limit": int(limit), "sampled_at": _now()}
     if not path.is_file():
         return {**out, "runs": []}
-    try:
+    sampled: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    try:  # one run in memory at a time: each becomes its small sampled row before the next is read
         with open_store(path) as store:
-            runs = store.runs(limit=limit)
+            for run, why in store.iter_runs(limit=limit):
+                if run is not None:
+                    sampled.append(_sampled_run(run))
+                elif len(skipped) < MAX_SKIPPED_SAMPLED:
+                    skipped.append(one_line(why, 200))
     except (TunehostError, OSError) as exc:  # the error line names the file: keep its name, not the home directory
         return {**out, "error": one_line(str(exc).replace(str(path.parent), "<state dir>"), 300)}
-    return {**out, "runs": [_sampled_run(run) for run in runs]}
+    return {**out, "runs": sampled, **({"rows_left_out": skipped} if skipped else {})}
 
 
 def _sampled_run(run: StoredRun) -> dict[str, Any]:
