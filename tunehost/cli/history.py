@@ -231,6 +231,8 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         typer.echo(json_text(result.to_json(), indent=2, default=lambda v: None))
     else:
         render_drift(result, make_console())
+    if result.record_note is not None:  # after the result, which it never hides
+        err.print(f"warning: {result.record_note}", markup=False, highlight=False)
     return EXIT_BUSY if result.not_judged else EXIT_SLOWER if result.slower else 0
 
 

@@ -32,15 +32,36 @@ def host_identity(facts: "HostFacts") -> tuple[dict[str, Any], str]:
     return identity.to_json(), identity.fingerprint()
 
 
-def record_run(new_run: Callable[[], NewRun]) -> tuple[int | None, tuple[str, ...]]:
-    """Record one measured run (``new_run()`` builds it once the store is open): its id, or None when the store
-    cannot be written, and the warning lines saying so. The measurement itself is never lost to the store."""
+def check_recording() -> tuple[bool, tuple[str, ...]]:
+    """Before a measurement (as tune does): (whether the store can record, and the warning line when its directory
+    cannot hold it). A store that is damaged, of a newer schema or locked past the busy timeout raises its one-line
+    TunehostError here, before anything is measured, so nothing measured is lost to it."""
     warnings: list[str] = []
     store = open_for_recording(warnings.append)
     if store is None:
-        return None, tuple(warnings)
-    with store:
-        return store.record(new_run()), tuple(warnings)
+        return False, tuple(warnings)
+    store.close()
+    return True, ()
+
+
+def record_run(new_run: Callable[[], NewRun]) -> tuple[int | None, tuple[str, ...]]:
+    """Record one measured run (``new_run()`` builds it once the store is open): its id, or None when the store
+    cannot be written, and the warning lines saying so. Never raises for the store: it is called after the
+    measurement was reported and saved (docs/history.md), and a store that fails then (damaged, a newer schema,
+    locked past the busy timeout, read-only) loses the record, never the measurement."""
+    import sqlite3
+
+    warnings: list[str] = []
+    try:
+        store = open_for_recording(warnings.append)
+        if store is None:
+            return None, tuple(warnings)
+        with store:
+            return store.record(new_run()), tuple(warnings)
+    except (TunehostError, sqlite3.Error, OSError) as exc:
+        from tunehost.printable import one_line
+
+        return None, (*warnings, f"not recorded in the results store: {one_line(exc, 300)}")
 
 
 def results_of(saved: "SavedResult") -> tuple[StoredResult, ...]:

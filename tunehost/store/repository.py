@@ -428,6 +428,7 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreUnavailable(f"results store {target.parent}: {(exc.strerror or str(exc)).lower()}") from None
+    _refuse_links(target)
     if target.exists() and not target.is_file():
         raise StoreUnavailable(f"results store {target} is not a file")
     if not target.exists() and not os.access(target.parent, os.W_OK):
@@ -437,6 +438,7 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"results store {target}: {exc}") from None
     try:
+        _refuse_links(target)  # again once open: a link put in its place meanwhile is refused too
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
@@ -462,7 +464,29 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
     except sqlite3.DatabaseError as exc:
         db.close()
         raise _damaged(target, exc) from None
+    except TunehostError:
+        db.close()
+        raise
     return Store(target, db)
+
+
+STORE_FILES = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
+
+
+def _refuse_links(target: Path) -> None:
+    """A store file (or its -wal/-shm/-journal) that is a symbolic link is refused, dangling or not: SQLite
+    would follow it and create or write the store outside the state directory (lstat: the link itself)."""
+    for suffix in STORE_FILES:
+        path = Path(f"{target}{suffix}")
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreUnavailable(f"results store {path}: {(exc.strerror or str(exc)).lower()}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise TunehostError(f"results store {path} is a symbolic link; tunehost keeps its store only in the "
+                                "state directory itself: remove the link (or set TUNEHOST_STATE_DIR)")
 
 
 def open_for_recording(warn: Any) -> Store | None:
