@@ -184,6 +184,39 @@ def bench_readonly_wal(state: Path) -> None:
     os.chmod(state, 0o555)
 
 
+def later(build, delay_s: float = 4.0):
+    """A case whose store is good when the command starts and goes bad ``delay_s`` later (while it measures)."""
+    def start(state: Path) -> None:
+        db = new_store(state)
+        db.commit()
+        db.close()
+
+        def spoil() -> None:
+            time.sleep(delay_s)
+            if build is None:
+                HOLDERS.append(hold_lock(state))
+            else:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{state / 'results.sqlite3'}{suffix}").unlink(missing_ok=True)
+                build(state)
+        threading.Thread(target=spoil, daemon=True).start()
+    start.after = True
+    return start
+
+
+HOLDERS: list[subprocess.Popen] = []
+
+
+def hold_lock(state: Path) -> subprocess.Popen:
+    """Another process holding the store's write lock (for 600 s: past the 30 s busy timeout)."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3,sys,time; d=sqlite3.connect(sys.argv[1], isolation_level=None);"
+        " d.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(600)"),
+        str(state / "results.sqlite3")], stdout=subprocess.PIPE, text=True)
+    holder.stdout.readline()
+    return holder
+
+
 def run(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict:
     """One command as a fresh process: its exit status, wall time and its own peak RSS (wait4's rusage)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -227,10 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         cases[f"configs-{n}"] = case_configs(n)
     model, bins = os.environ.get("TUNEHOST_TEST_MODEL"), os.environ.get("TUNEHOST_LLAMA_BIN_DIR")
     if model and bins:
-        bench = ["bench", "--model", model, "-p", "16", "-n", "8", "--reps", "1", "--budget", "20s", "--save"]
+        bench = ["bench", "--model", model, "-p", "16", "-n", "8", "--reps", "1", "--budget", "8s", "--save"]
         for name, build in (("damaged", bench_damaged), ("future-schema", bench_future),
                             ("readonly-wal", bench_readonly_wal), ("locked", None)):
             cases[f"bench-{name}"] = (build, [bench + ["SAVE"]])
+        for name, build in (("damaged", bench_damaged), ("future-schema", bench_future), ("locked", None)):
+            cases[f"bench-{name}-after"] = (later(build), [bench + ["SAVE"]])  # goes bad while measuring
     cases["big-summaries"] = (case_big_summaries, [["history"], ["history", "--json"],
                                                    ["doctor", "--check", "speed-drift"]])
     figures = {}
@@ -241,16 +276,11 @@ def main(argv: list[str] | None = None) -> int:
             root = Path(tempfile.mkdtemp(prefix="tunehost-store-"))
             state = root / "state"
             env = {**os.environ, "TUNEHOST_STATE_DIR": str(state), "COLUMNS": "80"}
-            holder = None
             if build is None:  # locked: another process holds a write lock for longer than the busy timeout
                 db = new_store(state)
                 db.commit()
                 db.close()
-                holder = subprocess.Popen([sys.executable, "-c", (
-                    "import sqlite3,sys,time; d=sqlite3.connect(sys.argv[1], isolation_level=None);"
-                    " d.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(600)"),
-                    str(state / "results.sqlite3")], stdout=subprocess.PIPE, text=True)
-                holder.stdout.readline()
+                HOLDERS.append(hold_lock(state))
             else:
                 build(state)
             save = root / "out.json"
@@ -258,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result = run(argv_, env)
             finally:
-                if holder is not None:
+                while HOLDERS:
+                    holder = HOLDERS.pop()
                     holder.kill()
                     holder.wait()
                 os.chmod(state, 0o755) if state.exists() else None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
+from tunehost.bounds import json_text
 from tunehost.cli import cli_errors, make_console
 from tunehost.formats import FILES, FORMATS, choices_text
 from tunehost.printable import one_line, require_printable
@@ -169,7 +169,7 @@ def _show_calibration(fmt: str, facts: "HostFacts") -> None:
 
     calibration = host_calibration(facts=facts, strict=True) or HostCalibration({})
     if fmt == "json":
-        typer.echo(json.dumps({"schema": "tunehost-calibration/1", "store": str(store_path()),
+        typer.echo(json_text({"schema": "tunehost-calibration/1", "store": str(store_path()),
                                **calibration.to_json()}, indent=2))
         return
     from tunehost.formats.fold import print_folded

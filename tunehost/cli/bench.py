@@ -5,7 +5,6 @@ See docs/bench.md for how to read the table and the statistics behind it.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from tunehost.bounds import json_text
 from tunehost.cli import LINE_EVERY_ROUNDS, LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
 from tunehost.cli.layout import progress_text
@@ -175,7 +175,7 @@ def _render(result: "SavedResult", before: "SavedResult | None", compare: Path |
                                         "before": before.to_json(), "after": result.to_json()}
         else:
             document = result.to_json()
-        typer.echo(json.dumps(document, indent=2))
+        typer.echo(json_text(document, indent=2))
         return
     from rich.markup import escape
 
