@@ -114,37 +114,30 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:20]} is beyond a finite number")
-    return value
-
-
 def strict_json(text: str) -> Any:
     """JSON as RFC 8259 has it: ValueError for NaN, Infinity, a number that overflows to infinity (1e999) and
     nesting deeper than MAX_JSON_DEPTH (Python's json would raise RecursionError, or parse 1e999 as inf)."""
     try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    _check_parsed(value)
     return value
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth of a parsed document, iteratively (a deep one must not exhaust the stack here either)."""
-    deepest, stack = 0, [(value, 1)]
+def _check_parsed(value: Any) -> None:
+    """ValueError for a parsed document nested deeper than MAX_JSON_DEPTH or holding a non-finite float (1e999
+    parses as inf); iterative, so a deep one cannot exhaust the stack here either."""
+    stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, level)
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            deepest = max(deepest, level)
-            stack.extend((v, level + 1) for v in item)
-    return deepest
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("a number beyond a finite float")
+        elif isinstance(item, (dict, list)):
+            if level > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
 
 
 def finite_json(value: Any) -> Any:

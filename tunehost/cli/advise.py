@@ -167,7 +167,11 @@ def _show_calibration(fmt: str, facts: "HostFacts") -> None:
     from tunehost.host import open_host
     from tunehost.store import host_calibration, store_path
 
-    calibration = host_calibration(facts=facts, strict=True) or HostCalibration({})
+    skipped: list[str] = []
+    calibration = host_calibration(facts=facts, strict=True, skipped=skipped) or HostCalibration({})
+    if skipped:  # the store is read as hostile: rows that are not valid runs are left out, said once
+        typer.echo(f"tunehost: warning: {len(skipped)} stored row{'s' if len(skipped) != 1 else ''} left out of "
+                   f"the results store's read: {one_line(skipped[0], 200)}", err=True)
     if fmt == "json":
         typer.echo(json_text({"schema": "tunehost-calibration/1", "store": str(store_path()),
                                **calibration.to_json()}, indent=2))

@@ -166,7 +166,8 @@ class Measured:
 HOST_READ_KEYS = ("best", "ceiling", "ceiling_config", "disturbed", "settings")
 
 
-def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
+def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000,
+                 skipped: list[str] | None = None) -> list[StoredRun]:
     """The runs recorded on the host of ``facts`` (its fingerprint), newest first: what advise reads back. [] with
     no store (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error):
     advise must not fail for its store, `advise --calibrate` says why."""
@@ -175,7 +176,10 @@ def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000)
             return []
         _, fingerprint = host_identity(facts)
         with open_store() as store:  # this host's runs only (in SQL), and only what their readers use of a summary
-            return store.runs(host_fp=fingerprint, limit=limit, keep=HOST_READ_KEYS)
+            runs, left_out = store.run_rows(host_fp=fingerprint, limit=limit, keep=HOST_READ_KEYS)
+        if skipped is not None:  # the rows left out, for a caller that says so (advise --calibrate)
+            skipped.extend(left_out)
+        return runs
     except TunehostError:
         if strict:
             raise
@@ -230,13 +234,15 @@ def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
 
 
 def host_calibration(*, facts: "HostFacts | None" = None, strict: bool = False,
-                     runs: Sequence[StoredRun] | None = None) -> "HostCalibration | None":
+                     runs: Sequence[StoredRun] | None = None,
+                     skipped: list[str] | None = None) -> "HostCalibration | None":
     """advise's constants fitted to this host's recorded runs (``runs``: already read by :func:`runs_on_host`,
     else read for the host of ``facts``); None: no store, no usable run, or (unless ``strict``) a store that
     cannot be read."""
     from tunehost.advise.host_calibration import fit_host
 
-    points = calibration_points(runs_on_host(_given(facts), strict=strict) if runs is None else runs)
+    points = calibration_points(runs_on_host(_given(facts), strict=strict, skipped=skipped) if runs is None
+                                else runs)
     return fit_host(points) if points else None
 
 
