@@ -312,11 +312,18 @@ class Store:
     def round_rows(self, run_id: int) -> tuple[list[StoredRound], list[str]]:
         """The rounds recorded for one run, in order, and one line per row left out: a store is read as hostile
         (tunehost.store.rows), so a row of text, NULL or out-of-range values is skipped with its reason."""
-        from tunehost.store.rows import MAX_SKIPPED_SHOWN, round_problem, shown
+        from tunehost.store.rows import MAX_SKIPPED_SHOWN, MAX_WATCH_READ, round_problem, shown
 
         valid, skipped = [], []
-        for row in self._iter("SELECT seq, stage, round, counted, disturbed, watch_json FROM rounds WHERE run_id = ?"
-                              " ORDER BY seq LIMIT ?", [int(run_id), MAX_ROUNDS_READ]):
+        read = 0
+        for row in self._iter("SELECT seq, stage, round, counted, disturbed, CASE WHEN"
+                              f" length(CAST(watch_json AS BLOB)) <= {MAX_WATCH_READ} THEN watch_json END"
+                              " FROM rounds WHERE run_id = ? ORDER BY seq LIMIT ?", [int(run_id), MAX_ROUNDS_READ]):
+            read += len(row[5]) if isinstance(row[5], str) else 0
+            if read > MAX_READ_BYTES:  # a run's rounds are bounded as a whole too
+                skipped.append(f"run {int(run_id)}: rounds beyond {MAX_READ_BYTES // MiB} MiB of watch data "
+                               "left out")
+                break
             fields, why = round_problem(row)
             if fields is not None:
                 valid.append(StoredRound(*fields))
@@ -393,9 +400,13 @@ class Store:
         from tunehost.store.rows import MAX_STEP_READ, shown, step_problem
 
         steps = []
+        read = 0
         for row in self._iter("SELECT seq, argv_json, duration_s, CASE WHEN length(CAST(outcome_json AS BLOB)) <= ?"
                               " THEN outcome_json END, length(CAST(outcome_json AS BLOB)) FROM tune_steps"
                               " WHERE tune_key = ? ORDER BY seq LIMIT ?", [MAX_STEP_READ, tune_key, MAX_ROUNDS_READ]):
+            read += row[4] if isinstance(row[4], int) and row[3] is not None else 0
+            if read > MAX_READ_BYTES:
+                return steps, f"the stored tune's steps beyond {MAX_READ_BYTES // MiB} MiB"
             step, why = step_problem(row)
             if step is None:
                 return steps, f"the stored tune's step {shown(row[0])}: {why}"
@@ -558,7 +569,9 @@ def _dump(value: Any) -> str:
     return text
 
 
-MAX_ROUNDS_READ = 100_000  # rounds rows (and tune steps) read per run (a tune records a few hundred)
+MAX_ROUNDS_READ = 10_000  # rounds rows (and tune steps) read per run (a tune records a few hundred)
+MiB = 1024 * 1024
+MAX_READ_BYTES = 64 * MiB  # JSON read for one run's rounds, or one tune's journal, at most
 MAX_RESULTS_READ = 100_000  # results rows read per run (a bench has 2, a tune a few dozen)
 MAX_NOTES_PER_RUN = 5  # reasons given per run for its results rows left out
 

@@ -22,7 +22,8 @@ from tunehost.bounds import MAX_TOKENS_PER_S, number, strict_json, whole
 
 MAX_SUMMARY_READ = 256 * 1024  # bytes of a run's summary a read parses (tunehost writes a few KB; a tune ~20 KB)
 MAX_HOST_READ = 64 * 1024  # bytes of a run's host identity (a few hundred bytes written)
-MAX_STEP_READ = 1024 * 1024  # bytes of one tune step's outcome (llama-bench's results and the watch: a few KB)
+MAX_STEP_READ = 256 * 1024  # bytes of one tune step's outcome (llama-bench's results and the watch: a few KB)
+MAX_WATCH_READ = 64 * 1024  # bytes of one round's watch (its raw facts: a few hundred bytes to a few KB)
 MAX_FLAGS_READ = 64 * 1024  # bytes of one result's flags
 MAX_TEXT = 2000  # characters of a stored name (config, test, build, label, command, fingerprint)
 MAX_PATH = 4096
@@ -237,7 +238,7 @@ def round_problem(row: Sequence[Any]) -> tuple[tuple[Any, ...] | None, str | Non
     for name, flag in (("counted", counted), ("disturbed", disturbed)):
         if whole(flag, 0, 1) is None:
             return None, f"{name} {shown(flag)} is not 0 or 1"
-    loaded, why = document(watch, 0, MAX_STEP_READ, "watch") if isinstance(watch, str) else ({}, None)
+    loaded, _ = document(watch, 0, MAX_WATCH_READ, "watch") if isinstance(watch, str) else ({}, None)
     return (stage, rnd, bool(counted), bool(disturbed), loaded if isinstance(loaded, Mapping) else {}), None
 
 
