@@ -133,7 +133,7 @@ def case_hostile(name: str):
         good = add_run(db, summary='{"rounds": 3}', created="2026-01-01T00:00:00Z")
         add_result(db, good, "baseline")
         run = add_run(db, **{"created": "2026-01-02T00:00:00Z", **spec.get("run", {})})
-        fields = spec.get("result", {})
+        fields = dict(spec.get("result", {}))  # a copy: each command builds its own store
         add_result(db, run, fields.pop("config", "baseline"), **fields)
         db.commit()
     return build, [["history"], ["history", "--json"], ["advise", "--calibrate"],
