@@ -2,8 +2,9 @@
 """The results store read as hostile, measured (issue 32, items 4, 5, 6, 11, 12, 13 and the store link of 15).
 
 Each case builds a store in a fresh state directory and runs one tunehost command on it as a user starts it (a
-fresh process), recording its exit status, wall time and peak RSS (the child's ru_maxrss), and whether it printed a
-traceback or JSON that is not strict (Infinity, NaN):
+fresh process), recording its exit status, wall time, CPU time (user + system: what a shared, loaded machine does
+not inflate) and peak RSS (the child's ru_maxrss), and whether it printed a traceback or JSON that is not strict
+(Infinity, NaN):
 
     python scripts/bench_store.py                                     # this checkout's tunehost
     python scripts/bench_store.py --tunehost /work/main/.venv/bin/tunehost --only big   # another build, a subset
@@ -238,7 +239,8 @@ def run(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict:
             strict = True
         except ValueError:
             strict = False
-    return {"exit": child.returncode, "wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    return {"exit": child.returncode, "wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
             "traceback": "Traceback" in stdout + stderr, "strict_json": strict, "stdout_bytes": len(stdout),
             "shows_result": "t/s" in stdout, "last_line": (stderr.strip().splitlines() or [""])[-1][:160]}
 

@@ -127,27 +127,33 @@ def render_runs(runs: list["StoredRun"], console: "Console") -> None:
         return escape(one_line(value))
 
     for run in runs:
-        when = str(run.created).replace("T", " ").rstrip("Z")[:16]
-        model = run.model_name or Path(run.model_path).name
-        console.print(f"[bold]#{run.id}[/]  {text(when)}  [bold]{text(run.command)}[/]  {text(model)}  "
-                      f"[dim]{text(run.build or 'build ?')}[/]", highlight=False, soft_wrap=True)
-        by_config: dict[str, list] = {}  # one pass (a run may hold thousands of configurations)
-        for r in run.results:
-            by_config.setdefault(r.config, []).append(r)
-        width = max((len(c) for c in by_config), default=0)
-        for config, rows in by_config.items():
-            flags = " ".join(rows[0].flags) if rows else ""
-            tg = next((r.median_ts for r in rows if r.kind == "tg"), None)
-            pp = next((r.median_ts for r in rows if r.kind == "pp"), None)
-            other = next((r for r in rows if r.kind not in ("tg", "pp")), None)  # tune --objective balanced
-            speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
-                                                f"PP {_ts(pp)}" if pp is not None else "",
-                                                f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
-            console.print(f"    {text(config.ljust(width))}  {speed or '—'} t/s  "
-                          f"[dim]{text(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
-        result = _result(run)
-        if result:
-            console.print(f"    → {text(result)}", highlight=False, soft_wrap=True)
+        with console:  # one write per run, not one per line (a run may list thousands of configurations)
+            _render_run(run, console, text)
+
+
+def _render_run(run: "StoredRun", console: "Console", text: "Any") -> None:
+    """One run's block of :func:`render_runs` (``text``: a stored value as one escaped line)."""
+    when = str(run.created).replace("T", " ").rstrip("Z")[:16]
+    model = run.model_name or Path(run.model_path).name
+    console.print(f"[bold]#{run.id}[/]  {text(when)}  [bold]{text(run.command)}[/]  {text(model)}  "
+                  f"[dim]{text(run.build or 'build ?')}[/]", highlight=False, soft_wrap=True)
+    by_config: dict[str, list] = {}  # one pass (a run may hold thousands of configurations)
+    for r in run.results:
+        by_config.setdefault(r.config, []).append(r)
+    width = max((len(c) for c in by_config), default=0)
+    for config, rows in by_config.items():
+        flags = " ".join(rows[0].flags) if rows else ""
+        tg = next((r.median_ts for r in rows if r.kind == "tg"), None)
+        pp = next((r.median_ts for r in rows if r.kind == "pp"), None)
+        other = next((r for r in rows if r.kind not in ("tg", "pp")), None)  # tune --objective balanced
+        speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
+                                            f"PP {_ts(pp)}" if pp is not None else "",
+                                            f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
+        console.print(f"    {text(config.ljust(width))}  {speed or '—'} t/s  "
+                      f"[dim]{text(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
+    result = _result(run)
+    if result:
+        console.print(f"    → {text(result)}", highlight=False, soft_wrap=True)
 
 
 def _result(run: "StoredRun") -> str:
@@ -192,6 +198,11 @@ def render_chart(runs: list["StoredRun"], console: "Console") -> None:
         console.print("[dim]TG over time: a chart needs two runs of the same model and configuration[/]")
         return
     console.print("[bold]TG over time[/] (oldest → newest, t/s)")
+    with console:  # one write for the chart, not one per line
+        _chart_lines(shown, console)
+
+
+def _chart_lines(shown: list[tuple[str, list[tuple[str, float]]]], console: "Console") -> None:
     for label, points in shown:
         values = [v for _, v in points]
         low, high = min(values), max(values)
