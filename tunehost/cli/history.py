@@ -126,17 +126,16 @@ def render_runs(runs: list["StoredRun"], console: "Console") -> None:
     def text(value: object) -> str:  # the store is read as hostile: one line each, no markup
         return escape(one_line(value))
 
-    for run in runs:
-        with console:  # one write per run, not one per line (a run may list thousands of configurations)
-            _render_run(run, console, text)
+    for run in runs:  # one print per run, not one per line (a run may list thousands of configurations)
+        console.print("\n".join(_run_lines(run, text)), highlight=False, soft_wrap=True)
 
 
-def _render_run(run: "StoredRun", console: "Console", text: "Any") -> None:
-    """One run's block of :func:`render_runs` (``text``: a stored value as one escaped line)."""
+def _run_lines(run: "StoredRun", text: "Any") -> list[str]:
+    """One run's block of :func:`render_runs`, as console markup lines (``text``: a stored value, one escaped line)."""
     when = str(run.created).replace("T", " ").rstrip("Z")[:16]
     model = run.model_name or Path(run.model_path).name
-    console.print(f"[bold]#{run.id}[/]  {text(when)}  [bold]{text(run.command)}[/]  {text(model)}  "
-                  f"[dim]{text(run.build or 'build ?')}[/]", highlight=False, soft_wrap=True)
+    lines = [f"[bold]#{run.id}[/]  {text(when)}  [bold]{text(run.command)}[/]  {text(model)}  "
+             f"[dim]{text(run.build or 'build ?')}[/]"]
     by_config: dict[str, list] = {}  # one pass (a run may hold thousands of configurations)
     for r in run.results:
         by_config.setdefault(r.config, []).append(r)
@@ -149,11 +148,12 @@ def _render_run(run: "StoredRun", console: "Console", text: "Any") -> None:
         speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
                                             f"PP {_ts(pp)}" if pp is not None else "",
                                             f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
-        console.print(f"    {text(config.ljust(width))}  {speed or '—'} t/s  "
-                      f"[dim]{text(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
+        lines.append(f"    {text(config.ljust(width))}  {speed or '—'} t/s  "
+                     f"[dim]{text(flags or '(llama-bench defaults)')}[/]")
     result = _result(run)
     if result:
-        console.print(f"    → {text(result)}", highlight=False, soft_wrap=True)
+        lines.append(f"    → {text(result)}")
+    return lines
 
 
 def _result(run: "StoredRun") -> str:
@@ -198,18 +198,16 @@ def render_chart(runs: list["StoredRun"], console: "Console") -> None:
         console.print("[dim]TG over time: a chart needs two runs of the same model and configuration[/]")
         return
     console.print("[bold]TG over time[/] (oldest → newest, t/s)")
-    with console:  # one write for the chart, not one per line
-        _chart_lines(shown, console)
-
-
-def _chart_lines(shown: list[tuple[str, list[tuple[str, float]]]], console: "Console") -> None:
+    lines = []
     for label, points in shown:
         values = [v for _, v in points]
         low, high = min(values), max(values)
         span = high - low or 1.0
         line = "".join(SPARK[min(len(SPARK) - 1, int((v - low) / span * (len(SPARK) - 1) + 0.5))] for v in values)
-        console.print(f"  {line}  {_ts(low)}..{_ts(high)}  [dim]{points[0][0][:10]} → {points[-1][0][:10]}, "
-                      f"{len(points)} runs · {label}[/]", highlight=False)
+        lines.append(f"  {line}  {_ts(low)}..{_ts(high)}  [dim]{points[0][0][:10]} → {points[-1][0][:10]}, "
+                     f"{len(points)} runs · {label}[/]")
+    for start in range(0, len(lines), 1000):  # a few prints, not one per line; each line wraps as before
+        console.print("\n".join(lines[start:start + 1000]), highlight=False)
 
 
 def _ts(value: float | None) -> str:
