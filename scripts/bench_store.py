@@ -10,11 +10,12 @@ not inflate) and peak RSS (the child's ru_maxrss), and whether it printed a trac
     python scripts/bench_store.py --tunehost /work/main/.venv/bin/tunehost --only big   # another build, a subset
     python scripts/bench_store.py --json
 
-Cases: `configs-N` (one run with N configurations: `history`'s time), `big-summaries` (40 runs whose summaries are
-~4 MB each: peak RSS of `history`, `history --json` and `doctor --check speed-drift`, which reads up to 200 runs),
-`hostile-*` (rows of wrong types, NULLs, non-object summaries, non-string flags, infinite medians), `bench-*` (a real
-llama-bench measurement with a store that fails after it: damaged, future schema, locked, read-only with WAL; needs
-TUNEHOST_LLAMA_BIN_DIR and TUNEHOST_TEST_MODEL) and `link` (results.sqlite3 a dangling symlink).
+Cases: `configs-N` (one run with N configurations: `history`'s time), `cap-summaries` / `big-summaries` (40 runs
+whose summaries are ~240 KB / ~4 MB each: peak RSS of `history`, `history --json` and `doctor --check speed-drift`,
+which reads up to 200 runs), `hostile-*` (rows of wrong types, NULLs, non-object summaries, non-string flags,
+infinite medians), `bench-*` (a real llama-bench measurement with a store that is bad from the start or goes bad
+while it measures: damaged, future schema, locked, read-only with WAL; needs TUNEHOST_LLAMA_BIN_DIR and
+TUNEHOST_TEST_MODEL) and `link` (results.sqlite3 a dangling symlink).
 """
 
 from __future__ import annotations
@@ -96,6 +97,17 @@ def case_big_summaries(state: Path) -> None:
                           "rounds_ts": {"baseline": {"tg128": [1.25] * 640_000}}})  # ~3.9 MB, 640k floats
     for r in range(40):  # history reads 30 (its --limit), doctor all 40 (it reads up to 200)
         run = add_run(db, summary=payload, created=f"2026-01-01T00:{r // 60:02d}:{r % 60:02d}Z")
+        add_result(db, run, "baseline")
+    db.commit()
+
+
+def case_cap_summaries(state: Path) -> None:
+    """40 runs whose summaries are just under the 256 KiB a read takes (~40k floats each): what is read."""
+    db = new_store(state)
+    payload = json.dumps({"rounds": 3, "verdicts": {"tg128": "faster"},
+                          "rounds_ts": {"baseline": {"tg128": [1.25] * 40_000}}})  # ~240 KB
+    for r in range(40):
+        run = add_run(db, summary=payload, created=f"2026-01-01T00:00:{r:02d}Z")
         add_result(db, run, "baseline")
     db.commit()
 
@@ -268,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             cases[f"bench-{name}"] = (build, [bench + ["SAVE"]])
         for name, build in (("damaged", bench_damaged), ("future-schema", bench_future), ("locked", None)):
             cases[f"bench-{name}-after"] = (later(build), [bench + ["SAVE"]])  # goes bad while measuring
+    cases["cap-summaries"] = (case_cap_summaries, [["history"], ["history", "--json"],
+                                                   ["doctor", "--check", "speed-drift"]])
     cases["big-summaries"] = (case_big_summaries, [["history"], ["history", "--json"],
                                                    ["doctor", "--check", "speed-drift"]])
     figures = {}

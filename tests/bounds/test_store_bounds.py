@@ -160,7 +160,8 @@ def test_the_json_writer_never_writes_nan_or_infinity(value):
     assert strict_json(text) is not None or text == "null"
 
 
-@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "1e999", "[-1e400]", "[" * 10_000 + "]" * 10_000])
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "1e999", "[-1e400]",
+                                  "[" * 10_000 + "]" * 10_000, "[" * 65 + "]" * 65])
 def test_strict_json_refuses_what_other_readers_refuse(text):
     with pytest.raises(ValueError):
         strict_json(text)
@@ -375,3 +376,20 @@ def test_a_store_file_that_is_a_link_is_refused(tmp_path, suffix, dangling):
     assert sorted(p.name for p in elsewhere.iterdir()) == ([] if dangling else [target.name])
     result = invoke(state, "history")
     assert result.exit_code == 1 and "symbolic link" in result.output and "Traceback" not in result.output
+
+
+def test_tunehost_never_writes_a_document_its_reader_would_leave_out(tmp_path):
+    """The writer's limit per document is the reader's cap: a summary over it is not recorded (one line, and
+    record_run's warning), never a row every later read skips."""
+    from tests.store.test_rounds import new_run
+    from tunehost.store import open_store
+    from tunehost.store.records import record_run
+    from tunehost.store.rows import MAX_SUMMARY_READ
+
+    big = {"pad": "x" * MAX_SUMMARY_READ}
+    with open_store(tmp_path / "r.sqlite3") as store:
+        with pytest.raises(TunehostError, match="not recorded"):
+            store.record(new_run(()).__class__(**{**new_run(()).__dict__, "summary": big}))
+        assert store.runs() == []
+    run_id, warnings = record_run(lambda: new_run(()).__class__(**{**new_run(()).__dict__, "summary": big}))
+    assert run_id is None and len(warnings) == 1 and warnings[0].startswith("not recorded in the results store")

@@ -102,7 +102,8 @@ def run_bench(planned: BenchPlan, facts: "HostFacts", hooks: MeasureHooks = Meas
               recording: Recording = Recording()) -> BenchOutcome:
     """Measure ``planned`` on the live host of ``facts`` (runner.measure), hand it to ``recording.report``, then
     record it (``recording``): a store that cannot record is found before measuring (a damaged or newer one is
-    refused then), and one that fails after is a warning, never a lost measurement. On a busy host the TG ceiling rests on a quiet bandwidth this host recorded earlier, read from the store then."""
+    refused then), and one that fails after is a warning, never a lost measurement. On a busy host the TG ceiling
+    rests on a quiet bandwidth this host recorded earlier, read from the store then."""
     from tunehost.store.records import check_recording
 
     if hooks.stored_bandwidth is None:

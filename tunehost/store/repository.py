@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tunehost.errors import TunehostError
+from tunehost.store.rows import (MAX_FLAGS_READ, MAX_HOST_READ, MAX_STEP_READ, MAX_SUMMARY_READ,
+                                 MAX_WATCH_READ)
 
 
 SCHEMA_VERSION = 2  # 2: the rounds table (per-round host watch); a version-1 store is migrated when opened
@@ -290,18 +292,19 @@ class Store:
             cursor = db.execute(
                 "INSERT INTO runs (created, command, host_fp, host_json, build, model_path, model_hash, model_name,"
                 " label, summary_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (_now(), run.command, run.host_fp, _dump(run.host), run.build, run.model_path, run.model_hash,
-                 run.model_name, run.label, _dump(run.summary)))
+                (_now(), run.command, run.host_fp, _dump(run.host, MAX_HOST_READ), run.build, run.model_path,
+                 run.model_hash, run.model_name, run.label, _dump(run.summary, MAX_SUMMARY_READ)))
             run_id = int(cursor.lastrowid or 0)
             db.executemany(
                 "INSERT OR REPLACE INTO results (run_id, config, config_key, flags_json, test, kind, median_ts, rounds)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, r.config, r.config_key, _dump(list(r.flags)), r.test, r.kind, float(r.median_ts),
-                  int(r.rounds)) for r in run.results])
+                [(run_id, r.config, r.config_key, _dump(list(r.flags), MAX_FLAGS_READ), r.test, r.kind,
+                  float(r.median_ts), int(r.rounds)) for r in run.results])
             db.executemany(
                 "INSERT INTO rounds (run_id, seq, stage, round, counted, disturbed, watch_json)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, seq, r.stage, int(r.round), int(bool(r.counted)), int(bool(r.disturbed)), _dump(r.watch))
+                [(run_id, seq, r.stage, int(r.round), int(bool(r.counted)), int(bool(r.disturbed)),
+                  _dump(r.watch, MAX_WATCH_READ))
                  for seq, r in enumerate(run.rounds)])
         return run_id
 
@@ -416,8 +419,9 @@ class Store:
     def add_tune_step(self, tune_key: str, seq: int, argv: Sequence[str], duration_s: float, outcome: Any) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO tune_steps (tune_key, seq, argv_json, duration_s, outcome_json)"
-                       " VALUES (?, ?, ?, ?, ?)", (tune_key, int(seq), _dump(list(argv)), float(duration_s),
-                                                   _dump(outcome)))
+                       " VALUES (?, ?, ?, ?, ?)", (tune_key, int(seq), _dump(list(argv), MAX_STEP_READ),
+                                                   float(duration_s),
+                                                   _dump(outcome, MAX_STEP_READ)))
 
     def tune_keys(self, prefix: str) -> list[str]:
         """Tune journals whose key starts with ``prefix`` (one per attempt), oldest first."""
@@ -559,13 +563,16 @@ def _damaged(path: Path, exc: sqlite3.DatabaseError) -> TunehostError:
                          "aside and tunehost starts a new one")
 
 
-def _dump(value: Any) -> str:
+def _dump(value: Any, limit: int = MAX_JSON_BYTES) -> str:
+    """A document as the store keeps it: strict JSON within ``limit`` bytes (the cap its reader takes, so tunehost
+    never writes what it would not read back: tunehost.store.rows)."""
     try:
         text = json.dumps(value, sort_keys=True, allow_nan=False, default=str)
     except ValueError as exc:  # NaN or infinity in a summary: JSON has no such number, and the store keeps none
         raise TunehostError(f"results store: not recorded (a stored document holds {exc})") from None
-    if len(text) > MAX_JSON_BYTES:
-        raise TunehostError(f"a stored document would be {len(text)} bytes (limit {MAX_JSON_BYTES})")
+    if len(text.encode()) > limit:
+        raise TunehostError(f"results store: not recorded (a stored document would be {len(text)} bytes, limit "
+                            f"{limit})")
     return text
 
 
