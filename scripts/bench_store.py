@@ -3,7 +3,7 @@
 
 Each case builds a store in a fresh state directory and runs one tunehost command on it as a user starts it (a
 fresh process), recording its exit status, wall time, CPU time (user + system: what a shared, loaded machine does
-not inflate) and peak RSS (the child's ru_maxrss), and whether it printed a traceback or JSON that is not strict
+not inflate) and peak RSS (GNU time's %M), and whether it printed a traceback or JSON that is not strict
 (Infinity, NaN):
 
     python scripts/bench_store.py                                     # this checkout's tunehost
@@ -232,9 +232,13 @@ def hold_lock(state: Path) -> subprocess.Popen:
 
 def run(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict:
     """One command as a fresh process: its exit status, wall time and its own peak RSS (wait4's rusage)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    # the peak RSS as GNU time reports it: Linux keeps a process's ru_maxrss across exec, so a child forked from
+    # this script (grown by building stores) would report this script's size; time(1) is a small parent
+    timer_file = tempfile.NamedTemporaryFile("r", suffix=".rss")
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, timer_file:
         start = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, stderr=err, env=env, text=True)
+        child = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", timer_file.name, *argv], stdout=out,
+                                 stderr=err, env=env, text=True)
         timer = threading.Timer(timeout, child.kill)
         timer.start()
         _, status, usage = os.wait4(child.pid, 0)
@@ -244,6 +248,7 @@ def run(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict:
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
+        peak_kb = int((Path(timer_file.name).read_text().split() or ["0"])[-1])
     strict = None
     if "--json" in argv and stdout.strip():
         try:
@@ -252,7 +257,7 @@ def run(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict:
         except ValueError:
             strict = False
     return {"exit": child.returncode, "wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_mb": round(peak_kb / 1024, 1),
             "traceback": "Traceback" in stdout + stderr, "strict_json": strict, "stdout_bytes": len(stdout),
             "shows_result": "t/s" in stdout, "last_line": (stderr.strip().splitlines() or [""])[-1][:160]}
 
