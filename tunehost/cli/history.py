@@ -108,8 +108,10 @@ def write_json_listing(store: "Any", *, model_hash: str | None, command: str | N
         run = dict(item.run.to_json(), rounds=[x.to_json() for x in valid], rounds_skipped=rounds_skipped)
         out.write(("\n" if first else ",\n") + textwrap.indent(json_text(run, indent=2), "    "))
         first = False
+    if len(skipped) > MAX_SKIPPED_LISTED:
+        skipped[MAX_SKIPPED_LISTED - 1:] = [f"and {len(skipped) - MAX_SKIPPED_LISTED + 1} more stored rows left out"]
     out.write(("]" if first else "\n  ]") + ',\n  "runs_skipped": '
-              + textwrap.indent(json_text(skipped[:MAX_SKIPPED_LISTED], indent=2), "  ").lstrip() + "\n}\n")
+              + textwrap.indent(json_text(skipped, indent=2), "  ").lstrip() + "\n}\n")
     out.flush()
 
 

@@ -342,15 +342,14 @@ class Store:
                              limit=limit, keep=keep)[0]
 
     def run_rows(self, **query: Any) -> tuple[list[StoredRun], list[str]]:
-        """The valid runs of :meth:`iter_runs` and one line per row left out (at most MAX_SKIPPED_SHOWN)."""
-        from tunehost.store.rows import MAX_SKIPPED_SHOWN
-
+        """The valid runs of :meth:`iter_runs` and one line per row left out (each a short line: as many as the
+        query's limit allows, so a count of them is the count)."""
         runs: list[StoredRun] = []
         skipped: list[str] = []
         for run, why in self.iter_runs(**query):
             if run is not None:
                 runs.append(run)
-            elif len(skipped) < MAX_SKIPPED_SHOWN:
+            else:
                 skipped.append(why or "")
         return runs, skipped
 
