@@ -393,3 +393,33 @@ def test_tunehost_never_writes_a_document_its_reader_would_leave_out(tmp_path):
         assert store.runs() == []
     run_id, warnings = record_run(lambda: new_run(()).__class__(**{**new_run(()).__dict__, "summary": big}))
     assert run_id is None and len(warnings) == 1 and warnings[0].startswith("not recorded in the results store")
+
+
+@pytest.mark.parametrize("spoil", [_spoil_damaged, _spoil_future, _spoil_locked])
+def test_a_server_bench_keeps_its_measurement_when_the_store_fails_after_it(tmp_path, monkeypatch, spoil):
+    """The server bench: measured, saved and shown (--json), then one warning line for the store, exit 0."""
+    from tests.bench.fake_server import FakeLlamaServer
+    from tunehost.bench.server import rounds
+    from tunehost.store import repository
+
+    state = tmp_path / "state"
+    monkeypatch.setattr(repository, "BUSY_TIMEOUT_S", 0.2)
+    real = rounds.measure_server
+
+    def spoiling(*args, **kwargs):  # the store was checked before; it goes bad while the server is measured
+        spoil(state / "results.sqlite3")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rounds, "measure_server", spoiling)
+    save = tmp_path / "server.json"
+    try:
+        with FakeLlamaServer() as fake:
+            result = invoke(state, "bench", "--server", fake.url, "--depths", "32", "--budget", "0", "-n", "8",
+                            "--save", str(save), "--json")
+    finally:
+        while HELD:
+            HELD.pop().close()
+    assert result.exit_code == 0, result.output
+    assert strict(result.stdout) == json.loads(save.read_text())
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: not recorded")]
+    assert len(warnings) == 1 and "Traceback" not in result.output, result.stderr
