@@ -459,3 +459,24 @@ def test_a_tune_keeps_its_result_when_the_store_stays_locked_after_the_race(cli,
     assert "-t 4: +" in result.stdout
     warnings = [line for line in result.stderr.splitlines() if "not recorded in the results store" in line]
     assert len(warnings) == 1 and "locked" in warnings[0], result.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([1e308, -1e308, 0.0, 5e-324]),
+                min_size=2, max_size=6))
+def test_the_chart_draws_any_medians_it_is_given(medians):
+    """The chart's arithmetic holds for whatever a run carries (the store's reader admits only finite t/s; a run
+    built elsewhere may not): ±1e308 spans, infinities and NaN are never a traceback."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tunehost.cli.history import render_chart
+    from tunehost.store import StoredResult, StoredRun
+
+    runs = [StoredRun(id=i + 1, created=f"2026-01-0{i + 1}T00:00:00Z", command="bench", host_fp="fp", host={},
+                      build=None, model_path="/m.gguf", model_hash="h", model_name="m", label=None, summary={},
+                      results=(StoredResult("baseline", "k", (), "tg8", "tg", m, 3),)) for i, m in enumerate(medians)]
+    out = StringIO()
+    render_chart(runs, Console(file=out, width=80))
+    assert "TG over time" in out.getvalue()

@@ -190,7 +190,8 @@ def render_chart(runs: list["StoredRun"], console: "Console") -> None:
     labels: dict[tuple[str, str], str] = {}
     for run in reversed(runs):
         for r in run.results:
-            if r.kind in ("tg", "balanced"):
+            if r.kind in ("tg", "balanced") and math.isfinite(r.median_ts):  # the store's reader admits only
+                # finite medians; a run built elsewhere with one that is not never reaches the arithmetic below
                 key = (run.model_hash, r.config_key)  # the model by content, whatever its file was called
                 labels.setdefault(key, escape(one_line(f"{run.model_name or Path(run.model_path).name} · "
                                                       f"{' '.join(r.flags) or 'defaults'}")))
@@ -204,12 +205,18 @@ def render_chart(runs: list["StoredRun"], console: "Console") -> None:
     for label, points in shown:
         values = [v for _, v in points]
         low, high = min(values), max(values)
-        span = high - low or 1.0
-        line = "".join(SPARK[min(len(SPARK) - 1, int((v - low) / span * (len(SPARK) - 1) + 0.5))] for v in values)
+        line = "".join(SPARK[_level(v, low, high)] for v in values)
         lines.append(f"  {line}  {_ts(low)}..{_ts(high)}  [dim]{points[0][0][:10]} → {points[-1][0][:10]}, "
                      f"{len(points)} runs · {label}[/]")
     for start in range(0, len(lines), 1000):  # a few prints, not one per line; each line wraps as before
         console.print("\n".join(lines[start:start + 1000]), highlight=False)
+
+
+def _level(value: float, low: float, high: float) -> int:
+    """The sparkline step of a finite ``value`` in [low, high] (halved first: ±1e308 spans overflow a float)."""
+    span = high / 2 - low / 2
+    share = (value / 2 - low / 2) / span if span > 0 else 0.0
+    return min(len(SPARK) - 1, max(0, int(share * (len(SPARK) - 1) + 0.5)))
 
 
 def _ts(value: float | None) -> str:
