@@ -11,6 +11,7 @@ reports that fact as unknown with its reason, so "10000 % RAM available" or "dur
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -102,3 +103,56 @@ def share(part: int | float | None, total: int | float | None) -> float | None:
     if part is None or total is None or total <= 0 or part < 0 or part > total:
         return None
     return part / total
+
+
+# --- JSON from and to outside: strict (no NaN, no Infinity, no 1e999 read as infinity), bounded nesting ---------------
+
+MAX_JSON_DEPTH = 64  # nesting a stored or printed document may have (tunehost writes at most ~6 levels)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def strict_json(text: str) -> Any:
+    """JSON as RFC 8259 has it: ValueError for NaN, Infinity, a number that overflows to infinity (1e999) and
+    nesting deeper than MAX_JSON_DEPTH (Python's json would raise RecursionError, or parse 1e999 as inf)."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    _check_parsed(value)
+    return value
+
+
+def _check_parsed(value: Any) -> None:
+    """ValueError for a parsed document nested deeper than MAX_JSON_DEPTH or holding a non-finite float (1e999
+    parses as inf); iterative, so a deep one cannot exhaust the stack here either."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("a number beyond a finite float")
+        elif isinstance(item, (dict, list)):
+            if level > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (JSON null): what a JSON writer prints of an
+    unknown number. Containers are copied (dicts, lists, tuples as lists); anything else is returned as is."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """The one JSON writer for what tunehost prints or saves: strict JSON (allow_nan=False), an unknown
+    (non-finite) number written as null, never as NaN or Infinity, which no other JSON reader accepts."""
+    return json.dumps(finite_json(value), allow_nan=False, **options)

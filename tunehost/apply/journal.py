@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunehost.bounds import json_text
 from tunehost.errors import TunehostError
 
 STATE_ENV = "TUNEHOST_STATE_DIR"
@@ -225,7 +226,7 @@ class Journal:
         whatever the umask; a last line cut short by an earlier crash is ended first, so this record stays whole.
         The space is reserved before a byte is written (posix_fallocate) and a failed or short write is cut back
         off, so a full disk leaves no cut record: JournalUnwritable, and the caller does not make the change."""
-        line = json.dumps(record, sort_keys=True) + "\n"
+        line = json_text(record, sort_keys=True) + "\n"
         try:
             fd = self._open(self.path, os.O_RDWR | os.O_CREAT)  # appended at its size, under the lock
         except OSError as exc:

@@ -15,7 +15,6 @@ host during the run, and every repetition's tokens/s.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 from tunehost import __version__
 from tunehost.bench.llama_bench import BenchResult
 from tunehost.bench.watch import WatchReport
+from tunehost.bounds import json_text
 from tunehost.errors import TunehostError
 
 SCHEMA = "tunehost-bench/1"
@@ -513,7 +513,7 @@ def write_json(document: Mapping[str, Any], path: str | os.PathLike[str]) -> Pat
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(document, indent=2) + "\n")
+        tmp.write_text(json_text(document, indent=2) + "\n")
         os.replace(tmp, target)
     except OSError as exc:
         raise TunehostError(f"cannot write {path}: {exc.strerror or exc}") from None

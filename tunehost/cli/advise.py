@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from functools import partial
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
+from tunehost.bounds import json_text
 from tunehost.cli import check_range, cli_errors, make_console
 from tunehost.formats import FILES, FORMATS, choices_text, refuse_unwritable
 from tunehost.printable import one_line, require_printable
@@ -169,13 +169,15 @@ def _show_calibration(fmt: str, facts: "HostFacts") -> None:
 
     from tunehost.advise.ceiling import BAND_MODELS
     from tunehost.advise.host_calibration import CLASS_NAMES, HostCalibration, undetermined
-    from tunehost.facts import HostFacts
-    from tunehost.host import open_host
     from tunehost.store import host_calibration, store_path
 
-    calibration = host_calibration(facts=facts, strict=True) or HostCalibration({})
+    skipped: list[str] = []
+    calibration = host_calibration(facts=facts, strict=True, skipped=skipped) or HostCalibration({})
+    if skipped:  # the store is read as hostile: rows that are not valid runs are left out, said once
+        typer.echo(f"tunehost: warning: {len(skipped)} stored row{'s' if len(skipped) != 1 else ''} left out of "
+                   f"the results store's read: {one_line(skipped[0], 200)}", err=True)
     if fmt == "json":
-        typer.echo(json.dumps({"schema": "tunehost-calibration/1", "store": str(store_path()),
+        typer.echo(json_text({"schema": "tunehost-calibration/1", "store": str(store_path()),
                                **calibration.to_json()}, indent=2))
         return
     from tunehost.formats.fold import print_folded

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from tunehost.bounds import json_text
 from tunehost.cli import cli_errors, fail, make_console, report_output
 from tunehost.errors import TunehostError
 
@@ -234,7 +234,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the applie
     damaged = journal_damage(journal)
     active, undone = _on_host(journal.active_runs())
     if json_out:
-        typer.echo(json.dumps([{"run": r.id, "profile": r.profile, "root": r.root, "status": r.status,
+        typer.echo(json_text([{"run": r.id, "profile": r.profile, "root": r.root, "status": r.status,
                                 "time": r.begin.get("time"), "settings": r.begin.get("settings", {}),
                                 "applied": {s.key: s.state for s in applied_settings(r)},
                                 "skipped": {s.key: list(s.reasons) for s in applied_settings(r) if s.reasons},
@@ -328,7 +328,7 @@ def profiles(json_out: bool = typer.Option(False, "--json", help="Print the merg
 
     loaded = load_all()
     if json_out:
-        typer.echo(json.dumps([{"name": p.name, "description": p.description, "includes": list(p.includes),
+        typer.echo(json_text([{"name": p.name, "description": p.description, "includes": list(p.includes),
                                 "settings": dict(p.settings)} for p in loaded], indent=2))
         return
     for p in loaded:  # folded to the terminal's width, each meaning under its column

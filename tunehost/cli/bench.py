@@ -5,7 +5,6 @@ See docs/bench.md for how to read the table and the statistics behind it.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from tunehost.bounds import json_text
 from tunehost.cli import LINE_EVERY_ROUNDS, LLAMA_INT_MAX, check_range, cli_errors, make_console
 from tunehost.cli.bench_render import _ts, render_comparison
 from tunehost.cli.layout import progress_text
@@ -22,6 +22,8 @@ from tunehost.errors import TunehostError
 from tunehost.printable import one_line
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
     from tunehost.bench.results import SavedResult
@@ -155,7 +157,13 @@ def bench(
             n_gen=_pick(n_gen, defaults.get("n_gen"), runner.DEFAULT_N_GEN),
             depth=_pick(depth, defaults.get("n_depth"), 0), reps=reps, budget_s=budget_s, llama_bench=llama_bench,
             label=save.stem if save else None)
-        result = _measure(BenchRequest(settings, base_flags, cand_flags, advised), err, json_out=json_out)
+        def report(result: "SavedResult") -> None:  # measured: saved and shown before the store is touched
+            if save is not None:
+                saved_results.save(result, save)
+            _render(result, before, compare, save, json_out=json_out)
+
+        _measure(BenchRequest(settings, base_flags, cand_flags, advised), err, json_out=json_out, report=report)
+        return
     if save is not None:
         saved_results.save(result, save)
     _render(result, before, compare, save, json_out=json_out)
@@ -173,7 +181,7 @@ def _render(result: "SavedResult", before: "SavedResult | None", compare: Path |
                                         "before": before.to_json(), "after": result.to_json()}
         else:
             document = result.to_json()
-        typer.echo(json.dumps(document, indent=2))
+        typer.echo(json_text(document, indent=2))
         return
     from rich.markup import escape
 
@@ -189,12 +197,14 @@ def _render(result: "SavedResult", before: "SavedResult | None", compare: Path |
         console.print(f"\nsaved to {escape(str(save))}; compare later with: {escape(again)}", highlight=False)
 
 
-def _measure(request: "BenchRequest", err: "Console", *, json_out: bool) -> "SavedResult":
-    """Open the host once, then the bench operation: plan (--advised: say which flags), measure, record."""
+def _measure(request: "BenchRequest", err: "Console", *, json_out: bool,
+             report: "Callable[[SavedResult], None]") -> "SavedResult":
+    """Open the host once, then the bench operation: plan (--advised: say which flags), measure, ``report`` (save
+    and show), record; a store failing after the measurement is a warning line after the result (exit 0)."""
     from tunehost.bench.runner import MeasureHooks
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
-    from tunehost.ops.bench import plan_bench, run_bench
+    from tunehost.ops.bench import Recording, plan_bench, run_bench
 
     facts = HostFacts(open_host())  # planning, the host summary, the ceiling, the watch and the store read these
     planned = plan_bench(request, facts)
@@ -202,9 +212,17 @@ def _measure(request: "BenchRequest", err: "Console", *, json_out: bool) -> "Sav
         shown = shlex.join(planned.advised_flags.flags) or "(llama-bench defaults)"
         err.print(f"advised llama-bench flags: {shown}", markup=False, highlight=False)
     with progress_view(err, enabled=sys.stderr.isatty() and sys.stdout.isatty()) as progress:
-        outcome = run_bench(planned, facts, MeasureHooks(on_progress=progress.update, on_status=progress.status))
+        outcome = run_bench(planned, facts, MeasureHooks(on_progress=progress.update, on_status=progress.status),
+                            Recording(report=lambda result: _after_progress(progress, report, result)))
     _warn(err, outcome.warnings)
     return outcome.result
+
+
+def _after_progress(progress: "_ProgressView", report: "Callable[[SavedResult], None]",
+                    result: "SavedResult") -> None:
+    """The result shown once the progress line is gone (the store is recorded after it, still in the view)."""
+    progress.__exit__(None, None, None)
+    report(result)
 
 
 def _warn(err: "Console", lines: Any) -> None:
@@ -260,8 +278,9 @@ class _ProgressView:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
+        if self._progress is not None:  # once (the result may be shown before the view's block ends)
+            progress, self._progress = self._progress, None
+            progress.__exit__(*exc)
 
     def status(self, message: str) -> None:
         if self._progress is not None:

@@ -7,7 +7,6 @@ tunehost.bench.server.launch.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -66,6 +65,7 @@ def parse_counts(text: str | None, option: str, low: int, high: int) -> tuple[in
 def bench_server(opts: ServerOptions) -> None:
     """Check the options, open the host once, run the server bench's operation (tunehost.ops.server_bench) and
     render its result: a table per server (or JSON), the disturbed rounds and the store's warnings on stderr."""
+    from tunehost.bounds import json_text
     from tunehost.cli import make_console
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
@@ -80,25 +80,26 @@ def bench_server(opts: ServerOptions) -> None:
             err.print(f"starting llama-server {name}: {one_line(' '.join(argv), 300)}", markup=False,
                       highlight=False)
 
+    def report(result: "ServerBenchResult") -> None:  # measured and saved: shown before the store is touched
+        if result.disturbed and not opts.json_out and result.watch is not None:
+            for reason in result.watch.reasons:
+                err.print(f"disturbed: {one_line(reason, 300)}", markup=False, highlight=False)
+        if opts.json_out:
+            typer.echo(json_text(result.to_json(), indent=2))
+            return
+        console = make_console()
+        render_server_result(result, console)
+        if opts.save is not None:
+            from rich.markup import escape
+
+            console.print(f"\nsaved to {escape(str(opts.save))}", highlight=False)
+
     hooks = ServerBenchHooks(
         on_starting=starting, on_note=lambda line: err.print(f"note: {line}", markup=False, highlight=False),
-        progress=lambda: _Progress(err, enabled=sys.stderr.isatty() and not opts.json_out))
+        progress=lambda: _Progress(err, enabled=sys.stderr.isatty() and not opts.json_out), report=report)
     outcome = server_op.bench_server(request, HostFacts(open_host()), hooks)  # the host opened once
-    result = outcome.result
-    if result.disturbed and not opts.json_out and result.watch is not None:
-        for reason in result.watch.reasons:
-            err.print(f"disturbed: {one_line(reason, 300)}", markup=False, highlight=False)
-    for line in outcome.warnings:
+    for line in outcome.warnings:  # the store's, after the result (exit 0: the measurement is kept)
         err.print(f"warning: {line}", markup=False, highlight=False)
-    if opts.json_out:
-        typer.echo(json.dumps(result.to_json(), indent=2))
-        return
-    console = make_console()
-    render_server_result(result, console)
-    if opts.save is not None:
-        from rich.markup import escape
-
-        console.print(f"\nsaved to {escape(str(opts.save))}", highlight=False)
 
 
 def server_request(opts: ServerOptions) -> "ServerBenchRequest":

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
+from tunehost.bounds import json_text
 from tunehost.cli import cli_errors, make_console, report_output
 from tunehost.printable import one_line
 
@@ -120,7 +120,7 @@ def doctor(
                    show_status=not quiet)
     with report_output():  # `tunehost doctor | head -1` still exits with the verdict
         if json_out:
-            typer.echo(json.dumps(report.to_json(), indent=2))
+            typer.echo(json_text(report.to_json(), indent=2))
         elif quiet:
             _print_quiet(report)
         else:
@@ -153,7 +153,7 @@ def snapshot(
 
 def _print_checks(checks: list, json_out: bool) -> None:
     if json_out:
-        typer.echo(json.dumps([{"id": c.id, "title": c.title, "judges": c.judges} for c in checks], indent=2))
+        typer.echo(json_text([{"id": c.id, "title": c.title, "judges": c.judges} for c in checks], indent=2))
         return
     from tunehost.formats.fold import fold
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, List
 
 import typer
 
+from tunehost.bounds import json_text
 from tunehost.cli import cli_errors, make_console
 from tunehost.cli.doctor import SEVERITY_STYLE
 
@@ -51,7 +51,7 @@ def fleet(
         if not h.readable:
             typer.echo(f"tunehost: warning: {h.host}: {h.source}: {h.problem}", err=True)
     if json_out:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        typer.echo(json_text(report.to_json(), indent=2))
     else:
         render_fleet(report, make_console())
     raise typer.Exit(report.exit_code)

@@ -5,11 +5,10 @@ docs/history.md describes the store, the chart and how drift decides "slower".
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -61,16 +60,14 @@ def history(
             raise TunehostError("--drift needs --model PATH.gguf (whose last best configuration to re-measure)")
         raise typer.Exit(run_drift(model, digest or "", budget=budget_s, llama_bench=llama_bench, json_out=json_out))
     with open_store() as store:
-        listing = list_runs(store, model_hash=digest, command=command, limit=limit, with_rounds=json_out)
-    runs, rounds = listing.runs, listing.rounds
-    if json_out:  # each run with its rounds as the host watch saw them (counted or discarded, disturbed or not),
-        # and why a stored round row was left out (a store is read as hostile)
-        typer.echo(json.dumps({"schema": "tunehost-history/1", "store": str(listing.store),
-                               "runs": [dict(r.to_json(), rounds=[x.to_json() for x in rounds.get(r.id, ([], []))[0]],
-                                             rounds_skipped=rounds.get(r.id, ([], []))[1])
-                                        for r in runs]}, indent=2))
-        return
+        if json_out:  # each run with its rounds as the host watch saw them (counted or discarded, disturbed or
+            # not), and why a stored row was left out (a store is read as hostile): streamed, one run at a time
+            write_json_listing(store, model_hash=digest, command=command, limit=limit)
+            return
+        listing = list_runs(store, model_hash=digest, command=command, limit=limit)
+    runs = listing.runs
     console = make_console()
+    left_out(listing.skipped, make_console(stderr=True))
     if not runs:
         console.print(f"no runs recorded in {listing.store}" + (" for this model" if model else "")
                       + " yet: `tunehost bench` and `tunehost tune` record every run", highlight=False)
@@ -78,6 +75,47 @@ def history(
     render_runs(runs, console)
     console.print()
     render_chart(runs, console)
+
+
+def left_out(skipped: list[str], err: "Console") -> None:
+    """The stored rows left out, said once on stderr: how many, and the first reason."""
+    from tunehost.printable import one_line
+
+    if skipped:
+        more = f" (and {len(skipped) - 1} more; `tunehost history --json` lists them)" if len(skipped) > 1 else ""
+        err.print(f"warning: {len(skipped)} stored row{'s' if len(skipped) != 1 else ''} left out of the results "
+                  f"store's read: {one_line(skipped[0], 200)}{more}", markup=False, highlight=False)
+
+
+def write_json_listing(store: "Any", *, model_hash: str | None, command: str | None, limit: int) -> None:
+    """`history --json`, written as it is read: the document json.dumps(indent=2) would write of the whole
+    listing, one run at a time (a store of large runs is never in memory at once). Strict JSON."""
+    import textwrap
+
+    from tunehost.bounds import json_text
+    from tunehost.ops.history import each_run
+
+    out = sys.stdout
+    head = json_text({"schema": "tunehost-history/1", "store": str(store.path)}, indent=2)
+    out.write(head[:-2] + ',\n  "runs": [')
+    skipped: list[str] = []
+    first = True
+    for item in each_run(store, model_hash=model_hash, command=command, limit=limit):
+        if item.run is None:
+            skipped.append(item.skipped or "")
+            continue
+        valid, rounds_skipped = item.rounds
+        run = dict(item.run.to_json(), rounds=[x.to_json() for x in valid], rounds_skipped=rounds_skipped)
+        out.write(("\n" if first else ",\n") + textwrap.indent(json_text(run, indent=2), "    "))
+        first = False
+    if len(skipped) > MAX_SKIPPED_LISTED:
+        skipped[MAX_SKIPPED_LISTED - 1:] = [f"and {len(skipped) - MAX_SKIPPED_LISTED + 1} more stored rows left out"]
+    out.write(("]" if first else "\n  ]") + ',\n  "runs_skipped": '
+              + textwrap.indent(json_text(skipped, indent=2), "  ").lstrip() + "\n}\n")
+    out.flush()
+
+
+MAX_SKIPPED_LISTED = 1000  # reasons `history --json` lists for stored rows left out
 
 
 def render_runs(runs: list["StoredRun"], console: "Console") -> None:
@@ -90,36 +128,44 @@ def render_runs(runs: list["StoredRun"], console: "Console") -> None:
     def text(value: object) -> str:  # the store is read as hostile: one line each, no markup
         return escape(one_line(value))
 
-    for run in runs:
-        when = str(run.created).replace("T", " ").rstrip("Z")[:16]
-        model = run.model_name or Path(run.model_path).name
-        console.print(f"[bold]#{run.id}[/]  {text(when)}  [bold]{text(run.command)}[/]  {text(model)}  "
-                      f"[dim]{text(run.build or 'build ?')}[/]", highlight=False, soft_wrap=True)
-        configs = list(dict.fromkeys(r.config for r in run.results))
-        width = max((len(c) for c in configs), default=0)
-        for config in configs:
-            rows = [r for r in run.results if r.config == config]
-            flags = " ".join(rows[0].flags) if rows else ""
-            tg = next((r.median_ts for r in rows if r.kind == "tg"), None)
-            pp = next((r.median_ts for r in rows if r.kind == "pp"), None)
-            other = next((r for r in rows if r.kind not in ("tg", "pp")), None)  # tune --objective balanced
-            speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
-                                                f"PP {_ts(pp)}" if pp is not None else "",
-                                                f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
-            unit = "tokens/J" if other is not None and other.kind == "tokens-per-joule" else "t/s"
-            console.print(f"    {text(config.ljust(width))}  {speed or '—'} {unit}  "
-                          f"[dim]{text(flags or '(llama-bench defaults)')}[/]", highlight=False, soft_wrap=True)
-        result = _result(run)
-        if result:
-            console.print(f"    → {text(result)}", highlight=False, soft_wrap=True)
+    for run in runs:  # one print per run, not one per line (a run may list thousands of configurations)
+        console.print("\n".join(_run_lines(run, text)), highlight=False, soft_wrap=True)
+
+
+def _run_lines(run: "StoredRun", text: "Any") -> list[str]:
+    """One run's block of :func:`render_runs`, as console markup lines (``text``: a stored value, one escaped line)."""
+    when = str(run.created).replace("T", " ").rstrip("Z")[:16]
+    model = run.model_name or Path(run.model_path).name
+    lines = [f"[bold]#{run.id}[/]  {text(when)}  [bold]{text(run.command)}[/]  {text(model)}  "
+             f"[dim]{text(run.build or 'build ?')}[/]"]
+    by_config: dict[str, list] = {}  # one pass (a run may hold thousands of configurations)
+    for r in run.results:
+        by_config.setdefault(r.config, []).append(r)
+    width = max((len(c) for c in by_config), default=0)
+    for config, rows in by_config.items():
+        flags = " ".join(rows[0].flags) if rows else ""
+        tg = next((r.median_ts for r in rows if r.kind == "tg"), None)
+        pp = next((r.median_ts for r in rows if r.kind == "pp"), None)
+        other = next((r for r in rows if r.kind not in ("tg", "pp")), None)  # tune --objective balanced
+        speed = "  ".join(part for part in (f"TG {_ts(tg)}" if tg is not None else "",
+                                            f"PP {_ts(pp)}" if pp is not None else "",
+                                            f"{other.kind} {_ts(other.median_ts)}" if other else "") if part)
+        unit = "tokens/J" if other is not None and other.kind == "tokens-per-joule" else "t/s"
+        lines.append(f"    {text(config.ljust(width))}  {speed or '—'} {unit}  "
+                     f"[dim]{text(flags or '(llama-bench defaults)')}[/]")
+    result = _result(run)
+    if result:
+        lines.append(f"    → {text(result)}")
+    return lines
 
 
 def _result(run: "StoredRun") -> str:
     s = run.summary
     if run.command == "tune":
         c = s.get("confirmation") or {}
-        if s.get("improved") and c:
-            text = f"{s.get('winner')}: {(c.get('ratio', 1) - 1) * 100:+.1f} % ({c.get('rounds')} rounds)"
+        ratio = c.get("ratio") if isinstance(c.get("ratio"), (int, float)) else None  # null: not measured
+        if s.get("improved") and c and ratio is not None:
+            text = f"{s.get('winner')}: {(ratio - 1) * 100:+.1f} % ({c.get('rounds')} rounds)"
         else:
             text = "advise's plan kept" + (f" (reused {s['reused_steps']} runs)" if s.get("reused_steps") else "")
         if s.get("stopped"):
@@ -145,7 +191,8 @@ def render_chart(runs: list["StoredRun"], console: "Console") -> None:
     labels: dict[tuple[str, str], str] = {}
     for run in reversed(runs):
         for r in run.results:
-            if r.kind in ("tg", "balanced"):
+            if r.kind in ("tg", "balanced") and math.isfinite(r.median_ts):  # the store's reader admits only
+                # finite medians; a run built elsewhere with one that is not never reaches the arithmetic below
                 key = (run.model_hash, r.config_key)  # the model by content, whatever its file was called
                 labels.setdefault(key, escape(one_line(f"{run.model_name or Path(run.model_path).name} · "
                                                       f"{' '.join(r.flags) or 'defaults'}")))
@@ -155,13 +202,22 @@ def render_chart(runs: list["StoredRun"], console: "Console") -> None:
         console.print("[dim]TG over time: a chart needs two runs of the same model and configuration[/]")
         return
     console.print("[bold]TG over time[/] (oldest → newest, t/s)")
+    lines = []
     for label, points in shown:
         values = [v for _, v in points]
         low, high = min(values), max(values)
-        span = high - low or 1.0
-        line = "".join(SPARK[min(len(SPARK) - 1, int((v - low) / span * (len(SPARK) - 1) + 0.5))] for v in values)
-        console.print(f"  {line}  {_ts(low)}..{_ts(high)}  [dim]{points[0][0][:10]} → {points[-1][0][:10]}, "
-                      f"{len(points)} runs · {label}[/]", highlight=False)
+        line = "".join(SPARK[_level(v, low, high)] for v in values)
+        lines.append(f"  {line}  {_ts(low)}..{_ts(high)}  [dim]{points[0][0][:10]} → {points[-1][0][:10]}, "
+                     f"{len(points)} runs · {label}[/]")
+    for start in range(0, len(lines), 1000):  # a few prints, not one per line; each line wraps as before
+        console.print("\n".join(lines[start:start + 1000]), highlight=False)
+
+
+def _level(value: float, low: float, high: float) -> int:
+    """The sparkline step of a finite ``value`` in [low, high] (halved first: ±1e308 spans overflow a float)."""
+    span = high / 2 - low / 2
+    share = (value / 2 - low / 2) / span if span > 0 else 0.0
+    return min(len(SPARK) - 1, max(0, int(share * (len(SPARK) - 1) + 0.5)))
 
 
 def _ts(value: float | None) -> str:
@@ -180,6 +236,7 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
     from tunehost.ops.drift import DriftRequest, measure_drift
+    from tunehost.bounds import json_text
     from tunehost.store import open_store
 
     request = DriftRequest(model, digest, budget, llama_bench)
@@ -190,9 +247,11 @@ def run_drift(model: Path, digest: str, *, budget: float, llama_bench: Path | No
         result = measure_drift(request, facts=facts, store=store, on_progress=progress.update,
                                on_status=progress.status)
     if json_out:
-        typer.echo(json.dumps(result.to_json(), indent=2, default=lambda v: None))
+        typer.echo(json_text(result.to_json(), indent=2, default=lambda v: None))
     else:
         render_drift(result, make_console())
+    if result.record_note is not None:  # after the result, which it never hides
+        err.print(f"warning: {result.record_note}", markup=False, highlight=False)
     return EXIT_BUSY if result.not_judged else EXIT_SLOWER if result.slower else 0
 
 

@@ -112,6 +112,8 @@ def tune_command(
     if result.journal_note is not None:
         warn(result.journal_note)
     render_result(result, fmt)
+    if result.record_note is not None:  # after the result: a store failing after the race never hides it
+        warn(result.record_note)
     if not result.outcome.has_result:  # a result from quiet rounds (a winner, or the plan kept) exits 0, said so
         raise typer.Exit(EXIT_BUSY)
 

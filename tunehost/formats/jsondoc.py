@@ -3,9 +3,10 @@ tune's: tunehost.formats.tune_report.document)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from tunehost.bounds import json_text
 
 if TYPE_CHECKING:
     from tunehost.formats import Subject
@@ -21,4 +22,4 @@ def render(subject: "Subject") -> str:
         document = tune_document(report)
     else:
         document = report if isinstance(report, Mapping) else report.to_json()
-    return json.dumps(document, indent=2) + "\n"
+    return json_text(document, indent=2) + "\n"

@@ -7,7 +7,6 @@ no other users' command lines, no secrets.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from tunehost import __version__
+from tunehost.bounds import json_text
 from tunehost.errors import TunehostError
 from tunehost.host import SNAPSHOT_FORMAT, Host
 from tunehost.host.commands import CommandLog
@@ -105,7 +105,7 @@ def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()
             "kernel": platform.release(),
             "uid": os.geteuid(),
         }
-        (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (directory / "manifest.json").write_text(json_text(manifest, indent=2) + "\n")
     except OSError as exc:
         raise TunehostError(f"cannot write snapshot to {directory}: {exc.strerror or exc}") from None
     return manifest
@@ -184,7 +184,7 @@ def _write_cmds(log: CommandLog, cmd: Path) -> None:
 def _write_samples(host: Host, samples: Path) -> None:
     samples.mkdir(parents=True, exist_ok=True)
     for name, value in sorted(host.recorded_samples.items()):
-        (samples / f"{name}.json").write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
+        (samples / f"{name}.json").write_text(json_text(value, indent=1, sort_keys=True) + "\n")
     which = host.commands.log.which  # type: ignore[union-attr]
     if which:
-        (samples / "which.json").write_text(json.dumps(which, indent=1, sort_keys=True) + "\n")
+        (samples / "which.json").write_text(json_text(which, indent=1, sort_keys=True) + "\n")

@@ -13,7 +13,7 @@ describe (the host summary, the ceiling, the watch and the store's host identity
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,9 @@ class Recording:
     record: bool = True
     command: str = "bench"
     extra: Mapping[str, Any] | None = field(default=None, hash=False)
+    # called with the result once it is measured, before the store is touched: the caller prints and saves it
+    # there, so a store that fails afterwards never costs the measurement (docs/history.md)
+    report: Callable[["SavedResult"], None] | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -98,13 +101,20 @@ def plan_bench(request: BenchRequest, facts: "HostFacts", *,
 
 def run_bench(planned: BenchPlan, facts: "HostFacts", hooks: MeasureHooks = MeasureHooks(),
               recording: Recording = Recording()) -> BenchOutcome:
-    """Measure ``planned`` on the live host of ``facts`` (runner.measure), then record it (``recording``). On a
-    busy host the TG ceiling rests on a quiet bandwidth this host recorded earlier, read from the store then."""
+    """Measure ``planned`` on the live host of ``facts`` (runner.measure), hand it to ``recording.report``, then
+    record it (``recording``): a store that cannot record is found before measuring (a damaged or newer one is
+    refused then), and one that fails after is a warning, never a lost measurement. On a busy host the TG ceiling
+    rests on a quiet bandwidth this host recorded earlier, read from the store then."""
+    from tunehost.store.records import check_recording
+
     if hooks.stored_bandwidth is None:
         hooks = replace(hooks, stored_bandwidth=lambda: stored_quiet_bandwidth(facts))
+    writable, warnings = check_recording() if recording.record else (False, ())  # refused before measuring
     result = runner.measure(planned.settings, planned.configs, facts, hooks)
-    if not recording.record:
-        return BenchOutcome(result)
+    if recording.report is not None:
+        recording.report(result)
+    if not writable:
+        return BenchOutcome(result, None, warnings)
     run_id, warnings = record(result, facts, command=recording.command, extra=recording.extra)
     return BenchOutcome(result, run_id, warnings)
 

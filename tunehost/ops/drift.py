@@ -97,6 +97,7 @@ class DriftResult:
     measured: int  # rounds measured
     mismatch: bool  # disturbed rounds, but the marks do not line up with the rounds: nothing was judged
     run_id: int | None = None  # the drift run as recorded in the store
+    record_note: str | None = None  # why the drift run is not in the store (it failed after the measurement)
 
     @property
     def slower(self) -> bool:
@@ -133,9 +134,12 @@ def measure_drift(request: DriftRequest, *, facts: "HostFacts", store: "Store",
     judged = replace(judge(reference, result), changed=tuple(changed))
     recorded_rows = [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in r.to_json().items()}
                      for r in judged.rows]  # the store refuses infinity (an open-ended interval): null there
-    run_id = _record(store, result, facts, extra={"verdict": judged.verdict, "since_run": reference.run.id,
-                                                   "changed": list(changed), "rows": recorded_rows,
-                                                   "discarded_rounds": len(judged.disturbed)})
+    try:  # measured: a store failing now (locked, damaged since) loses the record, never the result
+        run_id = _record(store, result, facts, extra={"verdict": judged.verdict, "since_run": reference.run.id,
+                                                       "changed": list(changed), "rows": recorded_rows,
+                                                       "discarded_rounds": len(judged.disturbed)})
+    except TunehostError as exc:
+        return replace(judged, record_note=f"not recorded in the results store: {exc}")
     return replace(judged, run_id=run_id)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from tunehost.bounds import json_text
 from tunehost.errors import EXIT_BUSY, TunehostError
 
 if TYPE_CHECKING:
@@ -377,4 +378,4 @@ def _record(facts: "HostFacts", doc: dict[str, Any], host_dir: Path, request: Ga
 def _write_json(path: Path, data: Any) -> None:
     import json
 
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    path.write_text(json_text(data, indent=2) + "\n")

@@ -58,6 +58,8 @@ class ServerBenchHooks:
     on_starting: Callable[[str, tuple[str, ...]], None] | None = None
     on_note: Callable[[str], None] | None = None
     progress: Callable[[], ContextManager[Callable[[Any], None] | None]] | None = None
+    # the measured (and saved) result, before the store is touched: the caller shows it there (docs/history.md)
+    report: Callable[["ServerBenchResult"], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,14 @@ class ServerBenchOutcome:
 
 def bench_server(request: ServerBenchRequest, facts: "HostFacts",
                  hooks: ServerBenchHooks = ServerBenchHooks()) -> ServerBenchOutcome:
-    """Measure ``request`` (the servers it starts are stopped whatever happens), save it, record it. ``facts``:
+    """Measure ``request`` (the servers it starts are stopped whatever happens), save it, hand it to
+    ``hooks.report``, record it (a store that cannot record is found before measuring). ``facts``:
     the host the CLI opened once; the watch and the store's host identity read through it."""
     from tunehost.bench.results import write_json
     from tunehost.bench.server.rounds import measure_server
+    from tunehost.store.records import check_recording
 
+    writable, warnings = check_recording()  # a damaged or newer store is refused before anything is measured
     with contextlib.ExitStack() as stack:
         targets = [request.target] if request.target is not None else _start(request, stack, hooks)
         with (hooks.progress() if hooks.progress is not None else contextlib.nullcontext(None)) as update:
@@ -84,8 +89,12 @@ def bench_server(request: ServerBenchRequest, facts: "HostFacts",
                                     watcher=server_watcher(targets, facts.host, warn=hooks.on_note))
     if request.save is not None:
         write_json(result.to_json(), request.save)
-    run_id, warnings = record(result, facts)  # the results store (docs/history.md): every measured run
-    return ServerBenchOutcome(result, run_id, warnings)
+    if hooks.report is not None:
+        hooks.report(result)
+    if not writable:
+        return ServerBenchOutcome(result, None, warnings)
+    run_id, warnings = record(result, facts)  # the results store (docs/history.md): every measured run, after
+    return ServerBenchOutcome(result, run_id, warnings)  # it was saved and shown; a failure here is a warning
 
 
 def _start(request: ServerBenchRequest, stack: contextlib.ExitStack, hooks: ServerBenchHooks) -> list["ServerTarget"]:

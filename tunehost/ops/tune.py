@@ -71,6 +71,7 @@ class TuneResult:
     summary: dict[str, Any] | None  # the stored run's summary (None without a store)
     unit_check: "UnitCheck | None"  # the unit's access check, made before the race (--format systemd)
     journal_note: str | None  # why the journal stopped being replayed, when a stored step was bad
+    record_note: str | None = None  # why the measured tune is not in the results store (a store failing after it)
 
 
 @dataclass(frozen=True)
@@ -129,14 +130,21 @@ def tune(host: "Host", facts: "HostFacts", open_store: Callable[[], "Store | Non
         if close is not None:
             close()
     summary = None
+    record_note: str | None = None
     if store is not None and keys is not None:
         ceiling = None
         if options.objective == "tg" and not outcome.disturbed:  # the placement's bytes and bandwidths: advise's
             # calibration point (a busy host's bandwidth is no calibration point)
             ceiling = _tg_ceiling(options.model, outcome.winner.args, facts)
         summary = stored_summary(outcome, tune_key, options, ceiling)
-        _record(store, keys, outcome, measurer.build, options, summary)
-    return TuneResult(outcome, prepared.settings, tune_key, summary, prepared.unit_check, measurer.journal_note)
+        try:  # the tune is measured: a store that fails now (locked, damaged since) loses the record, not the result
+            _record(store, keys, outcome, measurer.build, options, summary)
+        except TunehostError as exc:
+            record_note = f"not recorded in the results store: {exc}"
+        if journal is not None and journal.failed is not None:
+            record_note = journal.failed + (f"; {record_note}" if record_note else "")
+    return TuneResult(outcome, prepared.settings, tune_key, summary, prepared.unit_check, measurer.journal_note,
+                      record_note)
 
 
 def _prepare(host: "Host", facts: "HostFacts", options: TuneOptions,
@@ -209,11 +217,23 @@ class _StoreJournal:
     def __init__(self, store: Any, key: str):
         self.store, self.key = store, key
 
+    note: str | None = None  # why the stored steps stop where they do (a row the store's reader left out)
+
     def steps(self) -> list[tuple[int, list[str], float, Any]]:
-        return self.store.tune_steps(self.key)
+        steps, why = self.store.tune_step_rows(self.key)
+        if why is not None:
+            self.note = f"{why}; measuring afresh from there"
+        return steps
+
+    failed: str | None = None  # why the journal stopped being written (the race goes on: a measurement is kept)
 
     def add(self, seq: int, argv: Any, duration_s: float, outcome: Any) -> None:
-        self.store.add_tune_step(self.key, seq, argv, duration_s, outcome)
+        if self.failed is not None:
+            return
+        try:
+            self.store.add_tune_step(self.key, seq, argv, duration_s, outcome)
+        except TunehostError as exc:
+            self.failed = f"the tune journal stopped at step {seq} (a later run cannot resume past it): {exc}"
 
 
 def stored_summary(outcome: race.TuneOutcome, tune_key: str | None, options: TuneOptions,

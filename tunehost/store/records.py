@@ -32,15 +32,36 @@ def host_identity(facts: "HostFacts") -> tuple[dict[str, Any], str]:
     return identity.to_json(), identity.fingerprint()
 
 
-def record_run(new_run: Callable[[], NewRun]) -> tuple[int | None, tuple[str, ...]]:
-    """Record one measured run (``new_run()`` builds it once the store is open): its id, or None when the store
-    cannot be written, and the warning lines saying so. The measurement itself is never lost to the store."""
+def check_recording() -> tuple[bool, tuple[str, ...]]:
+    """Before a measurement (as tune does): (whether the store can record, and the warning line when its directory
+    cannot hold it). A store that is damaged, of a newer schema or locked past the busy timeout raises its one-line
+    TunehostError here, before anything is measured, so nothing measured is lost to it."""
     warnings: list[str] = []
     store = open_for_recording(warnings.append)
     if store is None:
-        return None, tuple(warnings)
-    with store:
-        return store.record(new_run()), tuple(warnings)
+        return False, tuple(warnings)
+    store.close()
+    return True, ()
+
+
+def record_run(new_run: Callable[[], NewRun]) -> tuple[int | None, tuple[str, ...]]:
+    """Record one measured run (``new_run()`` builds it once the store is open): its id, or None when the store
+    cannot be written, and the warning lines saying so. Never raises for the store: it is called after the
+    measurement was reported and saved (docs/history.md), and a store that fails then (damaged, a newer schema,
+    locked past the busy timeout, read-only) loses the record, never the measurement."""
+    import sqlite3
+
+    warnings: list[str] = []
+    try:
+        store = open_for_recording(warnings.append)
+        if store is None:
+            return None, tuple(warnings)
+        with store:
+            return store.record(new_run()), tuple(warnings)
+    except (TunehostError, sqlite3.Error, OSError) as exc:
+        from tunehost.printable import one_line
+
+        return None, (*warnings, f"not recorded in the results store: {one_line(exc, 300)}")
 
 
 def results_of(saved: "SavedResult") -> tuple[StoredResult, ...]:
@@ -143,7 +164,12 @@ class Measured:
                 "efficiency": round(self.tg_ts / ceiling_ts, 4) if ceiling_ts else None}
 
 
-def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000) -> list[StoredRun]:
+# what the readers of this host's runs use of a summary (calibration, the quiet bandwidth, measured TG)
+HOST_READ_KEYS = ("best", "ceiling", "ceiling_config", "disturbed", "settings")
+
+
+def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000,
+                 skipped: list[str] | None = None) -> list[StoredRun]:
     """The runs recorded on the host of ``facts`` (its fingerprint), newest first: what advise reads back. [] with
     no store (nothing is created), and for a store that cannot be read unless ``strict`` (then its one-line error):
     advise must not fail for its store, `advise --calibrate` says why."""
@@ -151,8 +177,11 @@ def runs_on_host(facts: "HostFacts", *, strict: bool = False, limit: int = 5000)
         if not store_path().is_file():
             return []
         _, fingerprint = host_identity(facts)
-        with open_store() as store:
-            return [r for r in store.runs(limit=limit) if r.host_fp == fingerprint]
+        with open_store() as store:  # this host's runs only (in SQL), and only what their readers use of a summary
+            runs, left_out = store.run_rows(host_fp=fingerprint, limit=limit, keep=HOST_READ_KEYS)
+        if skipped is not None:  # the rows left out, for a caller that says so (advise --calibrate)
+            skipped.extend(left_out)
+        return runs
     except TunehostError:
         if strict:
             raise
@@ -207,13 +236,15 @@ def calibration_points(runs: Sequence[StoredRun]) -> list["HostPoint"]:
 
 
 def host_calibration(*, facts: "HostFacts | None" = None, strict: bool = False,
-                     runs: Sequence[StoredRun] | None = None) -> "HostCalibration | None":
+                     runs: Sequence[StoredRun] | None = None,
+                     skipped: list[str] | None = None) -> "HostCalibration | None":
     """advise's constants fitted to this host's recorded runs (``runs``: already read by :func:`runs_on_host`,
     else read for the host of ``facts``); None: no store, no usable run, or (unless ``strict``) a store that
     cannot be read."""
     from tunehost.advise.host_calibration import fit_host
 
-    points = calibration_points(runs_on_host(_given(facts), strict=strict) if runs is None else runs)
+    points = calibration_points(runs_on_host(_given(facts), strict=strict, skipped=skipped) if runs is None
+                                else runs)
     return fit_host(points) if points else None
 
 
@@ -234,6 +265,7 @@ def _build_text(llama_bench: Mapping[str, Any]) -> str | None:
 
 DOCTOR_SAMPLE_FORMAT = 1
 DOCTOR_SAMPLE_RUNS = 200  # the newest runs doctor looks at (speed-drift); older ones were re-measured or are stale
+MAX_SKIPPED_SAMPLED = 20  # reasons recorded for stored rows left out
 DRIFT_ROW_KEYS = ("test", "then", "now", "change_percent", "low", "high", "verdict")
 
 
@@ -249,12 +281,18 @@ def doctor_sample(limit: int = DOCTOR_SAMPLE_RUNS, environ: Mapping[str, str] | 
     out: dict[str, Any] = {"format": DOCTOR_SAMPLE_FORMAT, "limit": int(limit), "sampled_at": _now()}
     if not path.is_file():
         return {**out, "runs": []}
-    try:
+    sampled: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    try:  # one run in memory at a time: each becomes its small sampled row before the next is read
         with open_store(path) as store:
-            runs = store.runs(limit=limit)
+            for run, why in store.iter_runs(limit=limit):
+                if run is not None:
+                    sampled.append(_sampled_run(run))
+                elif len(skipped) < MAX_SKIPPED_SAMPLED:
+                    skipped.append(one_line(why, 200))
     except (TunehostError, OSError) as exc:  # the error line names the file: keep its name, not the home directory
         return {**out, "error": one_line(str(exc).replace(str(path.parent), "<state dir>"), 300)}
-    return {**out, "runs": [_sampled_run(run) for run in runs]}
+    return {**out, "runs": sampled, **({"rows_left_out": skipped} if skipped else {})}
 
 
 def _sampled_run(run: StoredRun) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tunehost.errors import TunehostError
+from tunehost.store.rows import (MAX_FLAGS_READ, MAX_HOST_READ, MAX_STEP_READ, MAX_SUMMARY_READ,
+                                 MAX_WATCH_READ)
 
 
 SCHEMA_VERSION = 2  # 2: the rounds table (per-round host watch); a version-1 store is migrated when opened
@@ -260,6 +262,20 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise _damaged(self.path, exc) from None
 
+    def _iter(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of one query, one at a time (the store's errors as one line each, like :meth:`_read`)."""
+        try:
+            cursor = self._db.execute(sql, tuple(args))
+            while True:
+                row = cursor.fetchone()
+                if row is None:
+                    return
+                yield row
+        except sqlite3.OperationalError as exc:
+            raise _operational(self.path, exc) from None
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(self.path, exc) from None
+
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
             return self._db.execute(sql, tuple(args)).fetchall()
@@ -276,18 +292,19 @@ class Store:
             cursor = db.execute(
                 "INSERT INTO runs (created, command, host_fp, host_json, build, model_path, model_hash, model_name,"
                 " label, summary_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (_now(), run.command, run.host_fp, _dump(run.host), run.build, run.model_path, run.model_hash,
-                 run.model_name, run.label, _dump(run.summary)))
+                (_now(), run.command, run.host_fp, _dump(run.host, MAX_HOST_READ), run.build, run.model_path,
+                 run.model_hash, run.model_name, run.label, _dump(run.summary, MAX_SUMMARY_READ)))
             run_id = int(cursor.lastrowid or 0)
             db.executemany(
                 "INSERT OR REPLACE INTO results (run_id, config, config_key, flags_json, test, kind, median_ts, rounds)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, r.config, r.config_key, _dump(list(r.flags)), r.test, r.kind, float(r.median_ts),
-                  int(r.rounds)) for r in run.results])
+                [(run_id, r.config, r.config_key, _dump(list(r.flags), MAX_FLAGS_READ), r.test, r.kind,
+                  float(r.median_ts), int(r.rounds)) for r in run.results])
             db.executemany(
                 "INSERT INTO rounds (run_id, seq, stage, round, counted, disturbed, watch_json)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, seq, r.stage, int(r.round), int(bool(r.counted)), int(bool(r.disturbed)), _dump(r.watch))
+                [(run_id, seq, r.stage, int(r.round), int(bool(r.counted)), int(bool(r.disturbed)),
+                  _dump(r.watch, MAX_WATCH_READ))
                  for seq, r in enumerate(run.rounds)])
         return run_id
 
@@ -297,63 +314,113 @@ class Store:
 
     def round_rows(self, run_id: int) -> tuple[list[StoredRound], list[str]]:
         """The rounds recorded for one run, in order, and one line per row left out: a store is read as hostile
-        (_stored_round), so a row of text, NULL or out-of-range values is skipped with its reason, never raised."""
+        (tunehost.store.rows), so a row of text, NULL or out-of-range values is skipped with its reason."""
+        from tunehost.store.rows import MAX_SKIPPED_SHOWN, MAX_WATCH_READ, round_problem, shown
+
         valid, skipped = [], []
-        for row in self._read("SELECT seq, stage, round, counted, disturbed, watch_json FROM rounds WHERE run_id = ?"
-                              " ORDER BY seq", [int(run_id)])[:MAX_ROUNDS_READ]:
-            found, why = _stored_round(row)
-            if found is not None:
-                valid.append(found)
+        read = 0
+        for row in self._iter("SELECT seq, stage, round, counted, disturbed, CASE WHEN"
+                              f" length(CAST(watch_json AS BLOB)) <= {MAX_WATCH_READ} THEN watch_json END"
+                              " FROM rounds WHERE run_id = ? ORDER BY seq LIMIT ?", [int(run_id), MAX_ROUNDS_READ]):
+            read += len(row[5]) if isinstance(row[5], str) else 0
+            if read > MAX_READ_BYTES:  # a run's rounds are bounded as a whole too
+                skipped.append(f"run {int(run_id)}: rounds beyond {MAX_READ_BYTES // MiB} MiB of watch data "
+                               "left out")
+                break
+            fields, why = round_problem(row)
+            if fields is not None:
+                valid.append(StoredRound(*fields))
             elif len(skipped) < MAX_SKIPPED_SHOWN:
-                skipped.append(f"run {int(run_id)}, round row {_shown(row[0])}: {why}")
+                skipped.append(f"run {int(run_id)}, round row {shown(row[0])}: {why}")
         return valid, skipped
 
     def runs(self, *, model_hash: str | None = None, model_path: str | None = None, command: str | None = None,
-             limit: int = 200) -> list[StoredRun]:
-        """Runs, newest first, optionally only one model (by hash or path) or one command."""
+             host_fp: str | None = None, limit: int = 200, keep: Sequence[str] | None = None) -> list[StoredRun]:
+        """Runs, newest first, optionally only one model (by hash or path), one command or one host; a stored row
+        that is not a valid run is left out (:meth:`run_rows` says why)."""
+        return self.run_rows(model_hash=model_hash, model_path=model_path, command=command, host_fp=host_fp,
+                             limit=limit, keep=keep)[0]
+
+    def run_rows(self, **query: Any) -> tuple[list[StoredRun], list[str]]:
+        """The valid runs of :meth:`iter_runs` and one line per row left out (each a short line: as many as the
+        query's limit allows, so a count of them is the count)."""
+        runs: list[StoredRun] = []
+        skipped: list[str] = []
+        for run, why in self.iter_runs(**query):
+            if run is not None:
+                runs.append(run)
+            else:
+                skipped.append(why or "")
+        return runs, skipped
+
+    def iter_runs(self, *, model_hash: str | None = None, model_path: str | None = None, command: str | None = None,
+                  host_fp: str | None = None, limit: int = 200,
+                  keep: Sequence[str] | None = None) -> Iterator[tuple[StoredRun | None, str | None]]:
+        """(run, None) for each valid run, newest first, or (None, why) for a row left out (a run row of the wrong
+        types or JSON shapes, tunehost.store.rows; a results row of one is left out of its run with its reason).
+        One run is in memory at a time, its JSON documents capped in SQL; ``keep``: only these summary keys are
+        kept (a reader that needs a few keeps a few)."""
+        from tunehost.store.rows import RESULT_COLUMNS, RUN_COLUMNS, result_problem, run_problem, shown
+
         where, args = [], []
-        if model_hash:
-            where.append("model_hash = ?")
-            args.append(model_hash)
-        if model_path:
-            where.append("model_path = ?")
-            args.append(model_path)
-        if command:
-            where.append("command = ?")
-            args.append(command)
-        sql = ("SELECT id, created, command, host_fp, host_json, build, model_path, model_hash, model_name, label,"
-               " summary_json FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        for column, value in (("model_hash", model_hash), ("model_path", model_path), ("command", command),
+                              ("host_fp", host_fp)):
+            if value:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = (f"SELECT {RUN_COLUMNS} FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY created DESC, id DESC LIMIT ?")
-        rows = self._read(sql, [*args, int(limit)])
-        by_run: dict[int, list[StoredResult]] = {}
-        if rows:
-            ids = [r[0] for r in rows]
-            for start in range(0, len(ids), 500):  # SQLite before 3.32 allows 999 parameters per statement
-                chunk = ids[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for row in self._read(
-                        f"SELECT run_id, config, config_key, flags_json, test, kind, median_ts, rounds FROM results"
-                        f" WHERE run_id IN ({marks}) ORDER BY rowid", chunk):
-                    found = _stored_result(row[1:])
-                    if found is not None:  # a row of text, NULL or out-of-range values is left out, never raised
-                        by_run.setdefault(row[0], []).append(found)
-        return [StoredRun(id=r[0], created=r[1], command=r[2], host_fp=r[3], host=_load(r[4], {}), build=r[5],
-                          model_path=r[6], model_hash=r[7], model_name=r[8], label=r[9], summary=_load(r[10], {}),
-                          results=tuple(by_run.get(r[0], ()))) for r in rows]
+        for row in self._iter(sql, [*args, int(limit)]):
+            fields, why = run_problem(row)
+            if fields is None:
+                yield None, f"run {shown(row[0])} left out: {why}"
+                continue
+            if keep is not None:
+                fields["summary"] = {k: v for k, v in fields["summary"].items() if k in keep}
+            results, notes = [], []
+            for result in self._iter(f"SELECT {RESULT_COLUMNS} FROM results WHERE run_id = ? ORDER BY rowid LIMIT ?",
+                                     [fields["id"], MAX_RESULTS_READ]):
+                found, why = result_problem(result)
+                if found is not None:
+                    results.append(StoredResult(*found))
+                else:
+                    notes.append(f"run {fields['id']}, result row {shown(result[0])}/{shown(result[3])} left out: "
+                                 f"{why}")
+            yield StoredRun(**fields, results=tuple(results)), None
+            for note in notes[:MAX_NOTES_PER_RUN]:
+                yield None, note
 
     # ------------------------------------------------------------ the tune journal
 
     def tune_steps(self, tune_key: str) -> list[tuple[int, list[str], float, Any]]:
-        """(seq, argv, duration_s, outcome) of every stored step of one tune, in order."""
-        return [(int(seq), _load(argv, []), float(duration), _load(outcome, None)) for seq, argv, duration, outcome in
-                self._read("SELECT seq, argv_json, duration_s, outcome_json FROM tune_steps WHERE tune_key = ?"
-                           " ORDER BY seq", [tune_key])]
+        """(seq, argv, duration_s, outcome) of every stored step of one tune, in order, up to the first row that
+        is not a valid step (tunehost.store.rows): a resumed tune replays what is sound and measures the rest."""
+        return self.tune_step_rows(tune_key)[0]
+
+    def tune_step_rows(self, tune_key: str) -> tuple[list[tuple[int, list[str], float, Any]], str | None]:
+        """The valid steps of one tune up to the first bad one, and why that one is not valid (None: all are)."""
+        from tunehost.store.rows import MAX_STEP_READ, shown, step_problem
+
+        steps = []
+        read = 0
+        for row in self._iter("SELECT seq, argv_json, duration_s, CASE WHEN length(CAST(outcome_json AS BLOB)) <= ?"
+                              " THEN outcome_json END, length(CAST(outcome_json AS BLOB)) FROM tune_steps"
+                              " WHERE tune_key = ? ORDER BY seq LIMIT ?", [MAX_STEP_READ, tune_key, MAX_ROUNDS_READ]):
+            read += row[4] if isinstance(row[4], int) and row[3] is not None else 0
+            if read > MAX_READ_BYTES:
+                return steps, f"the stored tune's steps beyond {MAX_READ_BYTES // MiB} MiB"
+            step, why = step_problem(row)
+            if step is None:
+                return steps, f"the stored tune's step {shown(row[0])}: {why}"
+            steps.append(step)
+        return steps, None
 
     def add_tune_step(self, tune_key: str, seq: int, argv: Sequence[str], duration_s: float, outcome: Any) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO tune_steps (tune_key, seq, argv_json, duration_s, outcome_json)"
-                       " VALUES (?, ?, ?, ?, ?)", (tune_key, int(seq), _dump(list(argv)), float(duration_s),
-                                                   _dump(outcome)))
+                       " VALUES (?, ?, ?, ?, ?)", (tune_key, int(seq), _dump(list(argv), MAX_STEP_READ),
+                                                   float(duration_s),
+                                                   _dump(outcome, MAX_STEP_READ)))
 
     def tune_keys(self, prefix: str) -> list[str]:
         """Tune journals whose key starts with ``prefix`` (one per attempt), oldest first."""
@@ -362,8 +429,9 @@ class Store:
             [len(prefix), prefix])]
 
     def tune_finished(self, tune_key: str) -> bool:
-        return bool(self._read("SELECT 1 FROM runs WHERE command = 'tune' AND json_extract(summary_json, '$.tune_key')"
-                               " = ? LIMIT 1", [tune_key]))
+        return bool(self._read("SELECT 1 FROM runs WHERE command = 'tune' AND typeof(summary_json) = 'text' AND"
+                               " CASE WHEN json_valid(summary_json) THEN json_extract(summary_json, '$.tune_key') END"
+                               " = ? LIMIT 1", [tune_key]))  # a row of malformed JSON is no match, not an error
 
 
 def open_store(path: str | os.PathLike[str] | None = None) -> Store:
@@ -374,6 +442,7 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreUnavailable(f"results store {target.parent}: {(exc.strerror or str(exc)).lower()}") from None
+    _refuse_links(target)
     if target.exists() and not target.is_file():
         raise StoreUnavailable(f"results store {target} is not a file")
     if not target.exists() and not os.access(target.parent, os.W_OK):
@@ -383,6 +452,7 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"results store {target}: {exc}") from None
     try:
+        _refuse_links(target)  # again once open: a link put in its place meanwhile is refused too
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
@@ -408,7 +478,29 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
     except sqlite3.DatabaseError as exc:
         db.close()
         raise _damaged(target, exc) from None
+    except TunehostError:
+        db.close()
+        raise
     return Store(target, db)
+
+
+STORE_FILES = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
+
+
+def _refuse_links(target: Path) -> None:
+    """A store file (or its -wal/-shm/-journal) that is a symbolic link is refused, dangling or not: SQLite
+    would follow it and create or write the store outside the state directory (lstat: the link itself)."""
+    for suffix in STORE_FILES:
+        path = Path(f"{target}{suffix}")
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreUnavailable(f"results store {path}: {(exc.strerror or str(exc)).lower()}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise TunehostError(f"results store {path} is a symbolic link; tunehost keeps its store only in the "
+                                "state directory itself: remove the link (or set TUNEHOST_STATE_DIR)")
 
 
 def open_for_recording(warn: Any) -> Store | None:
@@ -470,68 +562,24 @@ def _damaged(path: Path, exc: sqlite3.DatabaseError) -> TunehostError:
                          "aside and tunehost starts a new one")
 
 
-def _dump(value: Any) -> str:
+def _dump(value: Any, limit: int = MAX_JSON_BYTES) -> str:
+    """A document as the store keeps it: strict JSON within ``limit`` bytes (the cap its reader takes, so tunehost
+    never writes what it would not read back: tunehost.store.rows)."""
     try:
         text = json.dumps(value, sort_keys=True, allow_nan=False, default=str)
     except ValueError as exc:  # NaN or infinity in a summary: JSON has no such number, and the store keeps none
         raise TunehostError(f"results store: not recorded (a stored document holds {exc})") from None
-    if len(text) > MAX_JSON_BYTES:
-        raise TunehostError(f"a stored document would be {len(text)} bytes (limit {MAX_JSON_BYTES})")
+    if len(text.encode()) > limit:
+        raise TunehostError(f"results store: not recorded (a stored document would be {len(text)} bytes, limit "
+                            f"{limit})")
     return text
 
 
-def _load(text: Any, default: Any) -> Any:
-    if not isinstance(text, str) or len(text) > MAX_JSON_BYTES:
-        return default
-    try:
-        return json.loads(text)
-    except ValueError:
-        return default
-
-
-MAX_ROUNDS_READ = 100_000  # rounds rows read per run (a tune records a few hundred)
-MAX_SKIPPED_SHOWN = 20  # reasons kept per run for rows left out
-MAX_ROUND = 10_000_000
-MAX_STAGE = 200  # characters of a round's stage (a knob's name)
-
-
-def _shown(value: Any) -> str:
-    """A stored value in a reason: its repr, one printable line, shortened."""
-    from tunehost.printable import one_line
-
-    return one_line(repr(value), 40)
-
-
-def _stored_result(row: Sequence[Any]) -> StoredResult | None:
-    """One results row (config, config_key, flags_json, test, kind, median_ts, rounds) validated, or None."""
-    from tunehost.bounds import number, whole
-
-    config, key, flags, test, kind, ts, rounds = row
-    if not all(isinstance(v, str) and len(v) <= MAX_STAGE * 10 for v in (config, key, test, kind)):
-        return None
-    median, count = number(ts, 0.0, 1e9), whole(rounds, 0, MAX_ROUND)
-    if median is None or count is None:
-        return None
-    loaded = _load(flags, [])
-    return StoredResult(config, key, tuple(str(f) for f in loaded) if isinstance(loaded, list) else (), test, kind,
-                        median, count)
-
-
-def _stored_round(row: Sequence[Any]) -> tuple[StoredRound | None, str | None]:
-    """One rounds row (seq, stage, round, counted, disturbed, watch_json) as a StoredRound, or why it is not one:
-    every column is validated (tunehost.bounds), none converted on faith."""
-    from tunehost.bounds import whole
-
-    _seq, stage, rnd, counted, disturbed, watch = row
-    if not isinstance(stage, str) or len(stage) > MAX_STAGE:
-        return None, f"stage {_shown(stage)} is not text of at most {MAX_STAGE} characters"
-    if whole(rnd, 0, MAX_ROUND) is None:
-        return None, f"round {_shown(rnd)} is not a whole number from 0 to {MAX_ROUND}"
-    for name, flag in (("counted", counted), ("disturbed", disturbed)):
-        if whole(flag, 0, 1) is None:
-            return None, f"{name} {_shown(flag)} is not 0 or 1"
-    loaded = _load(watch, {})
-    return StoredRound(stage, rnd, bool(counted), bool(disturbed), loaded if isinstance(loaded, Mapping) else {}), None
+MAX_ROUNDS_READ = 10_000  # rounds rows (and tune steps) read per run (a tune records a few hundred)
+MiB = 1024 * 1024
+MAX_READ_BYTES = 64 * MiB  # JSON read for one run's rounds, or one tune's journal, at most
+MAX_RESULTS_READ = 100_000  # results rows read per run (a bench has 2, a tune a few dozen)
+MAX_NOTES_PER_RUN = 5  # reasons given per run for its results rows left out
 
 
 def _now() -> str:

@@ -174,6 +174,8 @@ class Measurer:
         self.last_watch: WatchReport | None = None  # the latest call's report, judged for its configuration
         self.stored = {seq: (argv, duration, outcome) for seq, argv, duration, outcome in
                        (journal.steps() if journal is not None else [])}
+        # a journal read as hostile (tunehost.store.rows) stops at its first bad step and says why
+        self.journal_note = getattr(journal, "note", None)
         self.seq = 0
         self.calls = 0  # llama-bench calls (the journal's steps but the waits)
         self.waited_s = 0.0  # the waits for quiet (part of spent_s)
@@ -217,13 +219,19 @@ class Measurer:
         self.calls += 1
         stored = self.stored.get(seq) if self.replaying else None
         duration_ok = self._replayable(stored, args) if stored is not None else None
-        if stored is not None and duration_ok is not None:
+        replayed = _replayed(stored[2]) if stored is not None and duration_ok is not None else None
+        if stored is not None and duration_ok is not None and replayed is None:
+            self.journal_note = (f"the stored tune's step {seq} is not a llama-bench result or error tunehost "
+                                 "wrote; measuring afresh from there")
+        if stored is not None and duration_ok is not None and replayed is not None:
             duration, outcome = duration_ok, stored[2]
             self.spent_s += duration
             self.reused_steps += 1
             self.reused_s += duration
             self.last_watch = self._judged(args, outcome.get("watch") if isinstance(outcome, Mapping) else None)
-            return self._seen(_outcome_results(outcome))
+            if isinstance(replayed, str):
+                raise TunehostError(replayed)  # a failed call, replayed as it failed
+            return self._seen(replayed)
         self.replaying = False
         if self.watch is not None:
             self.watch.begin()
@@ -262,12 +270,16 @@ class Measurer:
         self.seq += 1
         stored = self.stored.get(seq) if self.replaying else None
         duration_ok = self._replayable(stored, args) if stored is not None else None
-        if stored is not None and duration_ok is not None:
+        waited_then = _replayed_wait(stored[2]) if stored is not None and duration_ok is not None else None
+        if stored is not None and duration_ok is not None and waited_then is None:
+            self.journal_note = (f"the stored tune's step {seq} is not a wait for quiet tunehost wrote; measuring "
+                                 "afresh from there")
+        if stored is not None and duration_ok is not None and waited_then is not None:
             duration = duration_ok
             self.spent_s += duration
             self.waited_s += duration
             self.reused_s += duration
-            return QuietWait.from_json(stored[2])
+            return waited_then
         self.replaying = False
         if self.watch is None or timeout_s <= 0:
             waited = QuietWait(self.watch is None, 0.0, None if self.watch is None else "no budget left to wait")
@@ -308,6 +320,28 @@ def _outcome_results(outcome: Any) -> list[BenchResult]:
                                build_number=item.get("build_number")))
     return out
 
+
+def _replayed(outcome: Any) -> list[BenchResult] | str | None:
+    """A stored step as it happened: its results, its error's message (str), or None when the stored JSON is not
+    a shape tunehost writes (a hostile or damaged journal): the step is then measured afresh, never a traceback."""
+    if isinstance(outcome, Mapping) and "error" in outcome:
+        error = outcome["error"]
+        return error if isinstance(error, str) and error else None
+    if not isinstance(outcome, Mapping) or not isinstance(outcome.get("results"), list):
+        return None
+    try:
+        return _outcome_results(outcome)
+    except (TunehostError, TypeError, ValueError, KeyError, AttributeError, OverflowError):
+        return None
+
+
+def _replayed_wait(outcome: Any) -> "QuietWait | None":
+    if not isinstance(outcome, Mapping):
+        return None
+    try:
+        return QuietWait.from_json(outcome)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+        return None
 
 # ---------------------------------------------------------------- invocations: several values in one llama-bench
 
