@@ -90,7 +90,7 @@ def test_advise_calibrate_fits_80_columns(monkeypatch):
     assert shown.exit_code == 0, shown.output
     assert not _too_long(shown.stdout), shown.stdout
     assert re.search(r"^class\s+runs\s+efficiency\s+per layer\s+published", shown.stdout, re.M)
-    assert re.search(r"^CPU\s+3\s", shown.stdout, re.M)
+    assert re.search(r"^CPU dense\s+3\s", shown.stdout, re.M)
 
 
 def test_fold_breaks_between_words_and_marks_what_it_left_out():

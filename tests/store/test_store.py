@@ -227,7 +227,7 @@ def test_advise_uses_this_hosts_runs_for_the_band_and_calibrate_shows_them(cli, 
     assert "from 3 runs of 2 models on this host" in human.stdout
     shown = cli("advise", "--calibrate")
     assert shown.exit_code == 0, shown.output
-    assert "CPU" in shown.stdout and "GPU/split dense" in shown.stdout
+    assert "CPU dense" in shown.stdout and "GPU dense" in shown.stdout
     assert "no run on this host" in shown.stdout
     data = json.loads(cli("advise", "--calibrate", "--format", "json").stdout)
     assert data["classes"]["cpu"]["runs"] == 3 and data["classes"]["cpu"]["per_layer_determined"] is True

@@ -233,8 +233,12 @@ class RunSource:
 
 def store_runs(store: "Store", *, limit: int = MAX_RUNS, full: bool = False) -> RunSource:
     """The newest ``limit`` runs of an open results store (read-only use)."""
-    runs = store.runs(limit=limit)
-    note = f"the newest {limit} runs of the store are shown" if len(runs) >= limit else None
+    runs, skipped = store.run_rows(limit=limit)  # a stored row that is not a valid run is left out, and said
+    notes = [f"the newest {limit} runs of the store are shown"] if len(runs) + len(skipped) >= limit else []
+    if skipped:
+        notes.append(f"{len(skipped)} stored row{'s' if len(skipped) != 1 else ''} left out as not valid runs "
+                     f"(first: {skipped[0][:160]})")
+    note = "; ".join(notes) or None
     identities: dict[str, Any] = {}  # by fingerprint: a store holds a few hosts in thousands of runs
     return RunSource(tuple(_from_stored(r, full, identities) for r in runs), "results store", note)
 
