@@ -37,6 +37,12 @@ class Measurement:
     isa: str | None = None
     igpu: str | None = None
     fits: bool = True
+    excluded: str = ""  # why the row is judged apart although it fitted (read off its source), "" = counted
+
+    @property
+    def counted(self) -> bool:
+        """In the fits and the figures: the model fitted its memory and the source gives no reason to set it apart."""
+        return self.fits and not self.excluded
 
     def path(self) -> str:
         return {"gpu": "gpu", "split": "moe", "cpu": "cpu"}.get(self.kind, "unified")
@@ -71,7 +77,8 @@ def load(path: str | Path) -> list[Measurement]:
                                r["moe"] == "1", int(r["layers"]), float(r["bytes_gb"]), float(r["cpu_bytes_gb"]),
                                float(r["cpu_gbps"]), float(r["tps"]), r["source"], r.get("runtime") or "llama.cpp",
                                opt(r, "power_ratio", float), opt(r, "cores", int), opt(r, "ccds", int),
-                               r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0"))
+                               r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0",
+                               (r.get("excluded") or "").strip()))
     return out
 
 
@@ -120,9 +127,9 @@ GRID = [BandModel(lo, hi, fast, slow) for lo in (0.35, 0.45, 0.5, 0.55, 0.6, 0.6
 
 def fit(rows: list[Measurement], key: str) -> BandModel:
     """The GRID point with the narrowest median band among those that put at least COVERAGE of `rows` (all of
-    class `key`; rows that did not fit their memory left out) inside, else the most inside: how BAND_MODELS was
+    class `key`; rows that did not fit their memory or are excluded left out) inside, else the most inside: how BAND_MODELS was
     chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more)."""
-    rows = [r for r in rows if r.fits and r.runtime != "ollama"]
+    rows = [r for r in rows if r.counted and r.runtime != "ollama"]
     if not rows:
         return BAND_MODELS[key]
     target = math.ceil(COVERAGE * len(rows))
@@ -143,7 +150,7 @@ def fit_ollama_share(rows: list[Measurement], table: dict[str, BandModel] | None
     """Ollama's share of llama.cpp's speed (OLLAMA_GRID point), given the class constants `table`: the narrowest
     share range that puts COVERAGE of the Ollama rows inside. The class constants come from llama.cpp runs only
     (fit), so the two are told apart even where every row of a class ran under Ollama (the Vega iGPU rows)."""
-    rows = [r for r in rows if r.fits and r.runtime == "ollama"]
+    rows = [r for r in rows if r.counted and r.runtime == "ollama"]
     if not rows:
         return OLLAMA_SHARE
     target = math.ceil(COVERAGE * len(rows))
@@ -187,9 +194,10 @@ def summary(verdicts: list[Verdict]) -> dict[str, float]:
 
 
 def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
-    """summary() per report class (Measurement.report_class), rows that did not fit their memory left out."""
+    """summary() per report class (Measurement.report_class), rows that did not fit their memory or that their
+    source sets apart (Measurement.excluded) left out."""
     classes: dict[str, list[Verdict]] = {}
     for v in verdicts:
-        if v.m.fits:
+        if v.m.counted:
             classes.setdefault(v.m.report_class(), []).append(v)
     return {k: summary(vs) for k, vs in sorted(classes.items())}

@@ -267,11 +267,11 @@ class BandModel:
 # GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's
 # measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row).
 BAND_MODELS: dict[str, BandModel] = {
-    "gpu": BandModel(0.60, 0.95, 10.0, 100.0),       # discrete GPU, dense model
+    "gpu": BandModel(0.60, 0.95, 10.0, 60.0),        # discrete GPU, dense model
     "gpu-moe": BandModel(0.45, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
     "split": BandModel(0.65, 0.85, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
     "unified": BandModel(0.65, 0.90, 30.0, 400.0),   # Apple Silicon (Metal) on unified memory
-    "unified-rdna": BandModel(0.45, 0.85, 30.0, 250.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
+    "unified-rdna": BandModel(0.70, 0.95, 60.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
     "cpu": BandModel(0.65, 0.85, 30.0, 60.0),        # CPU backend, host RAM at the DIMMs' peak
     "cpu-moe": BandModel(0.65, 0.90, 30.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
