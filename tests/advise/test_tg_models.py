@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, PER_CCD_PULL_GBPS, BandContext, CpuView, band_class,
-                                     cpu_isa, igpu_family, tg_band)
+                                     ccd_links, cpu_isa, igpu_family, tg_band)
 from tunehost.advise.host_view import GpuView
 from tunehost.advise.plan import AdviseOptions, plan
 from tunehost.facts.power_cap import tg_share_at_cap
@@ -26,6 +26,34 @@ GB = 10 ** 9
 ])
 def test_cpu_isa_from_cpuinfo_flags(flags, isa):
     assert cpu_isa(flags) == isa
+
+
+@pytest.mark.parametrize(("text", "family"), [
+    ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\n", 23),
+    ("processor\t: 0\ncpu family\t: 25\nflags\t: avx2\nprocessor\t: 1\ncpu family\t: 23\n", 25),
+    ("processor\t: 0\ncpu family\t: 6x\n", None), ("processor\t: 0\ncpu family\t: 123456\n", None),
+    ("processor\t: 0\nBogoMIPS\t: 48.00\n", None), ("", None), (None, None),
+])
+def test_cpu_family_from_cpuinfo(text, family):
+    from tunehost.host.cpuinfo import parse_cpu_family
+
+    assert parse_cpu_family(text) == family
+
+
+@pytest.mark.parametrize(("groups", "vendor", "family", "links"), [
+    (16, "amd", 23, 8),    # Threadripper 3970X: 16 CCXs (L3 groups) on 8 CCDs, one link each
+    (2, "amd", 23, 1),     # Ryzen 5 3600: two CCXs on one CCD
+    (1, "amd", 23, 1),     # Raven Ridge / Mendocino: one CCX
+    (4, "amd", 25, 4),     # Zen 3/4: one CCX per CCD
+    (2, "intel", 6, 2), (4, "amd", None, 4), (None, "amd", 23, None), (0, "amd", 23, None),
+])
+def test_ccd_links_count_zen2_ccx_pairs_once(groups, vendor, family, links):
+    assert ccd_links(groups, vendor, family) == links
+
+
+def test_a_zen2_threadripper_pulls_through_its_eight_ccd_links_not_sixteen_ccxs():
+    cores = CpuView(32, ccd_links(16, "amd", 23), "avx2", "amd")
+    assert cores.pull_gbps() == (8 * PER_CCD_PULL_GBPS, "8 CCD links")
 
 
 @pytest.mark.parametrize(("name", "family"), [

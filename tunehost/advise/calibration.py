@@ -37,6 +37,7 @@ class Measurement:
     isa: str | None = None
     igpu: str | None = None
     fits: bool = True
+    kv_gb: float = 0.0  # KV-cache bytes one token reads at the context depth the source measured at (GB)
     excluded: str = ""  # why the row is judged apart although it fitted (read off its source), "" = counted
 
     @property
@@ -78,7 +79,7 @@ def load(path: str | Path) -> list[Measurement]:
                                float(r["cpu_gbps"]), float(r["tps"]), r["source"], r.get("runtime") or "llama.cpp",
                                opt(r, "power_ratio", float), opt(r, "cores", int), opt(r, "ccds", int),
                                r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0",
-                               (r.get("excluded") or "").strip()))
+                               float(r.get("kv_gb") or 0), (r.get("excluded") or "").strip()))
     return out
 
 
@@ -101,7 +102,9 @@ def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
           ollama_share: tuple[float, float] | None = None) -> list[Verdict]:
     out = []
     for m in rows:
-        parts = [(int(m.bytes_gb * GB), m.gbps)]
+        # the KV cache lives beside the first part's weights (VRAM, unified or host RAM): a token generated deep in a
+        # context reads it too, so a figure measured after a long prompt is judged with those bytes
+        parts = [(int((m.bytes_gb + m.kv_gb) * GB), m.gbps)]
         if m.cpu_bytes_gb:
             parts.append((int(m.cpu_bytes_gb * GB), m.cpu_gbps))
         context = m.context()
@@ -113,7 +116,7 @@ def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
     return out
 
 
-COVERAGE = 0.87  # the share inside a fit must reach before it narrows the band
+COVERAGE = 0.95  # the share inside a fit must reach before it narrows the band
 # eff_high / eff_low at least this: hosts of one class differ by that much (DIMM ranks, clocks, builds); a fit on a
 # handful of rows would otherwise promise a 1.07x band it cannot keep out of sample
 MIN_SPREAD = 1.3
