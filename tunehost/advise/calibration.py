@@ -128,22 +128,44 @@ GRID = [BandModel(lo, hi, fast, slow) for lo in (0.35, 0.45, 0.5, 0.55, 0.6, 0.6
         if hi >= lo * MIN_SPREAD and slow > fast]
 
 
-def fit(rows: list[Measurement], key: str) -> BandModel:
+# classes whose band uses another class's constants: a split's VRAM part is read at the gpu row's shares
+# (ceiling.tg_band); MoE on the CPU reads RAM at the dense cpu row's shares, its routing and gathers being per-layer
+# costs, so cpu-moe fits only its per-layer costs
+DEPENDS = {"split": "gpu", "cpu-moe": "cpu"}
+SHARED_EFF = {"cpu-moe": "cpu"}
+
+
+def fit(rows: list[Measurement], key: str, base: dict[str, BandModel] | None = None) -> BandModel:
     """The GRID point with the narrowest median band among those that put at least COVERAGE of `rows` (all of
-    class `key`; rows that did not fit their memory or are excluded left out) inside, else the most inside: how BAND_MODELS was
-    chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more)."""
+    class `key`; rows that did not fit their memory or are excluded left out) inside, else the most inside: how
+    BAND_MODELS was chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more).
+    `base`: the constants of the class `key` depends on (DEPENDS; BAND_MODELS' when not given)."""
     rows = [r for r in rows if r.counted and r.runtime != "ollama"]
     if not rows:
         return BAND_MODELS[key]
+    dep = DEPENDS.get(key)
+    base = {dep: (base or {}).get(dep) or BAND_MODELS[dep]} if dep else {}
+    grid = GRID
+    if key in SHARED_EFF:
+        shared = base[SHARED_EFF[key]]
+        grid = [c for c in GRID if (c.eff_low, c.eff_high) == (shared.eff_low, shared.eff_high)]
     target = math.ceil(COVERAGE * len(rows))
     best: tuple[tuple[int, float], BandModel] | None = None
-    for candidate in GRID:
-        verdicts = judge(rows, {key: candidate})
+    for candidate in grid:
+        verdicts = judge(rows, {**base, key: candidate})
         score = (-min(sum(v.inside_by(FIT_MARGIN) for v in verdicts), target),
                  statistics.median(v.high / v.low for v in verdicts))
         if best is None or score < best[0]:
             best = (score, candidate)
     return best[1]  # type: ignore[index]
+
+
+def fit_class(rows: list[Measurement], key: str) -> dict[str, BandModel]:
+    """`key`'s constants fitted on `rows` (all classes), with those of the class it depends on (DEPENDS) fitted on
+    the same rows first: {dependency: ..., key: ...}."""
+    dep = DEPENDS.get(key)
+    base = {dep: fit([r for r in rows if r.band_class() == dep], dep)} if dep else {}
+    return {**base, key: fit([r for r in rows if r.band_class() == key], key, base)}
 
 
 OLLAMA_GRID = [(lo, hi) for lo in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9) for hi in (0.9, 1.0, 1.1)]
@@ -168,18 +190,19 @@ def fit_ollama_share(rows: list[Measurement], table: dict[str, BandModel] | None
 
 
 def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
-    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure. An Ollama
-    row's class constants are fitted on the other sources' llama.cpp rows and Ollama's share on their Ollama rows."""
+    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure (the class it
+    depends on, DEPENDS, refitted without the source too). An Ollama row's class constants are fitted on the other
+    sources' llama.cpp rows and Ollama's share on their Ollama rows."""
     out = []
     for m in rows:
         key = m.band_class()
         others = [r for r in rows if r.source != m.source]
-        table = {key: fit([r for r in others if r.band_class() == key], key)}
+        table = fit_class(others, key)
         share = None
         if m.runtime == "ollama":
             full = dict(BAND_MODELS)
             for k in {r.band_class() for r in others if r.runtime == "ollama"}:
-                full[k] = fit([r for r in others if r.band_class() == k], k)
+                full.update(fit_class(others, k))
             share = fit_ollama_share(others, full)
             table = {**full, **table}
         out.extend(judge([m], table, share))

@@ -275,7 +275,7 @@ BAND_MODELS: dict[str, BandModel] = {
     "unified-rdna": BandModel(0.70, 0.95, 60.0, 100.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
     "cpu": BandModel(0.65, 0.85, 30.0, 60.0),        # CPU backend, host RAM at the DIMMs' peak
-    "cpu-moe": BandModel(0.65, 0.90, 30.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
+    "cpu-moe": BandModel(0.65, 0.85, 60.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
 }
 # RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 12 counted CPU rows of the published
 # data (0.16-0.85); used when nothing was measured (a snapshot, a busy host)
