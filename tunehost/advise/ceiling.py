@@ -269,7 +269,7 @@ class BandModel:
 # split the VRAM part keeps the gpu row's shares; the split row's are those of the RAM part.
 BAND_MODELS: dict[str, BandModel] = {
     "gpu": BandModel(0.70, 0.95, 10.0, 160.0),       # discrete GPU, dense model
-    "gpu-moe": BandModel(0.55, 0.75, 60.0, 160.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
+    "gpu-moe": BandModel(0.50, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
     "split": BandModel(0.45, 0.75, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
     "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
     "unified-rdna": BandModel(0.70, 0.95, 60.0, 100.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
