@@ -262,7 +262,7 @@ class BandModel:
     layer_us_high: float  # ... at the slow end
 
 
-# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 92 rows, 90 counted; scripts/calibrate_tg.py
+# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 93 rows, 90 counted; scripts/calibrate_tg.py
 # --cv prints every class in and out of sample) by calibration.fit on the llama.cpp rows of each class. The unified row
 # splits by GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue
 # 33's measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row). In a
@@ -274,12 +274,12 @@ BAND_MODELS: dict[str, BandModel] = {
     "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
     "unified-rdna": BandModel(0.70, 0.95, 60.0, 100.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
-    "cpu": BandModel(0.65, 0.85, 30.0, 60.0),        # CPU backend, host RAM at the DIMMs' peak
-    "cpu-moe": BandModel(0.65, 0.85, 60.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
+    "cpu": BandModel(0.60, 0.85, 60.0, 250.0),       # CPU backend, host RAM at the DIMMs' peak
+    "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend, MoE: routing, gathers, many small matrices
 }
-# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 12 counted CPU rows of the published
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 counted CPU rows of the published
 # data (0.16-0.85); used when nothing was measured (a snapshot, a busy host)
-CPU_DIMM_EFFICIENCY = 0.70
+CPU_DIMM_EFFICIENCY = 0.67
 POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit is named in the band
 
 # ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
