@@ -160,3 +160,22 @@ def test_a_capped_3090_names_the_cap_and_the_speed_at_the_default_limit():
     assert "enforced power limit (57% of its default)" in band.notes[0]
     assert f"at the default limit expect {default.low:.0f}-{default.high:.0f} t/s" in band.notes[0]
     assert "power cap" in band.bound and not default.notes
+
+
+@pytest.mark.parametrize(("family", "links"), [(23, 8), (25, 16)])
+def test_the_host_view_counts_ccd_links_of_a_real_zen_topology(make_snapshot, family, links):
+    # EPYC 7451 (Zen 1, x86 family 23): the corpus' `lscpu -p` rows give 16 L3 groups (CCXs) on 8 dies, one link each;
+    # the same topology on a later family (one CCX per CCD) keeps its 16
+    from tunehost.advise.host_view import HostView
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.parsers.lscpu import parse_lscpu_table
+
+    from tests.conftest import corpus
+    from tests.cpu.fixtures import lscpu_topology_files
+
+    fs = lscpu_topology_files(parse_lscpu_table(corpus("lscpu/lscpu-and-lscpu-p-amd-epyc7451-2s-8numa-16ccx.txt")))
+    fs["/proc/cpuinfo"] = (f"processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\n"
+                           "model name\t: AMD EPYC 7451 24-Core Processor\nflags\t\t: fpu avx avx2 fma\n\n")
+    view = HostView.from_facts(HostFacts(open_host(make_snapshot(fs=fs))))
+    assert view.cpu_vendor == "amd" and view.cpu_isa == "avx2" and view.cpu_ccds == links
