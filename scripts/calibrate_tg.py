@@ -27,6 +27,8 @@ def main() -> None:
     for v in verdicts:
         mark = "in " if v.inside else "OUT"
         fits = "" if v.m.fits else "  (did not fit its memory: left out of the figures)"
+        if v.m.fits and v.m.excluded:
+            fits = f"  (excluded: {v.m.excluded[:60]})"
         print(f"{mark} {v.m.id} {v.m.hardware[:36]:36} {v.m.model[:22]:22} {v.m.quant:7} measured {v.m.tps:7.1f}"
               f"  band {v.low:7.1f} - {v.high:7.1f}{fits}")
     table(f"{len(rows)} measurements, in sample (BAND_MODELS were fitted on these rows):", by_class(verdicts))

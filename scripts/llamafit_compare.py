@@ -42,7 +42,7 @@ def tg_main() -> int:
 
     from tunehost.advise.calibration import by_class, judge, leave_one_source_out, load
 
-    rows = [m for m in load(ROOT / "tests" / "advise" / "data" / "published_tg.csv") if m.fits]
+    rows = [m for m in load(ROOT / "tests" / "advise" / "data" / "published_tg.csv") if m.counted]
     ours = {v.m.id: v for v in leave_one_source_out(rows)}
     print(f"{'id':4} {'class':12} {'measured':>8} {'llamafit':>8} {'ratio':>6}   tunehost band (out of sample)")
     per: dict[str, list[tuple[float, bool, bool]]] = {}

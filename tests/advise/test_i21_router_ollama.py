@@ -158,12 +158,14 @@ def test_ollama_moe_leaves_num_gpu_to_llama_server_fit():
 def test_busy_host_is_said_and_the_dimm_peak_is_used():
     from types import SimpleNamespace
 
+    from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
+
     p = plan(MODELS["qwen30b"](), HOSTS["epyc-2s"], AdviseOptions(
         "/m.gguf", ram_peak=SimpleNamespace(configured_gbps=460.8, basis="24 x DDR5-4800", rated_gbps=None),
         host_busy=True, ram_bandwidth_note="not measured: an inference server is at work (llama-server pid 7)"))
     assert any(w.startswith("the host is busy") and "llama-server pid 7" in w for w in p.warnings)
     bw = p.ceiling.bandwidths
-    assert bw.ram_gbps == 460.8 and "the DIMMs' peak" in bw.ram_basis and "67%" in bw.ram_basis
+    assert bw.ram_gbps == 460.8 and "the DIMMs' peak" in bw.ram_basis and f"{CPU_DIMM_EFFICIENCY:.0%}" in bw.ram_basis
     assert p.ceiling.band is not None and p.ceiling.band.low < p.ceiling.band.high <= p.ceiling.tokens_per_s * 1.0001
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, PER_CCD_PULL_GBPS, BandContext, CpuView, band_class,
-                                     cpu_isa, igpu_family, tg_band)
+                                     ccd_links, cpu_isa, igpu_family, tg_band)
 from tunehost.advise.host_view import GpuView
 from tunehost.advise.plan import AdviseOptions, plan
 from tunehost.facts.power_cap import tg_share_at_cap
@@ -26,6 +26,34 @@ GB = 10 ** 9
 ])
 def test_cpu_isa_from_cpuinfo_flags(flags, isa):
     assert cpu_isa(flags) == isa
+
+
+@pytest.mark.parametrize(("text", "family"), [
+    ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\n", 23),
+    ("processor\t: 0\ncpu family\t: 25\nflags\t: avx2\nprocessor\t: 1\ncpu family\t: 23\n", 25),
+    ("processor\t: 0\ncpu family\t: 6x\n", None), ("processor\t: 0\ncpu family\t: 123456\n", None),
+    ("processor\t: 0\nBogoMIPS\t: 48.00\n", None), ("", None), (None, None),
+])
+def test_cpu_family_from_cpuinfo(text, family):
+    from tunehost.host.cpuinfo import parse_cpu_family
+
+    assert parse_cpu_family(text) == family
+
+
+@pytest.mark.parametrize(("groups", "vendor", "family", "links"), [
+    (16, "amd", 23, 8),    # Threadripper 3970X: 16 CCXs (L3 groups) on 8 CCDs, one link each
+    (2, "amd", 23, 1),     # Ryzen 5 3600: two CCXs on one CCD
+    (1, "amd", 23, 1),     # Raven Ridge / Mendocino: one CCX
+    (4, "amd", 25, 4),     # Zen 3/4: one CCX per CCD
+    (2, "intel", 6, 2), (4, "amd", None, 4), (None, "amd", 23, None), (0, "amd", 23, None),
+])
+def test_ccd_links_count_zen2_ccx_pairs_once(groups, vendor, family, links):
+    assert ccd_links(groups, vendor, family) == links
+
+
+def test_a_zen2_threadripper_pulls_through_its_eight_ccd_links_not_sixteen_ccxs():
+    cores = CpuView(32, ccd_links(16, "amd", 23), "avx2", "amd")
+    assert cores.pull_gbps() == (8 * PER_CCD_PULL_GBPS, "8 CCD links")
 
 
 @pytest.mark.parametrize(("name", "family"), [
@@ -55,7 +83,8 @@ def test_sixteen_epyc_cores_on_four_ccds_cannot_pull_twelve_channels():
     free = tg_band([(int(4.62 * GB), twelve_channels)], 32, "cpu")
     bound = tg_band([(int(4.62 * GB), twelve_channels)], 32, "cpu", context=BandContext(cpu=epyc, quant="Q4_K_M"))
     assert free is not None and bound is not None
-    assert bound.high < free.low and "what the cores can pull (4 CCD links: 240 GB/s" in bound.bound
+    assert bound.low < free.low / 1.5 and bound.high < free.high / 1.5
+    assert "what the cores can pull (4 CCD links: 240 GB/s" in bound.bound
     m = BAND_MODELS["cpu"]
     assert bound.high == pytest.approx(1 / (4.62 * GB / (240e9 * m.eff_high) + 32 * m.layer_us_low * 1e-6))
     # Intel: no CCD links, the cores alone; unknown CPU: the DIMMs alone
@@ -131,3 +160,22 @@ def test_a_capped_3090_names_the_cap_and_the_speed_at_the_default_limit():
     assert "enforced power limit (57% of its default)" in band.notes[0]
     assert f"at the default limit expect {default.low:.0f}-{default.high:.0f} t/s" in band.notes[0]
     assert "power cap" in band.bound and not default.notes
+
+
+@pytest.mark.parametrize(("family", "links"), [(23, 8), (25, 16)])
+def test_the_host_view_counts_ccd_links_of_a_real_zen_topology(make_snapshot, family, links):
+    # EPYC 7451 (Zen 1, x86 family 23): the corpus' `lscpu -p` rows give 16 L3 groups (CCXs) on 8 dies, one link each;
+    # the same topology on a later family (one CCX per CCD) keeps its 16
+    from tunehost.advise.host_view import HostView
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.parsers.lscpu import parse_lscpu_table
+
+    from tests.conftest import corpus
+    from tests.cpu.fixtures import lscpu_topology_files
+
+    fs = lscpu_topology_files(parse_lscpu_table(corpus("lscpu/lscpu-and-lscpu-p-amd-epyc7451-2s-8numa-16ccx.txt")))
+    fs["/proc/cpuinfo"] = (f"processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\n"
+                           "model name\t: AMD EPYC 7451 24-Core Processor\nflags\t\t: fpu avx avx2 fma\n\n")
+    view = HostView.from_facts(HostFacts(open_host(make_snapshot(fs=fs))))
+    assert view.cpu_vendor == "amd" and view.cpu_isa == "avx2" and view.cpu_ccds == links

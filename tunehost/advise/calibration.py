@@ -37,6 +37,13 @@ class Measurement:
     isa: str | None = None
     igpu: str | None = None
     fits: bool = True
+    kv_gb: float = 0.0  # KV-cache bytes one token reads at the context depth the source measured at (GB)
+    excluded: str = ""  # why the row is judged apart although it fitted (read off its source), "" = counted
+
+    @property
+    def counted(self) -> bool:
+        """In the fits and the figures: the model fitted its memory and the source gives no reason to set it apart."""
+        return self.fits and not self.excluded
 
     def path(self) -> str:
         return {"gpu": "gpu", "split": "moe", "cpu": "cpu"}.get(self.kind, "unified")
@@ -71,7 +78,8 @@ def load(path: str | Path) -> list[Measurement]:
                                r["moe"] == "1", int(r["layers"]), float(r["bytes_gb"]), float(r["cpu_bytes_gb"]),
                                float(r["cpu_gbps"]), float(r["tps"]), r["source"], r.get("runtime") or "llama.cpp",
                                opt(r, "power_ratio", float), opt(r, "cores", int), opt(r, "ccds", int),
-                               r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0"))
+                               r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0",
+                               float(r.get("kv_gb") or 0), (r.get("excluded") or "").strip()))
     return out
 
 
@@ -94,7 +102,9 @@ def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
           ollama_share: tuple[float, float] | None = None) -> list[Verdict]:
     out = []
     for m in rows:
-        parts = [(int(m.bytes_gb * GB), m.gbps)]
+        # the KV cache lives beside the first part's weights (VRAM, unified or host RAM): a token generated deep in a
+        # context reads it too, so a figure measured after a long prompt is judged with those bytes
+        parts = [(int((m.bytes_gb + m.kv_gb) * GB), m.gbps)]
         if m.cpu_bytes_gb:
             parts.append((int(m.cpu_bytes_gb * GB), m.cpu_gbps))
         context = m.context()
@@ -106,7 +116,7 @@ def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
     return out
 
 
-COVERAGE = 0.87  # the share inside a fit must reach before it narrows the band
+COVERAGE = 0.95  # the share inside a fit must reach before it narrows the band
 # eff_high / eff_low at least this: hosts of one class differ by that much (DIMM ranks, clocks, builds); a fit on a
 # handful of rows would otherwise promise a 1.07x band it cannot keep out of sample
 MIN_SPREAD = 1.3
@@ -118,22 +128,44 @@ GRID = [BandModel(lo, hi, fast, slow) for lo in (0.35, 0.45, 0.5, 0.55, 0.6, 0.6
         if hi >= lo * MIN_SPREAD and slow > fast]
 
 
-def fit(rows: list[Measurement], key: str) -> BandModel:
+# classes whose band uses another class's constants: a split's VRAM part is read at the gpu row's shares
+# (ceiling.tg_band); MoE on the CPU reads RAM at the dense cpu row's shares, its routing and gathers being per-layer
+# costs, so cpu-moe fits only its per-layer costs
+DEPENDS = {"split": "gpu", "cpu-moe": "cpu"}
+SHARED_EFF = {"cpu-moe": "cpu"}
+
+
+def fit(rows: list[Measurement], key: str, base: dict[str, BandModel] | None = None) -> BandModel:
     """The GRID point with the narrowest median band among those that put at least COVERAGE of `rows` (all of
-    class `key`; rows that did not fit their memory left out) inside, else the most inside: how BAND_MODELS was
-    chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more)."""
-    rows = [r for r in rows if r.fits and r.runtime != "ollama"]
+    class `key`; rows that did not fit their memory or are excluded left out) inside, else the most inside: how
+    BAND_MODELS was chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more).
+    `base`: the constants of the class `key` depends on (DEPENDS; BAND_MODELS' when not given)."""
+    rows = [r for r in rows if r.counted and r.runtime != "ollama"]
     if not rows:
         return BAND_MODELS[key]
+    dep = DEPENDS.get(key)
+    base = {dep: (base or {}).get(dep) or BAND_MODELS[dep]} if dep else {}
+    grid = GRID
+    if key in SHARED_EFF:
+        shared = base[SHARED_EFF[key]]
+        grid = [c for c in GRID if (c.eff_low, c.eff_high) == (shared.eff_low, shared.eff_high)]
     target = math.ceil(COVERAGE * len(rows))
     best: tuple[tuple[int, float], BandModel] | None = None
-    for candidate in GRID:
-        verdicts = judge(rows, {key: candidate})
+    for candidate in grid:
+        verdicts = judge(rows, {**base, key: candidate})
         score = (-min(sum(v.inside_by(FIT_MARGIN) for v in verdicts), target),
                  statistics.median(v.high / v.low for v in verdicts))
         if best is None or score < best[0]:
             best = (score, candidate)
     return best[1]  # type: ignore[index]
+
+
+def fit_class(rows: list[Measurement], key: str) -> dict[str, BandModel]:
+    """`key`'s constants fitted on `rows` (all classes), with those of the class it depends on (DEPENDS) fitted on
+    the same rows first: {dependency: ..., key: ...}."""
+    dep = DEPENDS.get(key)
+    base = {dep: fit([r for r in rows if r.band_class() == dep], dep)} if dep else {}
+    return {**base, key: fit([r for r in rows if r.band_class() == key], key, base)}
 
 
 OLLAMA_GRID = [(lo, hi) for lo in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9) for hi in (0.9, 1.0, 1.1)]
@@ -143,7 +175,7 @@ def fit_ollama_share(rows: list[Measurement], table: dict[str, BandModel] | None
     """Ollama's share of llama.cpp's speed (OLLAMA_GRID point), given the class constants `table`: the narrowest
     share range that puts COVERAGE of the Ollama rows inside. The class constants come from llama.cpp runs only
     (fit), so the two are told apart even where every row of a class ran under Ollama (the Vega iGPU rows)."""
-    rows = [r for r in rows if r.fits and r.runtime == "ollama"]
+    rows = [r for r in rows if r.counted and r.runtime == "ollama"]
     if not rows:
         return OLLAMA_SHARE
     target = math.ceil(COVERAGE * len(rows))
@@ -158,18 +190,19 @@ def fit_ollama_share(rows: list[Measurement], table: dict[str, BandModel] | None
 
 
 def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
-    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure. An Ollama
-    row's class constants are fitted on the other sources' llama.cpp rows and Ollama's share on their Ollama rows."""
+    """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure (the class it
+    depends on, DEPENDS, refitted without the source too). An Ollama row's class constants are fitted on the other
+    sources' llama.cpp rows and Ollama's share on their Ollama rows."""
     out = []
     for m in rows:
         key = m.band_class()
         others = [r for r in rows if r.source != m.source]
-        table = {key: fit([r for r in others if r.band_class() == key], key)}
+        table = fit_class(others, key)
         share = None
         if m.runtime == "ollama":
             full = dict(BAND_MODELS)
             for k in {r.band_class() for r in others if r.runtime == "ollama"}:
-                full[k] = fit([r for r in others if r.band_class() == k], k)
+                full.update(fit_class(others, k))
             share = fit_ollama_share(others, full)
             table = {**full, **table}
         out.extend(judge([m], table, share))
@@ -187,9 +220,10 @@ def summary(verdicts: list[Verdict]) -> dict[str, float]:
 
 
 def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
-    """summary() per report class (Measurement.report_class), rows that did not fit their memory left out."""
+    """summary() per report class (Measurement.report_class), rows that did not fit their memory or that their
+    source sets apart (Measurement.excluded) left out."""
     classes: dict[str, list[Verdict]] = {}
     for v in verdicts:
-        if v.m.fits:
+        if v.m.counted:
             classes.setdefault(v.m.report_class(), []).append(v)
     return {k: summary(vs) for k, vs in sorted(classes.items())}

@@ -262,22 +262,23 @@ class BandModel:
     layer_us_high: float  # ... at the slow end
 
 
-# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 86 rows; scripts/calibrate_tg.py --cv prints
-# every class in and out of sample) by calibration.fit on the llama.cpp rows of each class. The unified row splits by
-# GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's
-# measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row).
+# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 93 rows, 90 counted; scripts/calibrate_tg.py
+# --cv prints every class in and out of sample) by calibration.fit on the llama.cpp rows of each class. The unified row
+# splits by GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue
+# 33's measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row). In a
+# split the VRAM part keeps the gpu row's shares; the split row's are those of the RAM part.
 BAND_MODELS: dict[str, BandModel] = {
-    "gpu": BandModel(0.60, 0.95, 10.0, 100.0),       # discrete GPU, dense model
-    "gpu-moe": BandModel(0.45, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
-    "split": BandModel(0.65, 0.85, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
-    "unified": BandModel(0.65, 0.90, 30.0, 400.0),   # Apple Silicon (Metal) on unified memory
-    "unified-rdna": BandModel(0.45, 0.85, 30.0, 250.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
+    "gpu": BandModel(0.70, 0.95, 10.0, 160.0),       # discrete GPU, dense model
+    "gpu-moe": BandModel(0.50, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
+    "split": BandModel(0.45, 0.75, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
+    "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
+    "unified-rdna": BandModel(0.70, 0.95, 60.0, 100.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
-    "cpu": BandModel(0.65, 0.85, 30.0, 60.0),        # CPU backend, host RAM at the DIMMs' peak
-    "cpu-moe": BandModel(0.65, 0.90, 30.0, 400.0),   # CPU backend, MoE: routing, gathers, many small matrices
+    "cpu": BandModel(0.60, 0.85, 60.0, 250.0),       # CPU backend, host RAM at the DIMMs' peak
+    "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend, MoE: routing, gathers, many small matrices
 }
-# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 CPU rows of the published data
-# (0.07-0.85); used when nothing was measured (a snapshot, a busy host)
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 counted CPU rows of the published
+# data (0.16-0.85); used when nothing was measured (a snapshot, a busy host)
 CPU_DIMM_EFFICIENCY = 0.67
 POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit is named in the band
 
@@ -320,7 +321,7 @@ class CpuView:
     """The cores that read the RAM part of a token: how many, on how many L3 groups (CCDs), with which ISA."""
 
     cores: int | None = None
-    ccds: int | None = None     # L3 groups; on AMD each is a CCD/CCX behind one link to the IO die
+    ccds: int | None = None     # links to the IO die: AMD CCDs (ccd_links: L3 groups, two CCXs per CCD on Zen 2)
     isa: str | None = None      # amx | avx512 | avx2 | neon
     vendor: str | None = None   # amd | intel | other
 
@@ -339,6 +340,20 @@ class CpuView:
             return None
         scale = next((f for key, f in QUANT_DOT_SCALE if quant and key in quant.upper()), 1.0)
         return self.cores * CORE_DOT_GBPS[self.isa] * scale
+
+
+AMD_CCX_FAMILY = 23  # x86 family 17h (Zen, Zen+, Zen 2): each CCD (or die) holds two CCXs, each with its own L3
+
+
+def ccd_links(l3_groups: int | None, vendor: str | None, family: int | None) -> int | None:
+    """The links to the IO die the cores read RAM through (CpuView.ccds) from the host's L3 groups: on AMD family 17h
+    (Zen to Zen 2) an L3 group is a CCX and two CCXs share their CCD's one link (a Threadripper 3970X: 16 L3 groups,
+    8 CCDs), so half of them rounded up; on later AMD parts and elsewhere the L3 groups as they are."""
+    if not l3_groups:
+        return None
+    if vendor == "amd" and family == AMD_CCX_FAMILY:
+        return (l3_groups + 1) // 2
+    return l3_groups
 
 
 def cpu_isa(flags: Any) -> str | None:
@@ -435,8 +450,12 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
     cpu_index = len(used) - 1 if (model.startswith("cpu") or len(used) > 1) else None
     slow_read = fast_read = 0.0
     bound = "memory bandwidth"
+    # in a GPU + RAM split the VRAM part is read by the GPU's kernels as in a GPU-only run: it keeps the gpu row's
+    # share of its bandwidth; the split row's own shares are those of the RAM part the CPU reads
+    vram = (table or {}).get("gpu") or BAND_MODELS["gpu"]
     for i, (b, g) in enumerate(used):
-        slow_bw, fast_bw = g * 1e9 * m.eff_low, g * 1e9 * m.eff_high
+        eff = vram if len(used) > 1 and i != cpu_index else m
+        slow_bw, fast_bw = g * 1e9 * eff.eff_low, g * 1e9 * eff.eff_high
         if i == cpu_index and ctx.cpu is not None:
             pull, why = ctx.cpu.pull_gbps()
             if pull is not None and pull * 1e9 * m.eff_low < slow_bw:
@@ -487,6 +506,6 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
 
 
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",
-           "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
+           "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
            "placement_from_flags", "tg_ceiling_for", "vram_bandwidth"]

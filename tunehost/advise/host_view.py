@@ -70,7 +70,7 @@ class HostView:
     llama_server: str | None = None  # path of the llama-server found on the host
     cpus_given: bool = False  # pin_cpus/threads come from --cpus
     efficiency_cpus: tuple[int, ...] = ()  # E-cores of a hybrid CPU (logical CPUs)
-    cpu_ccds: int | None = None  # L3 groups (AMD CCDs/CCXs): each reads RAM through its own link (the TG band)
+    cpu_ccds: int | None = None  # links to the IO die (ceiling.ccd_links: L3 groups, Zen 2's two CCXs per CCD as one)
     cpu_isa: str | None = None  # amx | avx512 | avx2 | neon (tunehost.advise.ceiling.cpu_isa of /proc/cpuinfo)
     cpu_vendor: str | None = None  # amd | intel | other
     cpu_warnings: tuple[str, ...] = ()  # what is wrong with --cpus (E-cores in it)
@@ -211,6 +211,7 @@ def parse_nice_floor(limits: str | None, status: str | None) -> int | None:
 
 def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
     try:
+        from tunehost.advise.ceiling import ccd_links
         from tunehost.facts.topology import (CpuTopology, efficiency_cpus, l3_groups, performance_cores,
                                              performance_cpus, physical_cores, recommended_threads)
 
@@ -223,6 +224,8 @@ def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
         return {}
     threads = recommended_threads(topo)
     pin = performance_cpus(topo)[:threads] if threads else None
+    kind = _cpu_kind(facts)
+    family = kind.pop("cpu_family", None)
     return {
         "online_cpus": tuple(topo.online),
         "cores": tuple(physical_cores(topo)),
@@ -232,21 +235,22 @@ def _cpu_part(facts: "HostFacts", notes: list[str]) -> dict[str, Any]:
         "smt": topo.smt,
         "hybrid": topo.hybrid,
         "efficiency_cpus": tuple(efficiency_cpus(topo)) if topo.hybrid else (),
-        "cpu_ccds": len(l3_groups(topo)) or None,
-        **_cpu_kind(facts),
+        "cpu_ccds": ccd_links(len(l3_groups(topo)) or None, kind.get("cpu_vendor"), family),
+        **kind,
     }
 
 
 def _cpu_kind(facts: "HostFacts") -> dict[str, Any]:
-    """The vector ISA and vendor of the CPU (for what its cores can compute and pull); unknown is None."""
+    """The vector ISA, vendor and x86 family of the CPU (for what its cores can compute and pull); unknown is None."""
     from tunehost.advise.ceiling import cpu_isa
 
     out: dict[str, Any] = {}
     try:
         from tunehost.facts.cpu import CpuFacts
-        from tunehost.host.cpuinfo import cpu_flags
+        from tunehost.host.cpuinfo import cpu_family, cpu_flags
 
         out["cpu_isa"] = cpu_isa(cpu_flags(facts.host)) if facts.host is not None else None
+        out["cpu_family"] = cpu_family(facts.host) if facts.host is not None else None
         vendor = facts.get(CpuFacts).vendor or ""
         out["cpu_vendor"] = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(vendor, "other" if vendor else None)
     except Exception:  # the band falls back to the DIMMs alone: never a reason not to plan

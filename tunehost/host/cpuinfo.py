@@ -29,6 +29,22 @@ def parse_cpu_flags(text: str | None) -> frozenset[str] | None:
     return None
 
 
+def parse_cpu_family(text: str | None) -> int | None:
+    """The first `cpu family` line (x86: 23 = AMD Zen to Zen 2, 25 = Zen 3/4, 26 = Zen 5; 6 = most Intel cores), or
+    None when there is none or it is not a small decimal number."""
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "cpu family":
+            value = value.strip()
+            return int(value) if value.isascii() and value.isdigit() and len(value) <= 4 else None
+    return None
+
+
+def cpu_family(host: "Host") -> int | None:
+    """This host's x86 CPU family (a snapshot's recorded /proc/cpuinfo), None when unknown."""
+    return parse_cpu_family(host.files.read(CPUINFO))
+
+
 def cpu_flags(host: "Host") -> frozenset[str] | None:
     """This host's CPU flags (a snapshot's recorded /proc/cpuinfo), None when unknown."""
     return parse_cpu_flags(host.files.read(CPUINFO))
