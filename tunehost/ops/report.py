@@ -33,6 +33,7 @@ from tunehost.errors import TunehostError
 from tunehost.printable import printable_lines
 
 if TYPE_CHECKING:
+    from tunehost.advise.plan import BudgetRow
     from tunehost.check import Finding
     from tunehost.facts import HostFacts
     from tunehost.facts.identity import HostIdentity
@@ -129,14 +130,6 @@ class Series:
 
 
 @dataclass(frozen=True)
-class MemoryItem:
-    label: str
-    gpu: int
-    ram: int
-    detail: str = ""
-
-
-@dataclass(frozen=True)
 class ModelPlan:
     """advise's plan for one model, or why there is none (``skipped``)."""
 
@@ -145,7 +138,7 @@ class ModelPlan:
     fits: bool = False
     path: str = ""  # gpu | moe | split | unified | cpu
     command: str = ""
-    items: tuple[MemoryItem, ...] = ()
+    items: tuple["BudgetRow", ...] = ()  # advise's budget rows, as advise gives them
     gpu_free: int | None = None
     ram_available: int | None = None
     gpu_label: str | None = None
@@ -494,7 +487,7 @@ def _plan(host: "Host", facts: "HostFacts", model: Path, request: ReportRequest)
     budget = plan.budget
     ceiling = plan.ceiling.tokens_per_s if plan.ceiling is not None else None
     return ModelPlan(model=name, fits=plan.fits, path=plan.path, command=" ".join(plan.argv()),
-                     items=tuple(MemoryItem(r.label, r.gpu, r.ram, r.detail) for r in budget.rows),
+                     items=tuple(budget.rows),
                      gpu_free=budget.gpu_free, ram_available=budget.ram_available, gpu_label=budget.gpu_label,
                      shortfalls=tuple(s.text for s in plan.shortfalls), warnings=tuple(plan.warnings),
                      ceiling_tg=_finite(ceiling))
