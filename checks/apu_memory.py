@@ -16,6 +16,7 @@ from tunehost.check import Check, Finding, Fix
 from tunehost.facts.apu_memory import IGNORED_OPTIONS, PAGES_PER_GIB, ApuMemory, read_apu_memory
 from tunehost.facts.drm_clients import DrmFacts
 from tunehost.facts.gpu import GpuFacts, GpuInfo
+from tunehost.facts.memory import SwapFacts
 
 DEFAULT_SHARE = 0.55      # GTT at most this share of RAM: the kernel's default TTM limit (half of RAM) in force
 FULL_USED = 0.90          # GTT this full: the loaded model (and its context) is at the GPU's limit
@@ -67,7 +68,7 @@ class ApuMemoryCheck(Check):
         if facts.host is None:
             yield self.skip("no host to read the TTM limit from")
             return
-        mem = read_apu_memory(facts.host, gpus)
+        mem = read_apu_memory(facts.host, gpus, facts.get(SwapFacts).mem)  # the one /proc/meminfo read
         if not mem.gpus:
             yield self.skip("no AMD APU (integrated Radeon) found: the GPU's memory is its own VRAM")
             return

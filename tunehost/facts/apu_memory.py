@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Mapping
 from tunehost.bounds import whole_text
 from tunehost.printable import one_line
 from tunehost.facts.gpu import GpuFacts, GpuInfo
-from tunehost.facts.memory import parse_meminfo
+from tunehost.facts.memory import MEMINFO, MemInfo
 from tunehost.host.cpuinfo import kernel_release
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 TTM = "/sys/module/ttm/parameters"
 AMDGPU = "/sys/module/amdgpu/parameters"
 CMDLINE = "/proc/cmdline"
-MEMINFO = "/proc/meminfo"
 PAGE_BYTES = 4096
 PAGES_PER_GIB = (1 << 30) // PAGE_BYTES   # 262144: ttm.pages_limit = GiB x 262144
 MAX_CMDLINE_CHARS = 4096                   # COMMAND_LINE_SIZE is 2048 on x86; more is not a kernel command line
@@ -61,8 +60,9 @@ class ApuMemory:
         return self.pages_limit * PAGE_BYTES // (1 << 20) if self.pages_limit else None
 
 
-def read_apu_memory(host: "Host", gpus: GpuFacts) -> ApuMemory:
-    """The APU memory facts; never raises (unknown is None)."""
+def read_apu_memory(host: "Host", gpus: GpuFacts, meminfo: MemInfo) -> ApuMemory:
+    """The APU memory facts; never raises (unknown is None). MemTotal comes from the one /proc/meminfo read of the
+    host's facts (a second read here made a recorded snapshot keep a later MemAvailable than swap had judged)."""
     apus = tuple(g for g in gpus.gpus if g.vendor == "amd" and g.integrated)
     evidence: dict[str, str] = {}
     for g in apus:
@@ -71,7 +71,7 @@ def read_apu_memory(host: "Host", gpus: GpuFacts) -> ApuMemory:
                                   ("mem_info_gtt_used", g.gtt_used_mib, "")):
             if value is not None:
                 evidence[f"{g.source}/{name} [{g.label}]"] = f"{value} MiB{note}"
-    total_kib = parse_meminfo(host.files.read(MEMINFO)).get("MemTotal")
+    total_kib = meminfo.kb("MemTotal")
     if total_kib:
         evidence[f"{MEMINFO} MemTotal"] = f"{total_kib} kB"
 
