@@ -111,6 +111,12 @@ def store_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "tunehost"
 
 
+def _stored_text(raw: bytes) -> str:
+    """A TEXT value as read: bytes that are not UTF-8 (another program wrote the row) become U+FFFD, so one bad
+    value is one odd character in one row, never a store that cannot be read at all."""
+    return raw.decode("utf-8", errors="replace")
+
+
 def store_path(environ: Mapping[str, str] | None = None) -> Path:
     return store_dir(environ) / DB_NAME
 
@@ -382,6 +388,7 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
         db = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"results store {target}: {exc}") from None
+    db.text_factory = _stored_text
     try:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
