@@ -490,10 +490,14 @@ def _dump(value: Any) -> str:
 def _load(text: Any, default: Any) -> Any:
     if not isinstance(text, str) or len(text) > MAX_JSON_BYTES:
         return default
-    try:
-        return json.loads(text)
-    except ValueError:
+    try:  # NaN and infinities are refused as _dump refuses them; a document nested too deep is not a summary
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
         return default
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a stored number")
 
 
 MAX_ROUNDS_READ = 100_000  # rounds rows read per run (a tune records a few hundred)
