@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, List, Optional
@@ -65,6 +64,8 @@ def report(
         raise TunehostError("--open opens the written file: give --output FILE, not -")
     if store is not None and not store.is_file():
         raise TunehostError(f"--store {one_line(store, 200)}: no such results store file")
+    if not to_stdout:
+        page_target(output)  # a FIFO, a device or a link there: one line now, not after the page was built
     loaded = load_checks_warning()
     host = open_host(snapshot)
     facts = HostFacts(host)
@@ -100,25 +101,28 @@ def write_page(output: Path, page: str, environ: Mapping[str, str] | None = None
     """Write the page atomically (a temporary file beside it, then a rename), readable by all (it is meant to be
     shared). Run as root through sudo, the file goes to the user who ran sudo: never a root-owned surprise in
     their directory."""
+    from tunehost.cli.output_file import replace_file
+
+    env = os.environ if environ is None else environ
+    target = page_target(output, env)
+    replace_file(target, page, option="--output", owner=sudo_owner(env))
+    return target
+
+
+def page_target(output: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The file --output names (DIR/tunehost-report.html for a directory), checked before anything is built:
+    absent or a regular file, in a directory that exists (tunehost.cli.output_file)."""
+    from tunehost.cli.output_file import directory_link_allowed, replaceable
+
     env = os.environ if environ is None else environ
     target = output.expanduser().absolute()
+    hint = " (give -o - to write the page to stdout)"
     if target.is_dir():
+        directory_link_allowed(target, "--output", env)
         target = target / DEFAULT_OUTPUT
     if not target.parent.is_dir():
         raise TunehostError(f"--output {one_line(output, 200)}: no such directory {one_line(target.parent, 200)}")
-    fd, tmp = tempfile.mkstemp(prefix=".tunehost-report-", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.chmod(tmp, 0o644)
-        owner = sudo_owner(env)
-        if owner is not None:
-            os.chown(tmp, *owner)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return replaceable(target, "--output", hint)
 
 
 def sudo_owner(environ: Mapping[str, str]) -> tuple[int, int] | None:

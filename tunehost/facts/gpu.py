@@ -419,7 +419,8 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
         if vendor == "intel" and vram is None:
             vram = _xe_vram_mib(host, dev)  # xe has no "used" file: that comes from the fdinfo holders
         gtt = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_total"))
-        gtt_used = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_used"))
+        gtt_used = _used_mib(_bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_used")), gtt)
+        vram_used = _used_mib(vram_used, vram)
         apu_name = AMD_APU_DEVICE_IDS.get(device_id or "") if vendor == "amd" else None
         # a small carve-out beside a large GTT pool is an APU even when its id is not in the table
         carve_out = vendor == "amd" and vram is not None and gtt is not None and vram <= 2048 and gtt >= 4 * vram \
@@ -477,8 +478,16 @@ def _amd_link(host: "Host", dev: str, link: PcieLink) -> PcieLink:
                    source=f"{dev}/pp_dpm_pcie")
 
 
+MAX_MEMORY_BYTES = 1 << 50  # 1 PiB: a GPU memory size above this is garbage (a hostile snapshot), not a size
+
+
 def _bytes_mib(value: int | None) -> int | None:
-    return value // MIB if value is not None and value >= 0 else None
+    return value // MIB if value is not None and 0 <= value < MAX_MEMORY_BYTES else None
+
+
+def _used_mib(used: int | None, total: int | None) -> int | None:
+    """A `mem_info_*_used` value that fits in its total; None when it cannot be (more used than there is)."""
+    return used if used is None or total is None or used <= total else None
 
 
 def _hwmon_temps(host: "Host", dev: str) -> tuple[dict[str, float], dict[str, float]]:
