@@ -282,3 +282,20 @@ def test_ten_thousand_models_make_a_bounded_page(tmp_path, cli) -> None:
     page = out.read_text(encoding="utf-8")
     assert page.count('class="chart" id="chart-') == MAX_SERIES and len(page) < 1_000_000
     assert f"TG charts for the {MAX_SERIES} most recently measured of" in page
+
+
+# ---- class 7: a command that only reads never writes the store it was given ----
+
+@pytest.mark.parametrize("content", [b"", b"SQLite format 3\x00"])
+def test_report_and_export_leave_a_file_that_is_no_store_as_it_was(tmp_path, cli, content: bytes) -> None:
+    given_file = tmp_path / "empty.db"
+    given_file.write_bytes(content)
+    r = cli("report", "--quick", "--snapshot", str(SNAP), "--store", str(given_file), "-o", str(tmp_path / "p.html"))
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "not a tunehost" in r.stderr, r.output
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "results.sqlite3").write_bytes(content)
+    r = cli("export", "--quick", env={"TUNEHOST_STATE_DIR": str(state)})
+    assert r.exit_code == 0 and "not a tunehost" in r.stderr, r.output
+    assert given_file.read_bytes() == content and (state / "results.sqlite3").read_bytes() == content
+    assert sorted(p.name for p in state.iterdir()) == ["results.sqlite3"]  # no -wal, no -shm

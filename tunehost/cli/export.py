@@ -85,7 +85,7 @@ def _store_runs() -> tuple[list | None, str | None]:
     if not path.is_file():
         return [], None
     try:
-        with open_store(path) as store:
+        with open_store(path, create=False) as store:
             return list(store.runs(limit=RUNS_READ)), None
     except (TunehostError, OSError) as exc:
         return None, f"the results store could not be read ({one_line(str(exc), 200)}): speeds from doctor's sample"

@@ -93,7 +93,7 @@ def _runs_store(path: Path | None, *, live: bool) -> Iterator[Any]:
     if path is None and not (live and store_path().is_file()):
         yield None
         return
-    with open_store(path) as store:
+    with open_store(path, create=False) as store:
         yield store
 
 

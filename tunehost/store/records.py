@@ -248,7 +248,7 @@ def doctor_sample(limit: int = DOCTOR_SAMPLE_RUNS, environ: Mapping[str, str] | 
     if not path.is_file():
         return {**out, "runs": []}
     try:
-        with open_store(path) as store:
+        with open_store(path, create=False) as store:  # a read: an empty file there never becomes a store
             runs = store.runs(limit=limit)
     except (TunehostError, OSError) as exc:  # the error line names the file: keep its name, not the home directory
         return {**out, "error": one_line(str(exc).replace(str(path.parent), "<state dir>"), 300)}

@@ -372,9 +372,11 @@ class Store:
                                " = ? LIMIT 1", [tune_key]))
 
 
-def open_store(path: str | os.PathLike[str] | None = None) -> Store:
+def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
     """Open (creating when absent) the store. Raises StoreUnavailable when the directory cannot hold it and
-    TunehostError (one line, naming the file) when the file is not a tunehost store or is damaged."""
+    TunehostError (one line, naming the file) when the file is not a tunehost store or is damaged. With
+    ``create=False`` (a command that only reads: report, export) a file without the tunehost schema (an empty
+    file a user named) is refused before anything is written to it, instead of becoming a store."""
     target = Path(path) if path is not None else store_path()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -391,6 +393,10 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
     db.text_factory = _stored_text
     try:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if not create and _version(db) is None:
+            db.close()
+            raise TunehostError(f"{target} is not a tunehost results store (no tunehost schema): not read, "
+                                "not changed")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             raise sqlite3.OperationalError(f"cannot switch to WAL (journal mode {mode[0] if mode else '?'})")
