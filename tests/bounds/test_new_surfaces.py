@@ -299,3 +299,22 @@ def test_report_and_export_leave_a_file_that_is_no_store_as_it_was(tmp_path, cli
     assert r.exit_code == 0 and "not a tunehost" in r.stderr, r.output
     assert given_file.read_bytes() == content and (state / "results.sqlite3").read_bytes() == content
     assert sorted(p.name for p in state.iterdir()) == ["results.sqlite3"]  # no -wal, no -shm
+
+
+# ---- class 8: an nvidia-smi figure is the number shown, or none (BAR1 "1e999 MiB" was 1 MiB) ----
+
+@settings(max_examples=300)
+@example("1e999")
+@example("0x10")
+@example("12,288")
+@example("1.5e3")
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr), st.integers(-10**20, 10**20).map(hex),
+                 st.integers(0, 10**9).map(lambda n: f"{n:,}"), st.integers(0, 10**15).map(str)))
+def test_an_nvidia_smi_figure_is_the_whole_number_or_none(shown: str) -> None:
+    import math
+
+    from tunehost.parsers.nvidia_smi import num
+
+    value = num(f"{shown} MiB")
+    if value is not None:
+        assert math.isclose(value, float(shown.replace(",", "")), rel_tol=1e-9), (shown, value)
