@@ -318,3 +318,19 @@ def test_an_nvidia_smi_figure_is_the_whole_number_or_none(shown: str) -> None:
     value = num(f"{shown} MiB")
     if value is not None:
         assert math.isclose(value, float(shown.replace(",", "")), rel_tol=1e-9), (shown, value)
+
+
+# ---- class 9: the line root is told to run instead of --open is one shell word per argument ----
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="the root branch of --open")
+@pytest.mark.parametrize("name", ["a;rm -rf ~;.html", "a b.html", "$(id).html", "`id`.html", "a'b.html"])
+def test_the_xdg_open_line_shown_to_root_quotes_the_path(tmp_path, name: str) -> None:
+    import shlex
+
+    from tunehost.cli.report import open_in_browser
+
+    path = tmp_path / name
+    said = open_in_browser(path, {}, launch=lambda argv, env: pytest.fail("a browser started as root"))
+    assert said is not None
+    line = said[said.rindex("(xdg-open ") + 1:-1]
+    assert shlex.split(line) == ["xdg-open", str(path)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -153,7 +154,7 @@ def open_in_browser(path: Path, environ: Mapping[str, str] | None = None, *,
         return None if webbrowser.open(path.as_uri()) else f"no browser found: open {path} yourself"
     user = env.get("SUDO_USER", "")
     if not user or user == "root" or first_unwritable(user) or user.startswith("-") or sudo_owner(env) is None:
-        return f"not opening a browser as root: open {path} as your user (xdg-open {path})"
+        return f"not opening a browser as root: open {path} as your user (xdg-open {shlex.quote(str(path))})"
     if not (as_user or _have)("sudo") or not (as_user or _have)("xdg-open"):
         return f"sudo or xdg-open not found: open {path} as {user}"
     passed = [f"{k}={v}" for k in SESSION_VARIABLES if (v := env.get(k)) and not first_unwritable(v)]
