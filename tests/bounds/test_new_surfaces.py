@@ -334,3 +334,18 @@ def test_the_xdg_open_line_shown_to_root_quotes_the_path(tmp_path, name: str) ->
     assert said is not None
     line = said[said.rindex("(xdg-open ") + 1:-1]
     assert shlex.split(line) == ["xdg-open", str(path)]
+
+
+def test_a_megabyte_name_in_the_store_is_cut_before_python_holds_it(tmp_path) -> None:
+    from tunehost.store import open_store
+    from tunehost.store.repository import MAX_TEXT_CHARS
+
+    path = _store(tmp_path)
+    _sql(path, "UPDATE runs SET model_name = ?, build = ?, model_path = ?", ("A" * MiB, "B" * MiB, "/" + "C" * MiB))
+    _sql(path, "UPDATE results SET config = ? || config", ("D" * MiB,))
+    with within("12 runs with 1 MB names", seconds=5, peak_bytes=8 * MiB):
+        with open_store(path) as store:
+            runs = store.runs(limit=100)
+    assert len(runs) == 12
+    assert all(len(r.model_name) == len(r.build) == len(r.model_path) == MAX_TEXT_CHARS for r in runs)
+    assert all(len(x.config) <= MAX_TEXT_CHARS for r in runs for x in r.results)

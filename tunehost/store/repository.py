@@ -327,8 +327,10 @@ class Store:
         if command:
             where.append("command = ?")
             args.append(command)
-        sql = ("SELECT id, created, command, host_fp, host_json, build, model_path, model_hash, model_name, label,"
-               " summary_json FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        text, doc = _capped_text, _capped_json
+        sql = (f"SELECT id, {text('created')}, {text('command')}, {text('host_fp')}, {doc('host_json')},"
+               f" {text('build')}, {text('model_path')}, {text('model_hash')}, {text('model_name')}, {text('label')},"
+               f" {doc('summary_json')} FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY created DESC, id DESC LIMIT ?")
         rows = self._read(sql, [*args, int(limit)])
         by_run: dict[int, list[StoredResult]] = {}
@@ -338,7 +340,8 @@ class Store:
                 chunk = ids[start:start + 500]
                 marks = ",".join("?" * len(chunk))
                 for row in self._read(
-                        f"SELECT run_id, config, config_key, flags_json, test, kind, median_ts, rounds FROM results"
+                        f"SELECT run_id, {text('config')}, {text('config_key')}, {doc('flags_json')}, {text('test')},"
+                        f" {text('kind')}, median_ts, rounds FROM results"
                         f" WHERE run_id IN ({marks}) ORDER BY rowid", chunk):
                     found = _stored_result(row[1:])
                     if found is not None:  # a row of text, NULL or out-of-range values is left out, never raised
@@ -491,6 +494,20 @@ def _dump(value: Any) -> str:
     if len(text) > MAX_JSON_BYTES:
         raise TunehostError(f"a stored document would be {len(text)} bytes (limit {MAX_JSON_BYTES})")
     return text
+
+
+MAX_TEXT_CHARS = 4096  # one stored name, path or label as read (PATH_MAX): a longer one is cut in SQLite
+
+
+def _capped_text(column: str) -> str:
+    """`column` as read: at most MAX_TEXT_CHARS, cut by SQLite, so a 1 MB name never reaches Python whole."""
+    return (f"CASE WHEN typeof({column}) IN ('text', 'blob') THEN substr({column}, 1, {MAX_TEXT_CHARS})"
+            f" ELSE {column} END")
+
+
+def _capped_json(column: str) -> str:
+    """`column` as read: NULL (an unreadable document) when it is longer than any document tunehost stores."""
+    return f"CASE WHEN length({column}) > {MAX_JSON_BYTES} THEN NULL ELSE {column} END"
 
 
 def _load(text: Any, default: Any) -> Any:
