@@ -349,3 +349,23 @@ def test_a_megabyte_name_in_the_store_is_cut_before_python_holds_it(tmp_path) ->
     assert len(runs) == 12
     assert all(len(r.model_name) == len(r.build) == len(r.model_path) == MAX_TEXT_CHARS for r in runs)
     assert all(len(x.config) <= MAX_TEXT_CHARS for r in runs for x in r.results)
+
+
+# ---- class 10: what one run holds cannot blow up a scrape or a page ----
+
+def test_a_run_with_100000_results_is_a_bounded_textfile(tmp_path, cli) -> None:
+    from tunehost.ops.export import MAX_TESTS
+
+    path = _store(tmp_path)
+    db = sqlite3.connect(path)
+    with db:
+        run_id = db.execute("SELECT id FROM runs WHERE command = 'bench' ORDER BY id DESC LIMIT 1").fetchone()[0]
+        db.executemany("INSERT INTO results VALUES (?, 'baseline', 'k', '[]', ?, 'tg', 100.0, 5)",
+                       [(run_id, f"tg{i}") for i in range(100_000)])
+    db.close()
+    state = path.parent
+    with within("export of a run with 100,000 results", seconds=20, peak_bytes=64 * MiB):
+        r = cli("export", "--quick", env={"TUNEHOST_STATE_DIR": str(state)})
+    assert r.exit_code == 0, r.output
+    speeds = [line for line in r.stdout.splitlines() if line.startswith("tunehost_bench_tokens_per_second{")]
+    assert 0 < len(speeds) <= 4 * MAX_TESTS and len(r.stdout) < 200_000

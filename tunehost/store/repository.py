@@ -339,10 +339,11 @@ class Store:
             for start in range(0, len(ids), 500):  # SQLite before 3.32 allows 999 parameters per statement
                 chunk = ids[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                for row in self._read(
+                for row in self._read(  # the first MAX_RESULTS_READ results of each run (window: SQLite 3.25+)
                         f"SELECT run_id, {text('config')}, {text('config_key')}, {doc('flags_json')}, {text('test')},"
-                        f" {text('kind')}, median_ts, rounds FROM results"
-                        f" WHERE run_id IN ({marks}) ORDER BY rowid", chunk):
+                        f" {text('kind')}, median_ts, rounds FROM (SELECT rowid AS seq, *, ROW_NUMBER() OVER"
+                        f" (PARTITION BY run_id ORDER BY rowid) AS nth FROM results WHERE run_id IN ({marks}))"
+                        f" WHERE nth <= {MAX_RESULTS_READ} ORDER BY seq", chunk):
                     found = _stored_result(row[1:])
                     if found is not None:  # a row of text, NULL or out-of-range values is left out, never raised
                         by_run.setdefault(row[0], []).append(found)
@@ -496,6 +497,7 @@ def _dump(value: Any) -> str:
     return text
 
 
+MAX_RESULTS_READ = 2000  # results read per run (a tune records a few hundred): a run with 100,000 is cut here
 MAX_TEXT_CHARS = 4096  # one stored name, path or label as read (PATH_MAX): a longer one is cut in SQLite
 
 
