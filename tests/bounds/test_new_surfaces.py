@@ -369,3 +369,29 @@ def test_a_run_with_100000_results_is_a_bounded_textfile(tmp_path, cli) -> None:
     assert r.exit_code == 0, r.output
     speeds = [line for line in r.stdout.splitlines() if line.startswith("tunehost_bench_tokens_per_second{")]
     assert 0 < len(speeds) <= 4 * MAX_TESTS and len(r.stdout) < 200_000
+
+
+# ---- class 11: the shareable page redacts a secret whatever the text around it ----
+
+@settings(max_examples=200)
+@example(450, " ", "--api-key")
+@example(3, "\n", "--hf-token")
+@given(st.integers(0, 3000), st.sampled_from([" ", "\n", "\t", "  ", " \n "]),
+       st.sampled_from(["--api-key", "--hf-token", "--api-key-file", "-hft"]))
+def test_a_secret_flag_is_redacted_in_a_text_of_any_length(before: int, gap: str, flag: str) -> None:
+    from tunehost.ops.report import share_text
+
+    secret = "sk-0123456789abcdefSECRET"
+    text = gap.join(["-x"] * before + [flag, secret, "-ngl", "99"])
+    assert secret not in share_text(text)
+
+
+def test_a_long_stored_flag_list_leaves_no_secret_on_the_page(tmp_path, cli) -> None:
+    path = _store(tmp_path)
+    flags = (["x"] * 150 + ["x\n"]) * 3 + ["--api-key", "sk-LEAKYSECRET0123456789", "--hf-token", "hf_LEAKYabcdefghij"]
+    _sql(path, "UPDATE results SET flags_json = ?", (json.dumps(flags),))
+    out = tmp_path / "page.html"
+    r = cli("report", "--quick", "--snapshot", str(SNAP), "--store", str(path), "-o", str(out))
+    assert r.exit_code == 0, r.output
+    page = out.read_text(encoding="utf-8")
+    assert "LEAKY" not in page and "--api-key &lt;redacted&gt;" in page

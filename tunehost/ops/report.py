@@ -628,9 +628,11 @@ def share_text(text: str, names: Iterable[str] = ()) -> str:
     names they named as ``<user>``."""
     from tunehost.host.redact import redact
 
-    words = text.split(" ")
-    if len(words) <= 400:
-        text = " ".join(redact(words))
+    # every word, whatever the count (a bound here once let a 401-word flag list through unredacted), split at
+    # any white space (a line break before `--api-key` hid it); the caller bounds the text (finish: 16,000 chars)
+    parts = re.split(r"(\s+)", text)
+    parts[0::2] = redact(parts[0::2])
+    text = "".join(parts)
     text = _HOME.sub("~", text)
     text = _ROOT_HOME.sub("~", text)
     for name in sorted(names, key=len, reverse=True):
