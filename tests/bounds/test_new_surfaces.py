@@ -395,3 +395,22 @@ def test_a_long_stored_flag_list_leaves_no_secret_on_the_page(tmp_path, cli) -> 
     assert r.exit_code == 0, r.output
     page = out.read_text(encoding="utf-8")
     assert "LEAKY" not in page and "--api-key &lt;redacted&gt;" in page
+
+
+# ---- class 12: a snapshot listing thousands of DRM cards is read in bounded time ----
+
+def test_5000_drm_cards_are_judged_in_bounded_time(make_snapshot) -> None:
+    from tunehost.facts import HostFacts
+    from tunehost.facts.gpu import MAX_DRM_CARDS, GpuFacts
+    from tunehost.host import open_host
+
+    fs = {}
+    for i in range(5000):
+        card = f"/sys/class/drm/card{i}/device"
+        fs.update({f"{card}/vendor": "0x1002\n", f"{card}/device": "0x1586\n",
+                   f"{card}/uevent": f"PCI_SLOT_NAME=0000:{i >> 8 & 255:02x}:{i & 31:02x}.{i % 8}\n",
+                   f"{card}/mem_info_gtt_total": f"{64 << 30}\n"})
+    snap = make_snapshot(fs=fs)
+    with within("GPU facts of 5,000 DRM cards", seconds=10, peak_bytes=64 * MiB):
+        gpus = HostFacts(open_host(snap)).get(GpuFacts).gpus
+    assert 0 < len(gpus) <= MAX_DRM_CARDS
