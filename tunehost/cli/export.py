@@ -3,7 +3,6 @@ Prometheus (a node_exporter textfile-collector file, written atomically), from t
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Optional
