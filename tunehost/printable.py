@@ -29,8 +29,10 @@ def _shown(ch: str) -> str:
 
 def one_line(value: object, limit: int | None = None) -> str:
     """`value` as one printable line: every control character (newline, tab, ESC, bidi override, ...) becomes "?"."""
-    text = "".join(_shown(ch) for ch in str(value))
-    return text if limit is None or len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+    raw = str(value)
+    if limit is not None and len(raw) > limit:  # each character maps to one: cut first, so a 1 MB value costs
+        return "".join(_shown(ch) for ch in raw[: max(limit - 1, 0)]) + "…"  # what is shown, not its length
+    return "".join(_shown(ch) for ch in raw)
 
 
 def printable_lines(value: object) -> str:

@@ -74,6 +74,11 @@ def test_the_units_pass_systemd_analyze_verify(role_run, tmp_path):
     ({"tunehost_textfile_dir": "/var/lib/node exporter"}, "absolute paths of letters"),
     ({"tunehost_textfile_args": ["--quick; rm -rf /"]}, "plain words"),
     ({"tunehost_textfile_interval": "15 minutes"}, "systemd time span"),
+    # redteam1: `$` matched before a final newline, so a word ending in one passed and the next word began a new
+    # unit line (`ExecStartPre=...`); the checks end at \Z
+    ({"tunehost_textfile_args": ["--quick\n", "ExecStartPre=/bin/touch", "/tmp/pwned"]}, "plain words"),
+    ({"tunehost_textfile_dir": "/var/lib/node-exporter\n"}, "absolute paths of letters"),
+    ({"tunehost_textfile_interval": "15min\n"}, "systemd time span"),
 ])
 def test_the_role_refuses_what_a_unit_line_cannot_carry(tmp_path, variables, says):
     tunehost = _bin("tunehost")

@@ -162,12 +162,12 @@ def test_label_value_escaping(value, shown) -> None:
 def test_the_write_is_atomic(tmp_path, monkeypatch, cli) -> None:
     target = tmp_path / "tunehost.prom"
     target.write_text("old\n")
-    import tunehost.cli.export as export_cli
+    import tunehost.cli.output_file as writer  # export's atomic write (shared with report --output)
 
     def broken(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export_cli.os, "replace", broken)
+    monkeypatch.setattr(writer.os, "replace", broken)
     r = cli("export", "--snapshot", str(SNAPSHOTS / "ci-vm"), "--textfile", str(tmp_path))
     assert r.exit_code == 1 and "no space left" in r.stderr
     assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["tunehost.prom"]

@@ -3,7 +3,6 @@ Prometheus (a node_exporter textfile-collector file, written atomically), from t
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Optional
@@ -68,10 +67,13 @@ def _target(directory: Path, name: str) -> Path:
     if not _FILE_NAME.fullmatch(name):
         raise TunehostError(f"--name {one_line(name, 60)!r}: a plain file name ending in .prom (node_exporter's "
                             "textfile collector reads only *.prom)")
+    from tunehost.cli.output_file import directory_link_allowed, replaceable
+
+    directory_link_allowed(directory, "--textfile")
     if not directory.is_dir():
         raise TunehostError(f"--textfile {one_line(directory)}: not a directory (node_exporter's "
                             "--collector.textfile.directory)")
-    return directory / name
+    return replaceable(directory / name, "--textfile")
 
 
 def _store_runs() -> tuple[list | None, str | None]:
@@ -82,7 +84,7 @@ def _store_runs() -> tuple[list | None, str | None]:
     if not path.is_file():
         return [], None
     try:
-        with open_store(path) as store:
+        with open_store(path, create=False) as store:
             return list(store.runs(limit=RUNS_READ)), None
     except (TunehostError, OSError) as exc:
         return None, f"the results store could not be read ({one_line(str(exc), 200)}): speeds from doctor's sample"
@@ -90,20 +92,8 @@ def _store_runs() -> tuple[list | None, str | None]:
 
 def write_atomically(target: Path, text: str) -> None:
     """`text` as `target`: written to a temporary file in the same directory (not *.prom, so the collector never
-    reads it half-written), flushed to disk, made world-readable, then renamed over `target` in one step."""
-    import tempfile
+    reads it half-written), flushed to disk, made world-readable, then renamed over `target` in one step; a
+    target that is not a regular file (a link, a FIFO) is refused (tunehost.cli.output_file)."""
+    from tunehost.cli.output_file import replace_file
 
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    replace_file(target, text, option="--textfile")

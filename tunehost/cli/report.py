@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, List, Optional
@@ -65,6 +65,8 @@ def report(
         raise TunehostError("--open opens the written file: give --output FILE, not -")
     if store is not None and not store.is_file():
         raise TunehostError(f"--store {one_line(store, 200)}: no such results store file")
+    if not to_stdout:
+        page_target(output)  # a FIFO, a device or a link there: one line now, not after the page was built
     loaded = load_checks_warning()
     host = open_host(snapshot)
     facts = HostFacts(host)
@@ -92,7 +94,7 @@ def _runs_store(path: Path | None, *, live: bool) -> Iterator[Any]:
     if path is None and not (live and store_path().is_file()):
         yield None
         return
-    with open_store(path) as store:
+    with open_store(path, create=False) as store:
         yield store
 
 
@@ -100,25 +102,28 @@ def write_page(output: Path, page: str, environ: Mapping[str, str] | None = None
     """Write the page atomically (a temporary file beside it, then a rename), readable by all (it is meant to be
     shared). Run as root through sudo, the file goes to the user who ran sudo: never a root-owned surprise in
     their directory."""
+    from tunehost.cli.output_file import replace_file
+
+    env = os.environ if environ is None else environ
+    target = page_target(output, env)
+    replace_file(target, page, option="--output", owner=sudo_owner(env))
+    return target
+
+
+def page_target(output: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The file --output names (DIR/tunehost-report.html for a directory), checked before anything is built:
+    absent or a regular file, in a directory that exists (tunehost.cli.output_file)."""
+    from tunehost.cli.output_file import directory_link_allowed, replaceable
+
     env = os.environ if environ is None else environ
     target = output.expanduser().absolute()
+    hint = " (give -o - to write the page to stdout)"
     if target.is_dir():
+        directory_link_allowed(target, "--output", env)
         target = target / DEFAULT_OUTPUT
     if not target.parent.is_dir():
         raise TunehostError(f"--output {one_line(output, 200)}: no such directory {one_line(target.parent, 200)}")
-    fd, tmp = tempfile.mkstemp(prefix=".tunehost-report-", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.chmod(tmp, 0o644)
-        owner = sudo_owner(env)
-        if owner is not None:
-            os.chown(tmp, *owner)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return replaceable(target, "--output", hint)
 
 
 def sudo_owner(environ: Mapping[str, str]) -> tuple[int, int] | None:
@@ -149,7 +154,7 @@ def open_in_browser(path: Path, environ: Mapping[str, str] | None = None, *,
         return None if webbrowser.open(path.as_uri()) else f"no browser found: open {path} yourself"
     user = env.get("SUDO_USER", "")
     if not user or user == "root" or first_unwritable(user) or user.startswith("-") or sudo_owner(env) is None:
-        return f"not opening a browser as root: open {path} as your user (xdg-open {path})"
+        return f"not opening a browser as root: open {path} as your user (xdg-open {shlex.quote(str(path))})"
     if not (as_user or _have)("sudo") or not (as_user or _have)("xdg-open"):
         return f"sudo or xdg-open not found: open {path} as {user}"
     passed = [f"{k}={v}" for k in SESSION_VARIABLES if (v := env.get(k)) and not first_unwritable(v)]

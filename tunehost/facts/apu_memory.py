@@ -31,7 +31,7 @@ MAX_CMDLINE_CHARS = 4096                   # COMMAND_LINE_SIZE is 2048 on x86; m
 GTT_OPTIONS = ("ttm.pages_limit", "ttm.page_pool_size", "amdgpu.gttsize")
 IGNORED_OPTIONS = {"amdgpu.gtt_size": "amdgpu.gttsize", "amdttm.pages_limit": "ttm.pages_limit",
                    "ttm.pages_limits": "ttm.pages_limit", "amdgpu.gtt": "amdgpu.gttsize"}
-_OPTION = re.compile(r"^([A-Za-z0-9_.-]{1,64})=([0-9-]{1,20})$")
+_OPTION = re.compile(r"^([A-Za-z0-9_.-]{1,64})=(-1|[0-9]{1,19})$")  # a count, or -1 (amdgpu: automatic)
 
 
 def parse_cmdline_options(text: str | None) -> dict[str, str]:

@@ -77,6 +77,7 @@ def free_impact(free_mib: int | None, total_mib: int | None) -> str | None:
 
 # the kernel's longest link speed text is "64.0 GT/s PCIe" (drivers/pci/pci-sysfs.c); anything much longer is garbage
 MAX_LINK_SPEED_CHARS = 64
+MAX_DRM_CARDS = 64  # /sys/class/drm/card* read: a 16-GPU server has 16 or 17
 _LINK_SPEED = re.compile(r"(?<![\d.])(\d{1,4}(?:\.\d{1,4})?)\s{0,8}GT/s")
 # GT/s per lane -> PCIe generation
 _GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
@@ -177,25 +178,31 @@ def _gather(host: "Host") -> GpuFacts:
     if not nvidia and not has_nvidia_device:
         nv_error = None  # no NVIDIA device: NVML's "library not found" is no news
     drm = DrmFacts.gather(host) if gpus else DrmFacts()
-    gpus = [_with_drm(host, g, drm) for g in gpus]
+    cards = _cards_by_bus(host) if gpus else {}
+    gpus = [_with_drm(host, g, drm, cards) for g in gpus]
     return GpuFacts(tuple(gpus), tuple(accelerators), driver, cuda, nv_source if nvidia else None, nv_error,
                     evidence, drm.note if any(g.vendor != "nvidia" for g in gpus) else None)
 
 
-def _card_of(host: "Host", bus_id: str | None) -> str | None:
-    """The DRM card name (card0, card1) of a PCI address."""
-    if not bus_id:
-        return None
-    for card in host.files.listdir(DRM):
-        if re.fullmatch(r"card\d+", card) and _drm_bus_id(host, f"{DRM}/{card}/device") == bus_id:
-            return card
-    return None
+def _drm_card_names(host: "Host") -> list[str]:
+    """The DRM cards (card0, card1, ...), at most MAX_DRM_CARDS: a snapshot listing 20,000 is not a machine."""
+    return [c for c in host.files.listdir(DRM) if re.fullmatch(r"card\d+", c)][:MAX_DRM_CARDS]
 
 
-def _with_drm(host: "Host", g: GpuInfo, drm: DrmFacts) -> GpuInfo:
+def _cards_by_bus(host: "Host") -> dict[str, str]:
+    """PCI address -> DRM card name (the first card of an address), read once for every GPU."""
+    found: dict[str, str] = {}
+    for card in _drm_card_names(host):
+        bus_id = _drm_bus_id(host, f"{DRM}/{card}/device")
+        if bus_id is not None:
+            found.setdefault(bus_id, card)
+    return found
+
+
+def _with_drm(host: "Host", g: GpuInfo, drm: DrmFacts, cards: Mapping[str, str]) -> GpuInfo:
     """Display connectors for every vendor; per-process VRAM from fdinfo where the driver gave no process list."""
     changes: dict[str, Any] = {}
-    card = _card_of(host, g.pci_bus_id)
+    card = cards.get(g.pci_bus_id) if g.pci_bus_id else None
     if card is not None and card in drm.connected:
         connectors = drm.connected[card]
         changes["connectors"] = connectors
@@ -400,9 +407,7 @@ def _xe_vram_mib(host: "Host", dev: str) -> int | None:
 
 def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
     cards = []
-    for card in host.files.listdir(DRM):
-        if not re.fullmatch(r"card\d+", card):
-            continue
+    for card in _drm_card_names(host):
         dev = f"{DRM}/{card}/device"
         vendor_id = _lower(host.files.read_value(f"{dev}/vendor"))
         if vendor_id is None or vendor_id in BMC_VIDEO_VENDORS:
@@ -419,7 +424,8 @@ def _drm_cards(host: "Host", pci: Mapping[str, PciFunction]) -> list[GpuInfo]:
         if vendor == "intel" and vram is None:
             vram = _xe_vram_mib(host, dev)  # xe has no "used" file: that comes from the fdinfo holders
         gtt = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_total"))
-        gtt_used = _bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_used"))
+        gtt_used = _used_mib(_bytes_mib(host.files.read_int(f"{dev}/mem_info_gtt_used")), gtt)
+        vram_used = _used_mib(vram_used, vram)
         apu_name = AMD_APU_DEVICE_IDS.get(device_id or "") if vendor == "amd" else None
         # a small carve-out beside a large GTT pool is an APU even when its id is not in the table
         carve_out = vendor == "amd" and vram is not None and gtt is not None and vram <= 2048 and gtt >= 4 * vram \
@@ -480,8 +486,16 @@ def _amd_link(host: "Host", dev: str, link: PcieLink) -> PcieLink:
                    source=f"{dev}/pp_dpm_pcie")
 
 
+MAX_MEMORY_BYTES = 1 << 50  # 1 PiB: a GPU memory size above this is garbage (a hostile snapshot), not a size
+
+
 def _bytes_mib(value: int | None) -> int | None:
-    return value // MIB if value is not None and value >= 0 else None
+    return value // MIB if value is not None and 0 <= value < MAX_MEMORY_BYTES else None
+
+
+def _used_mib(used: int | None, total: int | None) -> int | None:
+    """A `mem_info_*_used` value that fits in its total; None when it cannot be (more used than there is)."""
+    return used if used is None or total is None or used <= total else None
 
 
 def _hwmon_temps(host: "Host", dev: str) -> tuple[dict[str, float], dict[str, float]]:

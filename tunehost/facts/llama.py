@@ -279,7 +279,7 @@ def _marker(host: "Host", path: str) -> dict[str, Any]:
     (native/portable) and the ISA it was compiled for; {} when unreadable."""
     try:
         data = json.loads(host.files.read(path) or "")
-    except ValueError:
+    except (ValueError, RecursionError):  # a snapshot's file nested too deep is unreadable, never a traceback
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -31,6 +31,8 @@ DRIFT_STATES = {"slower beyond the noise": "slower", "faster beyond the noise": 
 MAX_MODELS = 50  # models exported (newest measured first): a textfile is scraped every 15-60 s
 MAX_CONFIGS = 16  # configurations per model (its newest runs' first ones)
 MAX_GPUS = 16
+MAX_TESTS = 16  # tests per model and configuration (pp512, tg128 and their depths)
+MAX_SPEEDS = 1000  # speed series in all: what a scrape carries stays bounded whatever the store holds
 
 
 @dataclass(frozen=True)
@@ -299,8 +301,11 @@ def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
 
     out: list[_Speed] = []
     seen: set[tuple[str, str, str, str]] = set()
+    tests: dict[tuple[str, str, str], int] = {}
     models: set[str] = set()
     for run in runs:
+        if len(out) >= MAX_SPEEDS:
+            break
         if run.command not in ("bench", "tune", "server-bench") or not isinstance(run.model_hash, str):
             continue
         if run.model_hash not in models and len(models) >= MAX_MODELS:
@@ -319,9 +324,10 @@ def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
                     continue
                 configs.append(r.config)
             key = (run.model_hash, r.config, r.test, run.command)
-            if key in seen:
+            if key in seen or tests.get(key[:2] + (run.command,), 0) >= MAX_TESTS or len(out) >= MAX_SPEEDS:
                 continue
             seen.add(key)
+            tests[key[:2] + (run.command,)] = tests.get(key[:2] + (run.command,), 0) + 1
             low = high = None
             values = per_round.get(r.config, {}).get(r.test) if isinstance(per_round.get(r.config), Mapping) else None
             if isinstance(values, list):

@@ -18,6 +18,8 @@ directories and the user names in them become ``~``, secrets become ``<redacted>
 
 from __future__ import annotations
 
+import bisect
+
 import dataclasses
 import math
 import re
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 MAX_RUNS = 10_000  # the newest runs of a store the page is built from (docs/report.md)
 MAX_POINTS = 400  # per chart series: more are thinned evenly (the marks always kept), and the page says so
 MAX_MARKS = 60  # drift and host-change marks per chart
+MAX_SERIES = 24  # charts on one page (the most recently measured models): each one is drawn by the browser
 MAX_LATEST = 12  # the newest bench / tune / server-bench runs shown with their results
 MAX_ROWS_PER_RUN = 16
 MAX_PLANS = 6  # models planned (advise runs once per model)
@@ -397,6 +400,9 @@ def build_report(facts: "HostFacts", request: ReportRequest, store: "Store | Non
     plans = tuple(plan_models(host, facts, request, runs))
     series = tuple(chart_series(runs.runs, max_points=request.max_points))
     thinned = [s for s in series if s.thinned]
+    charted = len({r.model_hash for r in runs.runs if r.command in SERIES_COMMANDS and r.tg is not None})
+    if charted > len(series):
+        notes.append(f"TG charts for the {len(series)} most recently measured of {charted} models")
     if any(s.total_marks > len(s.marks) for s in series):
         notes.append(f"charts mark the newest {MAX_MARKS // 2} drift verdict changes and host changes per model")
     if thinned:
@@ -509,21 +515,28 @@ def latest_runs(runs: Sequence[RunView], limit: int = MAX_LATEST) -> list[Latest
     return out
 
 
-def chart_series(runs: Sequence[RunView], *, max_points: int = MAX_POINTS) -> list[Series]:
+def chart_series(runs: Sequence[RunView], *, max_points: int = MAX_POINTS,
+                 max_series: int = MAX_SERIES) -> list[Series]:
     """TG over time per model (oldest first): one point per bench, tune or drift run with a TG, the drift
-    verdicts and the host changes between consecutive runs (identity and llama.cpp build) as marks."""
+    verdicts and the host changes between consecutive runs (identity and llama.cpp build) as marks; the
+    ``max_series`` most recently measured models only."""
     ordered = sorted(runs, key=lambda r: (r.created, r.id))
     changes_at = host_changes(ordered)
     by_model: dict[str, list[RunView]] = {}
     for run in ordered:
         if run.command in SERIES_COMMANDS and run.tg is not None:
             by_model.setdefault(run.model_hash, []).append(run)
+    newest = sorted(by_model, key=lambda d: (by_model[d][-1].created, by_model[d][-1].id))[-max_series:]
+    kept = set(newest)
+    change_times = [m.at for m in changes_at]  # oldest first, as `ordered`
     out = []
     for digest, model_runs in by_model.items():
+        if digest not in kept:
+            continue
         points = [Point(r.created, float(r.tg or 0.0), r.id, r.command) for r in model_runs]
         first, last = points[0].at, points[-1].at
         drifts = drift_marks([r for r in model_runs if r.command == "drift" and r.verdict])
-        changes = [m for m in changes_at if first <= m.at <= last]
+        changes = changes_at[bisect.bisect_left(change_times, first):bisect.bisect_right(change_times, last)]
         shown = sorted(drifts[-MAX_MARKS // 2:] + changes[-MAX_MARKS // 2:], key=lambda m: m.at)
         out.append(Series(model_runs[-1].model, digest, tuple(thin(points, max_points, {m.at for m in shown})),
                           tuple(shown), len(points), len(drifts) + len(changes)))
@@ -612,9 +625,11 @@ def share_text(text: str, names: Iterable[str] = ()) -> str:
     names they named as ``<user>``."""
     from tunehost.host.redact import redact
 
-    words = text.split(" ")
-    if len(words) <= 400:
-        text = " ".join(redact(words))
+    # every word, whatever the count (a bound here once let a 401-word flag list through unredacted), split at
+    # any white space (a line break before `--api-key` hid it); the caller bounds the text (finish: 16,000 chars)
+    parts = re.split(r"(\s+)", text)
+    parts[0::2] = redact(parts[0::2])
+    text = "".join(parts)
     text = _HOME.sub("~", text)
     text = _ROOT_HOME.sub("~", text)
     for name in sorted(names, key=len, reverse=True):

@@ -155,14 +155,18 @@ class NvidiaSmiReport:
 
 MAX_VALUE = 1e15  # no nvidia-smi figure (MiB, MHz, W, %) comes near this
 _NUM = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_NOT_DONE = re.compile(r"[eE][-+]?\d|[xX][0-9a-fA-F]|[.,]\d")  # a number that goes on past what _NUM read
 
 
 def num(text: Any) -> float | None:
     """The first number in a value ("24576 MiB", "16x", "37 C", "27.98 W"); None for N/A, garbage or absent."""
     if text is None:
         return None
-    match = _NUM.search(str(text))
-    return number_text(match.group(), -MAX_VALUE, MAX_VALUE) if match else None  # 10^400 is garbage, not inf
+    value = str(text)
+    match = _NUM.search(value)
+    if match is None or _NOT_DONE.match(value, match.end()):  # "1e999", "0x10", "12,288": not the number shown
+        return None
+    return number_text(match.group(), -MAX_VALUE, MAX_VALUE)  # 10^400 is garbage, not inf
 
 
 def integer(text: Any) -> int | None:

@@ -25,7 +25,7 @@ IORESOURCE_MEM = 0x200
 IORESOURCE_PREFETCH = 0x2000
 IORESOURCE_MEM_64 = 0x100000
 MAX_BAR_BYTES = 1 << 50       # 1 PiB: a "size" above this is garbage, not a BAR
-MAX_RESIZE_BITS = 44          # the ReBAR capability encodes up to 2^43 MB (8 EB); more is garbage
+MAX_RESIZE_BITS = 31          # bit 30 = 1 PiB (MAX_BAR_BYTES); a bitmap with a bit above is garbage, not a BAR
 _LINE = re.compile(r"\s*0x([0-9a-fA-F]{1,16})\s+0x([0-9a-fA-F]{1,16})\s+0x([0-9a-fA-F]{1,16})\s*")
 
 
@@ -64,6 +64,8 @@ def parse_resize(text: str | None) -> tuple[int, ...]:
     if not re.fullmatch(r"(0x)?[0-9a-fA-F]{1,16}", value):
         return ()
     bits = int(value, 16)
+    if bits >> MAX_RESIZE_BITS:
+        return ()
     return tuple(1 << bit for bit in range(MAX_RESIZE_BITS) if bits >> bit & 1)
 
 

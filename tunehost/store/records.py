@@ -284,7 +284,7 @@ def doctor_sample(limit: int = DOCTOR_SAMPLE_RUNS, environ: Mapping[str, str] | 
     sampled: list[dict[str, Any]] = []
     skipped: list[str] = []
     try:  # one run in memory at a time: each becomes its small sampled row before the next is read
-        with open_store(path) as store:
+        with open_store(path, create=False) as store:  # a read: an empty file there never becomes a store
             for run, why in store.iter_runs(limit=limit):
                 if run is not None:
                     sampled.append(_sampled_run(run))

@@ -113,6 +113,12 @@ def store_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "tunehost"
 
 
+def _stored_text(raw: bytes) -> str:
+    """A TEXT value as read: bytes that are not UTF-8 (another program wrote the row) become U+FFFD, so one bad
+    value is one odd character in one row, never a store that cannot be read at all."""
+    return raw.decode("utf-8", errors="replace")
+
+
 def store_path(environ: Mapping[str, str] | None = None) -> Path:
     return store_dir(environ) / DB_NAME
 
@@ -434,9 +440,11 @@ class Store:
                                " = ? LIMIT 1", [tune_key]))  # a row of malformed JSON is no match, not an error
 
 
-def open_store(path: str | os.PathLike[str] | None = None) -> Store:
+def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
     """Open (creating when absent) the store. Raises StoreUnavailable when the directory cannot hold it and
-    TunehostError (one line, naming the file) when the file is not a tunehost store or is damaged."""
+    TunehostError (one line, naming the file) when the file is not a tunehost store or is damaged. With
+    ``create=False`` (a command that only reads: report, export) a file without the tunehost schema (an empty
+    file a user named) is refused before anything is written to it, instead of becoming a store."""
     target = Path(path) if path is not None else store_path()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -451,9 +459,14 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
         db = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"results store {target}: {exc}") from None
+    db.text_factory = _stored_text
     try:
         _refuse_links(target)  # again once open: a link put in its place meanwhile is refused too
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if not create and _version(db) is None:
+            db.close()
+            raise TunehostError(f"{target} is not a tunehost results store (no tunehost schema): not read, "
+                                "not changed")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             raise sqlite3.OperationalError(f"cannot switch to WAL (journal mode {mode[0] if mode else '?'})")
