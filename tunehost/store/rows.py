@@ -33,13 +33,24 @@ MAX_STAGE = 200  # characters of a round's stage (a knob's name)
 MAX_SKIPPED_SHOWN = 20  # reasons kept per read for rows left out
 
 # the runs columns a read selects: the JSON documents only when within their caps (else NULL, and their size)
-RUN_COLUMNS = ("id, created, command, host_fp, build, model_path, model_hash, model_name, label,"
+def _cut(column: str, limit: int) -> str:
+    """``column`` as read: text or blob cut by SQLite one past ``limit``, so a 1 MB name never reaches Python
+    whole and the validation below still sees that it was too long (the row is left out, not silently cut)."""
+    return f"CASE WHEN typeof({column}) IN ('text', 'blob') THEN substr({column}, 1, {limit + 1}) ELSE {column} END"
+
+
+# the runs columns a read selects: names cut past their caps, the JSON documents only when within their caps (else
+# NULL, and their size)
+RUN_COLUMNS = ("id, " + ", ".join(_cut(c, MAX_TEXT) for c in ("created", "command", "host_fp", "build")) + ", "
+               + ", ".join((_cut("model_path", MAX_PATH), _cut("model_hash", MAX_TEXT), _cut("model_name", MAX_PATH),
+                            _cut("label", MAX_TEXT))) + ","
                f" CASE WHEN length(CAST(host_json AS BLOB)) <= {MAX_HOST_READ} THEN host_json END,"
                " length(CAST(host_json AS BLOB)),"
                f" CASE WHEN length(CAST(summary_json AS BLOB)) <= {MAX_SUMMARY_READ} THEN summary_json END,"
                " length(CAST(summary_json AS BLOB))")
-RESULT_COLUMNS = ("config, config_key, CASE WHEN length(CAST(flags_json AS BLOB)) <= "
-                  f"{MAX_FLAGS_READ} THEN flags_json END, test, kind, median_ts, rounds")
+RESULT_COLUMNS = (f"{_cut('config', MAX_TEXT)}, {_cut('config_key', MAX_TEXT)}, CASE WHEN length(CAST(flags_json AS "
+                  f"BLOB)) <= {MAX_FLAGS_READ} THEN flags_json END, {_cut('test', MAX_TEXT)}, {_cut('kind', MAX_TEXT)},"
+                  " median_ts, rounds")
 
 
 def shown(value: Any) -> str:
