@@ -70,3 +70,60 @@ def test_a_bounded_commands_descendant_in_its_own_session_is_killed(tmp_path: Pa
     escapee = int(pid_file.read_text())
     time.sleep(0.3)
     assert not _alive(escapee), "a command's descendant in its own session outlived its deadline"
+
+
+# ---------------------------------------------------------------- 10. the key echoed in another spelling
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=12, max_size=64),
+       st.sampled_from(["prefix", "suffix", "upper", "middle-cut", "base64", "bearer-base64"]))
+def test_an_echoed_key_in_part_or_another_case_is_redacted(key: str, spelling: str) -> None:
+    """A server echoing the key cut short by one character, upper-cased or base64'd printed it (only the whole
+    key and its JSON/percent spellings were redacted)."""
+    import base64
+
+    from tunehost.bench.server.client import MIN_KEY_FRAGMENT, redact
+
+    echoed = {"prefix": key[:-1], "suffix": key[1:], "upper": key.upper(),
+              "middle-cut": key[:MIN_KEY_FRAGMENT] + "..." + key[MIN_KEY_FRAGMENT:],
+              "base64": base64.b64encode(key.encode()).decode(),
+              "bearer-base64": base64.b64encode(f"Bearer {key}".encode()).decode()}[spelling]
+    shown = redact(f"invalid key {echoed} given", (key,))
+    assert "[redacted]" in shown
+    kept = shown.replace("[redacted]", "\0").lower()
+    low = key.lower()
+    assert not any(low[i:i + MIN_KEY_FRAGMENT] in kept for i in range(len(low) - MIN_KEY_FRAGMENT + 1)), shown
+
+
+@pytest.mark.parametrize("first_line", ["sk-\u202eRLO", "sk-\u00e9t\u00e9", "sk-\u200bzw"])
+def test_a_key_an_http_header_cannot_carry_is_refused_when_read(tmp_path: Path, first_line: str) -> None:
+    """A key with U+202E reached http.client (an error at the first request); "é" was sent as latin-1, not as the
+    file's UTF-8 bytes."""
+    from tunehost.bench.server.client import read_api_key
+    from tunehost.errors import TunehostError
+
+    path = tmp_path / "key"
+    path.write_text(first_line + "\n", encoding="utf-8")
+    with pytest.raises(TunehostError, match="printable ASCII"):
+        read_api_key(str(path))
+
+
+# ---------------------------------------------------------------- 1. every request within --timeout
+
+
+def test_the_routers_model_list_ends_at_the_timeout() -> None:
+    """/models (asked when a router is benchmarked without --model) took PROBE_TIMEOUT_S (10 s) from a server
+    that never answers, whatever --timeout said."""
+    import socket
+
+    from tunehost.bench.server.client import ServerClient, parse_target
+    from tunehost.bench.server.rounds import list_models
+
+    with socket.socket() as listener:  # accepts (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        client = ServerClient(parse_target(f"http://127.0.0.1:{listener.getsockname()[1]}"), timeout_s=0.5)
+        began = time.monotonic()
+        assert list_models(client) == []
+        assert time.monotonic() - began < 2.0

@@ -22,6 +22,8 @@ password in a ``--server`` URL).
 
 from __future__ import annotations
 
+import base64
+import functools
 import http.client
 import json
 import re
@@ -42,22 +44,58 @@ MAX_LINE_BYTES = 1024 * 1024  # one SSE line: one token's JSON (with timings) is
 MAX_KEY_BYTES = 4096
 PROBE_TIMEOUT_S = 10.0  # /health and /props answer at once on a live llama-server (even while it generates)
 REDACTED = "[redacted]"
+MIN_KEY_FRAGMENT = 8  # characters of the key, in any case, that are redacted wherever they stand (a key cut short)
 _USERINFO = re.compile(r"(?<=//)[^/?#]*@")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with every secret replaced by [redacted]: each of ``secrets`` (the API key; also its JSON- and
-    percent-escaped spellings) and the user/password part of any URL in it (``http://user:pw@host``). The one
-    function every message of the server bench's HTTP client goes through, before it is shortened (a key cut in
-    half by a length limit would leak its first half)."""
+    """``text`` with every secret replaced by [redacted]: each of ``secrets`` (the API key; also its JSON-,
+    percent- and base64-escaped spellings, and any MIN_KEY_FRAGMENT characters of it in any letter case: a
+    server that echoes the key cut short, upper-cased or with "..." in its middle) and the user/password part of
+    any URL in it (``http://user:pw@host``). The one function every message of the server bench's HTTP client
+    goes through, before it is shortened (a key cut in half by a length limit would leak its first half)."""
     text = _USERINFO.sub(REDACTED + "@", text)
     for secret in secrets:
         if not secret:
             continue
-        for spelling in {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe="")}:
-            text = text.replace(spelling, REDACTED)
+        for spelling in sorted(_spellings(secret), key=len, reverse=True):
+            text = re.sub(re.escape(spelling), REDACTED, text, flags=re.IGNORECASE)
+        text = _redact_fragments(text, secret)
     return text
+
+
+@functools.lru_cache(maxsize=8)
+def _spellings(secret: str) -> frozenset[str]:
+    b64 = {base64.b64encode(s.encode()).decode().rstrip("=") for s in (secret, f"Bearer {secret}")}
+    return frozenset({secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""), *b64})
+
+
+@functools.lru_cache(maxsize=8)
+def _fragments(secret: str) -> tuple[int, frozenset[str]]:
+    low = secret.lower()
+    size = min(len(low), MIN_KEY_FRAGMENT)
+    return size, frozenset(low[i:i + size] for i in range(len(low) - size + 1))
+
+
+def _redact_fragments(text: str, secret: str) -> str:
+    """``text`` with every run of MIN_KEY_FRAGMENT (or, for a shorter key, all) characters that also stand in
+    ``secret`` (letter case ignored) replaced by one [redacted]."""
+    size, windows = _fragments(secret)
+    low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)  # index for index with `text`
+    marked = [False] * len(text)
+    for i in range(len(text) - size + 1):
+        if low[i:i + size] in windows:
+            marked[i:i + size] = [True] * size
+    if not any(marked):
+        return text
+    out: list[str] = []
+    for i, ch in enumerate(text):
+        if not marked[i]:
+            out.append(ch)
+        elif i == 0 or not marked[i - 1]:
+            out.append(REDACTED)
+    return "".join(out)
 
 
 def _shown_url(url: str) -> str:
@@ -182,9 +220,10 @@ def read_api_key(path: str) -> str:
     except UnicodeDecodeError:
         raise TunehostError(f"--api-key-file {one_line(path, 200)}: not UTF-8 text") from None
     key = lines[0].strip() if lines else ""
-    if not key or any(ord(c) < 33 or ord(c) == 127 for c in key):
+    # printable ASCII: http.client would send "é" as latin-1, not the UTF-8 key the file holds, and refuse U+202E
+    if not key or any(not 33 <= ord(c) <= 126 for c in key):
         raise TunehostError(f"--api-key-file {one_line(path, 200)}: the first line holds no key (one word, "
-                            "printable, no spaces)")
+                            "printable ASCII, no spaces)")
     return key
 
 
@@ -303,11 +342,12 @@ class ServerClient:
         return self._fail(f"{self._where(path)} answered {status}: {_error_text(data, raw)}")
 
     def _parse(self, raw: bytes, path: str, *, strict: bool = True) -> Any:
-        """The JSON of an answer, with the API key out of every string in it (a key spelled with JSON escapes
-        passes the byte scrub: it must not reach a table, a --save file or the store through /props)."""
+        """The JSON of an answer, with the API key out of every string in it (a key spelled with JSON escapes, cut
+        short or upper-cased passes the byte scrub: it must not reach a table, a --save file or the store through
+        /props)."""
         try:
             data = json.loads(raw)
-            return _without(data, self._api_key) if self._api_key and b"\\" in raw else data
+            return _without(data, self._api_key) if self._api_key else data
         except (ValueError, RecursionError):
             if not strict:
                 return None
@@ -394,9 +434,9 @@ class ServerGone(TunehostError):
 
 
 def _without(data: Any, secret: str) -> Any:
-    """``data`` (parsed JSON) with ``secret`` redacted from every string, keys included."""
+    """``data`` (parsed JSON) with ``secret`` redacted (:func:`redact`) from every string, keys included."""
     if isinstance(data, str):
-        return data.replace(secret, REDACTED) if secret in data else data
+        return redact(data, (secret,))
     if isinstance(data, list):
         return [_without(v, secret) for v in data]
     if isinstance(data, dict):

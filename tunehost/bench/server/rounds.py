@@ -196,7 +196,7 @@ def probe(client: ServerClient, *, model: str | None = None, wait_s: float | Non
 
 def list_models(client: ServerClient) -> list[str]:
     try:
-        _, data = client.request_json("GET", "/models", timeout_s=PROBE_TIMEOUT_S)
+        _, data = client.request_json("GET", "/models", timeout_s=min(client.timeout_s, PROBE_TIMEOUT_S))
     except TunehostError:
         return []
     items = data.get("data") if isinstance(data, dict) else None
