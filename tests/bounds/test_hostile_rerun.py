@@ -127,3 +127,39 @@ def test_the_routers_model_list_ends_at_the_timeout() -> None:
         began = time.monotonic()
         assert list_models(client) == []
         assert time.monotonic() - began < 2.0
+
+
+# ---------------------------------------------------------------- 9. shell lines and units: invisible characters
+
+INVISIBLE = ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200b", "\u200d", "\u00ad", "\ufeff",
+             "\U000e0041", "\u061c", "\u2060"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(min_size=0, max_size=6), st.sampled_from(INVISIBLE), st.text(min_size=0, max_size=6),
+       st.sampled_from(["shell", "systemd"]))
+def test_an_invisible_format_character_never_reaches_a_shell_line_or_a_unit(head: str, ch: str, tail: str,
+                                                                             fmt: str) -> None:
+    """A --model path with U+202E (or another Cf character) was written into the shell line and ExecStart=
+    verbatim: the command a person reads before running it reads differently from what runs (Ollama and INI
+    refused the same path)."""
+    from tunehost.errors import TunehostError
+    from tunehost.formats.quoting import shell_word, systemd_quote
+
+    quote = shell_word if fmt == "shell" else systemd_quote
+    with pytest.raises(TunehostError) as err:
+        quote(f"/m/{head}{ch}{tail}.gguf")
+    assert "\n" not in str(err.value) and str(err.value).isprintable()
+
+
+def test_a_linked_model_with_a_bidi_override_is_refused_by_every_format(cli, tmp_path: Path) -> None:
+    from tests.advise.conftest import dense_tensors, write_gguf
+
+    snapshot = Path(__file__).resolve().parents[1] / "data" / "snapshots" / "desktop-12700f-rtx3060"
+    real = write_gguf(tmp_path / "a\u202efdp.gguf", "llama", dense_tensors(2), n_layer=2)
+    link = tmp_path / "clean.gguf"
+    link.symlink_to(real)
+    for fmt in ("shell", "systemd", "ollama"):
+        r = cli("advise", "--model", str(link), "--no-probe", "--snapshot", str(snapshot), "--format", fmt)
+        assert r.exit_code == 1, (fmt, r.output)
+        assert "\u202e" not in r.output and "U+202E" in r.output
