@@ -163,3 +163,20 @@ def test_a_linked_model_with_a_bidi_override_is_refused_by_every_format(cli, tmp
         r = cli("advise", "--model", str(link), "--no-probe", "--snapshot", str(snapshot), "--format", fmt)
         assert r.exit_code == 1, (fmt, r.output)
         assert "\u202e" not in r.output and "U+202E" in r.output
+
+
+# ---------------------------------------------------------------- a named binary is run exactly
+
+
+@pytest.mark.parametrize("named", ["", " ", "no\n\x1b[31mred"])
+def test_a_named_llama_bench_that_names_nothing_is_refused(tmp_path: Path, monkeypatch, named: str) -> None:
+    """`--llama-bench ""` ran the current directory's llama-bench (Path("") is "."), which nobody named; an error
+    quoted the name raw (a newline and an ESC in one error line)."""
+    from tunehost.bench.llama_bench import find_llama_bench
+    from tunehost.errors import TunehostError
+
+    _program(tmp_path / "llama-bench", "exit 0")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TunehostError) as err:
+        find_llama_bench(named)
+    assert str(err.value).isprintable()
