@@ -180,3 +180,13 @@ def test_a_named_llama_bench_that_names_nothing_is_refused(tmp_path: Path, monke
     with pytest.raises(TunehostError) as err:
         find_llama_bench(named)
     assert str(err.value).isprintable()
+
+
+def test_an_empty_llama_bench_is_refused_on_the_command_line(cli, tmp_path: Path, monkeypatch) -> None:
+    """typer turned `--llama-bench ""` into Path("."): the current directory's llama-bench ran."""
+    marker = tmp_path / "ran"
+    _program(tmp_path / "llama-bench", f"touch {marker}")
+    monkeypatch.chdir(tmp_path)
+    r = cli("bench", "-m", str(tmp_path / "m.gguf"), "--llama-bench", "", "--budget", "0")
+    assert r.exit_code == 1 and "empty path" in r.output
+    assert not marker.exists()
