@@ -190,3 +190,28 @@ def test_an_empty_llama_bench_is_refused_on_the_command_line(cli, tmp_path: Path
     r = cli("bench", "-m", str(tmp_path / "m.gguf"), "--llama-bench", "", "--budget", "0")
     assert r.exit_code == 1 and "empty path" in r.output
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------- 15. llama-fit-params' -ts as llama.cpp reads it
+
+NON_ASCII_DIGITS = ["\u0663", "\uff11", "\U0001d7d9", "\u0967", "1_0", "+1", " 1", "1\u00a0"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["0", "1", "0.5", "3", ".25", "1e2"]), min_size=0, max_size=3),
+       st.sampled_from(NON_ASCII_DIGITS), st.lists(st.sampled_from(["1", "2.5"]), max_size=3))
+def test_a_tensor_split_is_written_only_in_ascii_decimals(head: list[str], odd: str, tail: list[str]) -> None:
+    """Python's float() reads "٣", "１", "𝟙" and "1_0": `-ts ٣,1` from llama-fit-params was written into the
+    command as it came (llama.cpp's std::stof reads none of them as Python does)."""
+    from tunehost.advise.flags import FitProbe, fit_unusable
+
+    ts = ",".join([*head, odd, *tail])
+    why = fit_unusable(FitProbe(4096, 10, ts, ()))
+    assert why is not None and why.isprintable() and "-ts" in why
+
+
+def test_a_placement_in_other_digits_is_no_placement() -> None:
+    from tunehost.advise.flags import parse_fit_params
+
+    assert parse_fit_params("-c \u0664\u0660\u0669\u0666 -ngl \u0664\u0669\n") is None
+    assert parse_fit_params("-c 4096 -ngl 49\n") is not None
