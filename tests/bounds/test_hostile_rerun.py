@@ -215,3 +215,20 @@ def test_a_placement_in_other_digits_is_no_placement() -> None:
 
     assert parse_fit_params("-c \u0664\u0660\u0669\u0666 -ngl \u0664\u0669\n") is None
     assert parse_fit_params("-c 4096 -ngl 49\n") is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~", min_size=10,
+               max_size=40).filter(lambda s: not s.isdigit()),
+       st.sampled_from(["http://[::1]:8080/?key={s}", "http://h/p#{s}", "http://h:1/?a=1&token={s}",
+                        "http://user:{s}", "http://user:{s}/", "http://[::1]:{s}/x", "https://u:{s}@[::1]:1/",
+                        "http://{s}@h", "ftp://u:{s}"]))
+def test_a_secret_anywhere_in_a_refused_url_is_never_quoted(secret: str, shape: str) -> None:
+    """The password of `http://user:PASSWORD` (no "@host": it stands where the port goes) and a key in a query
+    (`?key=...`) or fragment were quoted in the refusal."""
+    from tunehost.bench.server.client import parse_target
+    from tunehost.errors import TunehostError
+
+    with pytest.raises(TunehostError) as err:
+        parse_target(shape.format(s=secret))
+    assert secret not in str(err.value) and "[redacted]" in str(err.value)

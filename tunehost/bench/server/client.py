@@ -47,6 +47,8 @@ REDACTED = "[redacted]"
 MIN_KEY_FRAGMENT = 8  # characters of the key, in any case, that are redacted wherever they stand (a key cut short)
 _USERINFO = re.compile(r"(?<=//)[^/?#]*@")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
+_QUERY = re.compile(r"[?#].*", re.DOTALL)
+_NOT_A_PORT = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://(?:\[[^\]/]*\]|[^/:\[\]]*)):(?![0-9]*(?:/|$))([^/]*)")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
@@ -100,12 +102,15 @@ def _redact_fragments(text: str, secret: str) -> str:
 
 def _shown_url(url: str) -> str:
     """A --server URL as an error may show it: one line, everything between the scheme and its last "@" (a user
-    and password, even one holding a "/" or with no scheme) redacted."""
+    and password, even one holding a "/" or with no scheme) redacted; so are a query or fragment (``?key=...``)
+    and a port that is no number (``http://user:PASSWORD/``, the password of a URL that lost its "@host")."""
     at = url.rfind("@")
     if at >= 0:
         scheme = _SCHEME.match(url)
         start = scheme.end() if scheme else 0
         url = url[:start] + REDACTED + url[at:] if at >= start else url
+    url = _QUERY.sub(lambda m: m.group(0)[0] + REDACTED, url)
+    url = _NOT_A_PORT.sub(lambda m: m.group(1) + ":" + REDACTED, url)
     return one_line(redact(url), 300)
 
 
