@@ -232,3 +232,34 @@ def test_a_secret_anywhere_in_a_refused_url_is_never_quoted(secret: str, shape: 
     with pytest.raises(TunehostError) as err:
         parse_target(shape.format(s=secret))
     assert secret not in str(err.value) and "[redacted]" in str(err.value)
+
+
+def test_a_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C again during the SIGTERM grace raised KeyboardInterrupt out of stop(): no SIGKILL went out, the
+    server (and a child in its own session) lived on, and atexit printed a traceback."""
+    from tunehost.bench.server import launch
+
+    monkeypatch.setattr(launch, "STOP_GRACE_S", 5.0)
+    pid_file = tmp_path / "escapee.pid"
+    wrapper = _program(tmp_path / "llama-server",
+                       f"{_escapee(pid_file)}\ntrap '' TERM INT\n"
+                       f"exec \"{sys.executable}\" \"{HOSTILE}\" --mode ok \"$@\"")
+    served = launch.ServedServer([str(wrapper)], name="A", start_timeout_s=10.0)
+    with within("a Ctrl-C while stopping", seconds=15.0, peak_bytes=16 * MiB):
+        served.__enter__()
+        leader, escapee = served.proc.pid, int(pid_file.read_text())
+        real_wait = served.proc.wait
+        calls = []
+
+        def interrupted_wait(timeout=None):
+            calls.append(timeout)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return real_wait(timeout)
+
+        monkeypatch.setattr(served.proc, "wait", interrupted_wait)
+        began = time.monotonic()
+        served.stop()  # no KeyboardInterrupt out of it
+        assert time.monotonic() - began < 4.0, "the grace was waited out after Ctrl-C"
+    time.sleep(0.3)
+    assert not _alive(leader) and not _alive(escapee)

@@ -212,20 +212,24 @@ class ServedServer:
         """SIGTERM to the server's whole process group; once the server (the group's leader) has exited, or after
         STOP_GRACE_S, SIGKILL to the group, always: a child of it that ignores SIGTERM or outlives its parent (a
         wrapper script's llama-server) goes with it, as run_bounded does for every other command; so does every
-        process carrying the server's run mark (one that left the group: a double fork and setsid()). Idempotent."""
+        process carrying the server's run mark (one that left the group: a double fork and setsid()). A Ctrl-C while
+        it stops cuts the grace short (SIGKILL at once) instead of leaving the server running. Idempotent."""
         proc = self.proc
         if proc is not None:
-            if proc.poll() is None:
-                _signal_group(proc, signal.SIGTERM, self._mark)
-                try:
-                    proc.wait(STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    pass
+            try:
+                if proc.poll() is None:
+                    _signal_group(proc, signal.SIGTERM, self._mark)
+                    try:
+                        proc.wait(STOP_GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        pass
+            except KeyboardInterrupt:  # another Ctrl-C while it stops: no more grace (and no traceback)
+                pass
             _signal_group(proc, signal.SIGKILL, self._mark)  # whatever is left in its group, the leader included
             try:
                 proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:  # a leader stuck in the kernel (D state): not waited on forever
-                pass
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a leader stuck in the kernel (D state), or
+                pass  # Ctrl-C again: not waited on forever; SIGKILL went out
         with _lock:
             _live.discard(self)
         if self._log is not None and not self._log.closed:
