@@ -263,3 +263,46 @@ def test_a_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatc
         assert time.monotonic() - began < 4.0, "the grace was waited out after Ctrl-C"
     time.sleep(0.3)
     assert not _alive(leader) and not _alive(escapee)
+
+
+# ---------------------------------------------------------------- 3. /tokenize: a flood of tokens per call
+
+
+@pytest.mark.parametrize("per_word", [17, 1000, 100_000])
+def test_a_token_flood_is_refused_before_it_is_validated(per_word: int) -> None:
+    """A /tokenize answering 16M tokens (32 MiB) to a 72-word request was parsed and checked token by token on
+    every call: `--depths 64 --budget 0 --clients 1,4` took 81 s and 234 MB; now the answer is capped at what N
+    words can be (MAX_TOKENS_PER_WORD each) and refused past it."""
+    from tunehost.bench.server.client import parse_target
+    from tunehost.bench.server.rounds import MAX_TOKENS_PER_WORD, TOKEN_JSON_BYTES, TOKENIZE_SLACK, seeded_prompt
+    from tunehost.errors import TunehostError
+
+    asked: list[int] = []
+
+    class Tokenizer:
+        timeout_s = 10.0
+        target = parse_target("http://127.0.0.1:9")
+
+        def request_json(self, method, path, body, timeout_s=None, max_bytes=None):
+            words = len(body["content"].split())
+            asked.append(max_bytes)
+            assert max_bytes is not None and max_bytes <= (words * MAX_TOKENS_PER_WORD + TOKENIZE_SLACK) \
+                * TOKEN_JSON_BYTES + 4096
+            return 200, {"tokens": [3] * (words * per_word)}
+
+    with within("a token flood", seconds=2.0, peak_bytes=64 * MiB):
+        with pytest.raises(TunehostError, match="not a real tokenizer"):
+            seeded_prompt(Tokenizer(), 64, 42)  # type: ignore[arg-type]
+    assert len(asked) == 1
+
+
+def test_a_requests_byte_cap_is_the_callers() -> None:
+    from tests.bounds.hostile_http import HostileServer
+    from tunehost.bench.server.client import ServerClient, parse_target
+    from tunehost.errors import TunehostError
+
+    with HostileServer("ok") as server:
+        client = ServerClient(parse_target(server.url), timeout_s=5.0)
+        with pytest.raises(TunehostError, match="larger than 100 bytes"):
+            client.request_json("GET", "/props", max_bytes=100)
+        assert client.request_json("GET", "/props")[0] == 200

@@ -339,7 +339,8 @@ class ServerClient:
             return self._fail(f"{where}: {exc or type(exc).__name__}")
         return exc
 
-    def _read_body(self, response: http.client.HTTPResponse, path: str, deadline: Deadline) -> bytes:
+    def _read_body(self, response: http.client.HTTPResponse, path: str, deadline: Deadline,
+                   max_bytes: int = MAX_RESPONSE_BYTES) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -352,9 +353,9 @@ class ServerClient:
             if not chunk:
                 return self._scrub(b"".join(chunks))
             size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise self._fail(f"{self._where(path)}: answer larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                 "not a llama-server")
+            if size > max_bytes:
+                raise self._fail(f"{self._where(path)}: answer larger than {_size(max_bytes)} (what a "
+                                 "llama-server sends for this request); not a llama-server")
             chunks.append(chunk)
 
     def _status_error(self, path: str, status: int, data: Any, raw: bytes) -> TunehostError:
@@ -378,14 +379,16 @@ class ServerClient:
     # ------------------------------------------------------------ requests
 
     def request_json(self, method: str, path: str, body: Mapping[str, Any] | None = None, *,
-                     timeout_s: float | None = None, ok: tuple[int, ...] = (200,)) -> tuple[int, Any]:
-        """(status, parsed JSON) of one request within one deadline (``timeout_s``, default the client's);
+                     timeout_s: float | None = None, ok: tuple[int, ...] = (200,),
+                     max_bytes: int = MAX_RESPONSE_BYTES) -> tuple[int, Any]:
+        """(status, parsed JSON) of one request within one deadline (``timeout_s``, default the client's) and at
+        most ``max_bytes`` (the caller's smaller cap when it knows the answer's size, e.g. /tokenize of N words);
         statuses outside ``ok`` (and 401/403) are errors."""
         deadline = Deadline(self.timeout_s if timeout_s is None else timeout_s)
         try:
             conn, response = self._open(method, path, body, deadline)
             try:
-                raw = self._read_body(response, path, deadline)
+                raw = self._read_body(response, path, deadline, min(max_bytes, MAX_RESPONSE_BYTES))
             finally:
                 conn.close()
         finally:
@@ -447,6 +450,10 @@ class ServerClient:
             deadline.cancel()
             if conn is not None:
                 conn.close()
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
 
 
 class ServerGone(TunehostError):
