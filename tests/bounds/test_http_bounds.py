@@ -162,7 +162,7 @@ def test_a_prompt_takes_at_most_the_cap_of_requests(n_tokens: int, per_word: flo
         timeout_s = 10.0
         target = parse_target("http://127.0.0.1:9")
 
-        def request_json(self, method, path, body, timeout_s=None):
+        def request_json(self, method, path, body, timeout_s=None, max_bytes=None):
             self.calls += 1
             words = len(body["content"].split())
             return 200, {"tokens": [3] * max(1, int(words * per_word))}

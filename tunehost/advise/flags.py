@@ -266,7 +266,7 @@ __all__ = ["ServerCaps", "FitProbe", "parse_help", "read_caps", "help_crash", "c
 # ---- llama-fit-params: llama.cpp's own placement (tools/fit-params/fit-params.cpp) ----
 
 FIT_TIMEOUT_S = 120.0
-_FIT_LINE = re.compile(r"(?:^|\s)-c\s+(\d{1,12})\s+-ngl\s+(-?\d{1,12})(?!\d)")
+_FIT_LINE = re.compile(r"(?:^|\s)-c\s+(\d{1,12})\s+-ngl\s+(-?\d{1,12})(?!\d)", re.ASCII)  # "٤٩" is no count
 # llama-fit-params' output is read like any other program's: what tunehost writes into a command from it is held to
 # what llama.cpp itself accepts (common/arg.cpp: -ts takes fewer than llama_max_devices() = 16 proportions, -ot is
 # `tensor-regex=BUFFER_TYPE,...` with a backend's buffer type name), and to a printable, bounded form
@@ -275,6 +275,9 @@ FIT_MAX_DEVICES = 16  # src/llama.cpp llama_max_devices()
 FIT_MAX_OVERRIDES = 1024
 _FIT_BUFT = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]{0,63}")
 _FIT_PATTERN = re.compile(r"[!-~]{1,512}")  # printable ASCII, no blank: a tensor-name regex
+# one -ts proportion as tunehost writes it: ASCII decimal digits (Python's float() also reads "1_0", "٣" and "１",
+# which would reach the command as they came and which llama.cpp's std::stof reads otherwise or not at all)
+_FIT_SHARE = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
 _EXPERT_LAYER = re.compile(r"^blk\\\.(\d+)\\\.ffn_\(up\|down\|gate(?:\|gate_up)?\)_(?:\(ch\|\))?exps$")
 
 
@@ -316,6 +319,8 @@ def fit_unusable(probe: FitProbe) -> str | None:
         try:
             shares = [float(p) for p in parts] if len(parts) < FIT_MAX_DEVICES else []
         except ValueError:
+            shares = []
+        if not all(_FIT_SHARE.fullmatch(p) for p in parts):
             shares = []
         if not shares or not all(math.isfinite(x) and 0 <= x <= 1e6 for x in shares) or not any(shares):
             return (f"-ts '{one_line(probe.tensor_split, 40)}' is not up to {FIT_MAX_DEVICES - 1} finite, "

@@ -32,6 +32,7 @@ from typing import Any
 from tunehost.bounds import MAX_TOKENS_PER_S, number, require_token_count, require_tokens_per_s
 from tunehost.errors import TunehostError
 from tunehost.facts.llama_exit import exit_status, explain_exit
+from tunehost.printable import one_line
 
 BENCH_BINARY = "llama-bench"
 # Fields that become BenchResult attributes; everything else goes to BenchResult.flags.
@@ -513,6 +514,8 @@ def find_llama_bench(
     from tunehost.host.samples import llama_bin_dir_problem, llama_program_candidates, llama_search_dirs
 
     if explicit is not None:
+        if not str(explicit).strip():  # Path("") is ".": the current directory's llama-bench, which nobody named
+            raise TunehostError("--llama-bench: an empty path names no llama-bench")
         location = Path(explicit).expanduser()
         places = [location] if location.is_file() else [location, location / "build" / "bin", location / "bin"]
         for place in places:
@@ -520,7 +523,7 @@ def find_llama_bench(
             if candidate.is_file() and os.access(candidate, os.X_OK):
                 # absolute: Path("./llama-bench") prints as "llama-bench", which exec would look up on PATH
                 return Path(os.path.abspath(candidate))
-        raise TunehostError(f"no executable llama-bench at {explicit}")
+        raise TunehostError(f"no executable llama-bench at {one_line(explicit, 200)}")
     problem = llama_bin_dir_problem(environ, BENCH_BINARY)
     if problem:  # the user's chosen build is not there: an error, never a silent fallback to another build
         raise TunehostError(problem)

@@ -66,7 +66,7 @@ def bench(
     import_file: Optional[Path] = typer.Option(None, "--import", metavar="FILE",
                                                help="Show llama-bench results you already have (Markdown, CSV, JSON, "
                                                     "JSONL) instead of running anything."),
-    llama_bench: Optional[Path] = typer.Option(None, "--llama-bench", metavar="PATH",
+    llama_bench: Optional[str] = typer.Option(None, "--llama-bench", metavar="PATH",
                                                help="The llama-bench binary (or its directory)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (the --save format)."),
     server: Optional[str] = typer.Option(None, "--server", metavar="URL",
@@ -105,6 +105,8 @@ def bench(
     from tunehost.bench import runner
 
     budget_s = parse_duration(budget, option="--budget")
+    if llama_bench is not None and not llama_bench.strip():  # as a Path, "" was "." (the current directory)
+        raise TunehostError("--llama-bench: an empty path names no llama-bench")
     if server is not None or serve:
         if baseline or candidate or advised or import_file or compare or llama_bench or depth is not None \
                 or n_prompt is not None:

@@ -16,20 +16,34 @@ from __future__ import annotations
 
 import re
 import shlex
+import unicodedata
 
 from tunehost.errors import TunehostError
 from tunehost.printable import one_line, require_printable
 
 
+def _refuse_invisible(arg: str, where: str) -> str:
+    """`arg` unchanged, or TunehostError when it holds an invisible format character (Unicode Cf: a bidi override
+    or isolate such as U+202E, a zero-width space or joiner, a soft hyphen, a tag character): written verbatim,
+    the line a person reads before running it would not be the line that runs ("Trojan Source")."""
+    for ch in arg:
+        if unicodedata.category(ch) == "Cf":
+            raise TunehostError(f"a llama-server argument contains U+{ord(ch):04X}, an invisible character that "
+                                f"would make {where} read differently from what runs: rename it "
+                                f"({one_line(arg, 120)!r})")
+    return arg
+
+
 def shell_word(arg: str) -> str:
-    """One shell word, quoted; a control character is refused."""
-    return shlex.quote(require_printable(arg, "a llama-server argument"))
+    """One shell word, quoted; a control character or an invisible format character is refused."""
+    return shlex.quote(_refuse_invisible(require_printable(arg, "a llama-server argument"), "the shell line"))
 
 
 def systemd_quote(arg: str) -> str:
     """One ExecStart/Environment word: C-style escapes doubled, specifiers (%) and $ escaped, quoted if needed.
-    A word with a control character is refused: a newline would end the ExecStart= line (systemd.syntax(7))."""
-    require_printable(arg, "a llama-server argument")
+    A word with a control character is refused: a newline would end the ExecStart= line (systemd.syntax(7)); so is
+    one with an invisible format character (a bidi override)."""
+    _refuse_invisible(require_printable(arg, "a llama-server argument"), "the unit")
     escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
     if escaped and not any(c in escaped for c in " \t'\"\\;") and escaped == arg:
         return escaped

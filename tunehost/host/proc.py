@@ -8,6 +8,8 @@ Bounds (docs/bounds.md):
 - time: the program runs in its own session (process group); at `timeout_s` the whole group gets SIGTERM, then
   SIGKILL after `KILL_GRACE_S`, so neither a program that never exits nor one that ignores SIGTERM holds tunehost.
   A leader that exits while a child it left behind keeps the pipes open is followed by the same kill.
+  A descendant that left the group (a double fork and setsid()) is found by the mark in its environment
+  (MARK_VAR, unique per run: :func:`marked_env`) and gets the same signals (:func:`signal_marked`).
 - memory: both pipes are read as they fill (no thread per stream, one `selectors` loop), each stream keeps at most
   `max_stdout` / `max_stderr` bytes and a line may be at most `max_line` bytes; past either the group is killed
   and the result says "output too large", so a flood costs at most the caps, never the flood.
@@ -18,6 +20,7 @@ Bounds (docs/bounds.md):
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -110,6 +113,44 @@ class _Stream:
             self._emit()
 
 
+MARK_VAR = "TUNEHOST_RUN_MARK"  # in the environment of every program tunehost runs and stops: its descendants inherit it
+MAX_ENVIRON_BYTES = 1 << 20  # of one process's /proc/PID/environ while looking for the mark
+
+
+def marked_env(env: Mapping[str, str] | None = None) -> tuple[dict[str, str], str]:
+    """(`env` or tunehost's environment with a fresh run mark, the mark): what :func:`signal_marked` finds again."""
+    mark = secrets.token_hex(12)
+    return {**(os.environ if env is None else env), MARK_VAR: mark}, mark
+
+
+def signal_marked(mark: str, sig: int) -> int:
+    """Send `sig` to every process whose environment carries `mark` (:func:`marked_env`): the descendants of a
+    program tunehost started, also those that left its process group and session (a double fork and setsid()),
+    which killpg cannot reach. Bounded: one read of at most MAX_ENVIRON_BYTES per process. How many were signalled."""
+    needle = f"{MARK_VAR}={mark}".encode()
+    signalled = 0
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return 0
+    for name in entries:
+        pid = int(name)
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = fh.read(MAX_ENVIRON_BYTES)
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ.split(b"\0"):
+            try:
+                os.kill(pid, sig)
+                signalled += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return signalled
+
+
 def start_detached(argv: Sequence[str], env: Mapping[str, str]) -> None:
     """Start a program and do not wait for it: a browser outlives tunehost (run_bounded would kill it at its
     deadline). An argument list, never a shell; in its own session; its input and output go nowhere."""
@@ -132,10 +173,11 @@ def run_bounded(
     Never raises for the program's behaviour; an interrupt (KeyboardInterrupt) kills the group and propagates."""
     args = tuple(str(a) for a in argv)
     started = time.monotonic()
+    run_env, mark = marked_env(env)
     try:
         process = subprocess.Popen(
             list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, env=None if env is None else dict(env), cwd=cwd, close_fds=True,
+            start_new_session=True, env=run_env, cwd=cwd, close_fds=True,
         )
     except (OSError, ValueError) as exc:  # not found, not executable, exec format error, a NUL in an argument
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -145,9 +187,9 @@ def run_bounded(
     deadline = started + max(0.0, timeout_s)
     timed_out = False
     try:
-        timed_out = _pump(process, streams, deadline)
+        timed_out = _pump(process, streams, deadline, mark)
     except BaseException:
-        _kill_group(process)
+        _kill_group(process, mark)
         raise
     finally:
         for pipe in streams:
@@ -163,7 +205,7 @@ def run_bounded(
                          elapsed_s=time.monotonic() - started, timeout_s=timeout_s)
 
 
-def _pump(process: subprocess.Popen[bytes], streams: dict, deadline: float) -> bool:
+def _pump(process: subprocess.Popen[bytes], streams: dict, deadline: float, mark: str) -> bool:
     """Read both pipes until they close; kill the group at the deadline or past a cap. True when it timed out."""
     selector = selectors.DefaultSelector()
     for pipe in streams:
@@ -174,12 +216,12 @@ def _pump(process: subprocess.Popen[bytes], streams: dict, deadline: float) -> b
         while selector.get_map():
             now = time.monotonic()
             if now >= deadline:
-                _kill_group(process)
+                _kill_group(process, mark)
                 return True
             if exited_at is None and process.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > DRAIN_S:
-                _kill_group(process)  # a child left behind holds the pipes: the command is over
+                _kill_group(process, mark)  # a child left behind holds the pipes: the command is over
                 break
             wait = min(deadline - now, 0.1 if exited_at is None else DRAIN_S)
             for key, _ in selector.select(timeout=max(0.0, wait)):
@@ -194,7 +236,7 @@ def _pump(process: subprocess.Popen[bytes], streams: dict, deadline: float) -> b
                 stream = streams[key.fileobj]
                 stream.feed(chunk)
                 if stream.over is not None:
-                    _kill_group(process)
+                    _kill_group(process, mark)
                     return False
     finally:
         selector.close()
@@ -202,18 +244,20 @@ def _pump(process: subprocess.Popen[bytes], streams: dict, deadline: float) -> b
     try:
         process.wait(timeout=max(0.0, remaining))
     except subprocess.TimeoutExpired:  # closed both pipes but lives on
-        _kill_group(process)
+        _kill_group(process, mark)
         return True
     return False
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the process group, SIGKILL after KILL_GRACE_S if the leader is still there; reaps the leader."""
+def _kill_group(process: subprocess.Popen[bytes], mark: str) -> None:
+    """SIGTERM to the process group (and every process carrying the run's mark), SIGKILL after KILL_GRACE_S if the
+    leader is still there; reaps the leader."""
     for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
         try:
             os.killpg(process.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+        signal_marked(mark, sig)
         try:
             process.wait(timeout=grace)
             if sig == signal.SIGTERM:
@@ -221,6 +265,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
                     os.killpg(process.pid, signal.SIGKILL)  # the leader went: its children go with it
                 except (ProcessLookupError, PermissionError):
                     pass
+                signal_marked(mark, signal.SIGKILL)
             return
         except subprocess.TimeoutExpired:
             continue

@@ -22,6 +22,8 @@ password in a ``--server`` URL).
 
 from __future__ import annotations
 
+import base64
+import functools
 import http.client
 import json
 import re
@@ -42,32 +44,87 @@ MAX_LINE_BYTES = 1024 * 1024  # one SSE line: one token's JSON (with timings) is
 MAX_KEY_BYTES = 4096
 PROBE_TIMEOUT_S = 10.0  # /health and /props answer at once on a live llama-server (even while it generates)
 REDACTED = "[redacted]"
+MIN_KEY_FRAGMENT = 8  # characters of the key, in any case, that are redacted wherever they stand (a key cut short)
+FRAGMENT_SCAN_CHARS = 64 * 1024  # of one text scanned for fragments (what is shown is its start; a 32 MiB chat
+# template is searched for the key's whole spellings only: the scan costs ~0.4 s per MiB)
 _USERINFO = re.compile(r"(?<=//)[^/?#]*@")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
+_QUERY = re.compile(r"[?#].*", re.DOTALL)
+_NOT_A_PORT = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://(?:\[[^\]/]*\]|[^/:\[\]]*)):(?![0-9]*(?:/|$))([^/]*)")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with every secret replaced by [redacted]: each of ``secrets`` (the API key; also its JSON- and
-    percent-escaped spellings) and the user/password part of any URL in it (``http://user:pw@host``). The one
-    function every message of the server bench's HTTP client goes through, before it is shortened (a key cut in
-    half by a length limit would leak its first half)."""
+    """``text`` with every secret replaced by [redacted]: each of ``secrets`` (the API key; also its JSON-,
+    percent- and base64-escaped spellings, and any MIN_KEY_FRAGMENT characters of it in any letter case: a
+    server that echoes the key cut short, upper-cased or with "..." in its middle) and the user/password part of
+    any URL in it (``http://user:pw@host``). The one function every message of the server bench's HTTP client
+    goes through, before it is shortened (a key cut in half by a length limit would leak its first half)."""
     text = _USERINFO.sub(REDACTED + "@", text)
     for secret in secrets:
         if not secret:
             continue
-        for spelling in {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe="")}:
+        for spelling in _spellings(secret):  # exact: any letter case is the fragment scan's
             text = text.replace(spelling, REDACTED)
+        text = _redact_fragments(text, secret)
     return text
+
+
+@functools.lru_cache(maxsize=8)
+def _spellings(secret: str) -> tuple[str, ...]:
+    """Every escaped spelling of ``secret``, longest first."""
+    b64 = {base64.b64encode(s.encode()).decode().rstrip("=") for s in (secret, f"Bearer {secret}")}
+    spellings = {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""), *b64}
+    return tuple(sorted(spellings, key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=8)
+def _fragments(secret: str) -> tuple[int, frozenset[str]]:
+    low = secret.lower()
+    size = min(len(low), MIN_KEY_FRAGMENT)
+    return size, frozenset(low[i:i + size] for i in range(len(low) - size + 1))
+
+
+def _mentions(raw: bytes, secret: str) -> bool:
+    """Whether an answer holds a spelling or a fragment of ``secret`` at all (the walk of every string in it is
+    left out for the usual answer: a streamed token's event costs ~5 us instead of ~15)."""
+    size, windows = _fragments(secret)
+    low = raw.lower().decode("utf-8", "replace")
+    return any(w in low for w in windows) or any(s in raw.decode("utf-8", "replace") for s in _spellings(secret))
+
+
+def _redact_fragments(text: str, secret: str) -> str:
+    """``text`` with every run of MIN_KEY_FRAGMENT (or, for a shorter key, all) characters that also stand in
+    ``secret`` (letter case ignored) replaced by one [redacted], in its first FRAGMENT_SCAN_CHARS characters."""
+    if len(text) > FRAGMENT_SCAN_CHARS:
+        return _redact_fragments(text[:FRAGMENT_SCAN_CHARS], secret) + text[FRAGMENT_SCAN_CHARS:]
+    size, windows = _fragments(secret)
+    low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)  # index for index with `text`
+    marked = [False] * len(text)
+    for i in range(len(text) - size + 1):
+        if low[i:i + size] in windows:
+            marked[i:i + size] = [True] * size
+    if not any(marked):
+        return text
+    out: list[str] = []
+    for i, ch in enumerate(text):
+        if not marked[i]:
+            out.append(ch)
+        elif i == 0 or not marked[i - 1]:
+            out.append(REDACTED)
+    return "".join(out)
 
 
 def _shown_url(url: str) -> str:
     """A --server URL as an error may show it: one line, everything between the scheme and its last "@" (a user
-    and password, even one holding a "/" or with no scheme) redacted."""
+    and password, even one holding a "/" or with no scheme) redacted; so are a query or fragment (``?key=...``)
+    and a port that is no number (``http://user:PASSWORD/``, the password of a URL that lost its "@host")."""
     at = url.rfind("@")
     if at >= 0:
         scheme = _SCHEME.match(url)
         start = scheme.end() if scheme else 0
         url = url[:start] + REDACTED + url[at:] if at >= start else url
+    url = _QUERY.sub(lambda m: m.group(0)[0] + REDACTED, url)
+    url = _NOT_A_PORT.sub(lambda m: m.group(1) + ":" + REDACTED, url)
     return one_line(redact(url), 300)
 
 
@@ -182,9 +239,10 @@ def read_api_key(path: str) -> str:
     except UnicodeDecodeError:
         raise TunehostError(f"--api-key-file {one_line(path, 200)}: not UTF-8 text") from None
     key = lines[0].strip() if lines else ""
-    if not key or any(ord(c) < 33 or ord(c) == 127 for c in key):
+    # printable ASCII: http.client would send "é" as latin-1, not the UTF-8 key the file holds, and refuse U+202E
+    if not key or any(not 33 <= ord(c) <= 126 for c in key):
         raise TunehostError(f"--api-key-file {one_line(path, 200)}: the first line holds no key (one word, "
-                            "printable, no spaces)")
+                            "printable ASCII, no spaces)")
     return key
 
 
@@ -281,7 +339,8 @@ class ServerClient:
             return self._fail(f"{where}: {exc or type(exc).__name__}")
         return exc
 
-    def _read_body(self, response: http.client.HTTPResponse, path: str, deadline: Deadline) -> bytes:
+    def _read_body(self, response: http.client.HTTPResponse, path: str, deadline: Deadline,
+                   max_bytes: int = MAX_RESPONSE_BYTES) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -294,20 +353,22 @@ class ServerClient:
             if not chunk:
                 return self._scrub(b"".join(chunks))
             size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise self._fail(f"{self._where(path)}: answer larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                 "not a llama-server")
+            if size > max_bytes:
+                raise self._fail(f"{self._where(path)}: answer larger than {_size(max_bytes)} (what a "
+                                 "llama-server sends for this request); not a llama-server")
             chunks.append(chunk)
 
     def _status_error(self, path: str, status: int, data: Any, raw: bytes) -> TunehostError:
         return self._fail(f"{self._where(path)} answered {status}: {_error_text(data, raw)}")
 
     def _parse(self, raw: bytes, path: str, *, strict: bool = True) -> Any:
-        """The JSON of an answer, with the API key out of every string in it (a key spelled with JSON escapes
-        passes the byte scrub: it must not reach a table, a --save file or the store through /props)."""
+        """The JSON of an answer, with the API key out of every string in it (a key spelled with JSON escapes, cut
+        short or upper-cased passes the byte scrub: it must not reach a table, a --save file or the store through
+        /props)."""
         try:
             data = json.loads(raw)
-            return _without(data, self._api_key) if self._api_key and b"\\" in raw else data
+            key = self._api_key
+            return _without(data, key) if key and (b"\\" in raw or _mentions(raw, key)) else data
         except (ValueError, RecursionError):
             if not strict:
                 return None
@@ -318,14 +379,16 @@ class ServerClient:
     # ------------------------------------------------------------ requests
 
     def request_json(self, method: str, path: str, body: Mapping[str, Any] | None = None, *,
-                     timeout_s: float | None = None, ok: tuple[int, ...] = (200,)) -> tuple[int, Any]:
-        """(status, parsed JSON) of one request within one deadline (``timeout_s``, default the client's);
+                     timeout_s: float | None = None, ok: tuple[int, ...] = (200,),
+                     max_bytes: int = MAX_RESPONSE_BYTES) -> tuple[int, Any]:
+        """(status, parsed JSON) of one request within one deadline (``timeout_s``, default the client's) and at
+        most ``max_bytes`` (the caller's smaller cap when it knows the answer's size, e.g. /tokenize of N words);
         statuses outside ``ok`` (and 401/403) are errors."""
         deadline = Deadline(self.timeout_s if timeout_s is None else timeout_s)
         try:
             conn, response = self._open(method, path, body, deadline)
             try:
-                raw = self._read_body(response, path, deadline)
+                raw = self._read_body(response, path, deadline, min(max_bytes, MAX_RESPONSE_BYTES))
             finally:
                 conn.close()
         finally:
@@ -389,14 +452,18 @@ class ServerClient:
                 conn.close()
 
 
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
+
+
 class ServerGone(TunehostError):
     """The server closed a connection mid-request (it crashed, was killed, or restarted)."""
 
 
 def _without(data: Any, secret: str) -> Any:
-    """``data`` (parsed JSON) with ``secret`` redacted from every string, keys included."""
-    if isinstance(data, str):
-        return data.replace(secret, REDACTED) if secret in data else data
+    """``data`` (parsed JSON) with ``secret`` redacted (:func:`redact`) from every string, keys included."""
+    if isinstance(data, str):  # shorter than a fragment (a token's text): no spelling of the key fits in it
+        return data if len(data) < min(len(secret), MIN_KEY_FRAGMENT) else redact(data, (secret,))
     if isinstance(data, list):
         return [_without(v, secret) for v in data]
     if isinstance(data, dict):

@@ -128,6 +128,7 @@ class ServedServer:
         self.start_timeout_s = start_timeout_s
         self._api_key = api_key
         self.proc: subprocess.Popen[bytes] | None = None
+        self._mark: str | None = None
         self._log: Any = None
 
     @property
@@ -135,9 +136,12 @@ class ServedServer:
         return tuple(self.argv)
 
     def __enter__(self) -> "ServedServer":
+        from tunehost.host.proc import marked_env
+
         self._log = tempfile.TemporaryFile(prefix="tunehost-llama-server-")
+        env, self._mark = marked_env()
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._log,
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._log, env=env,
                                          stderr=subprocess.STDOUT, start_new_session=True,
                                          preexec_fn=_die_with_parent)
         except OSError as exc:
@@ -207,20 +211,25 @@ class ServedServer:
     def stop(self) -> None:
         """SIGTERM to the server's whole process group; once the server (the group's leader) has exited, or after
         STOP_GRACE_S, SIGKILL to the group, always: a child of it that ignores SIGTERM or outlives its parent (a
-        wrapper script's llama-server) goes with it, as run_bounded does for every other command. Idempotent."""
+        wrapper script's llama-server) goes with it, as run_bounded does for every other command; so does every
+        process carrying the server's run mark (one that left the group: a double fork and setsid()). A Ctrl-C while
+        it stops cuts the grace short (SIGKILL at once) instead of leaving the server running. Idempotent."""
         proc = self.proc
         if proc is not None:
-            if proc.poll() is None:
-                _signal_group(proc, signal.SIGTERM)
-                try:
-                    proc.wait(STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    pass
-            _signal_group(proc, signal.SIGKILL)  # whatever is left in its group, the leader included
+            try:
+                if proc.poll() is None:
+                    _signal_group(proc, signal.SIGTERM, self._mark)
+                    try:
+                        proc.wait(STOP_GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        pass
+            except KeyboardInterrupt:  # another Ctrl-C while it stops: no more grace (and no traceback)
+                pass
+            _signal_group(proc, signal.SIGKILL, self._mark)  # whatever is left in its group, the leader included
             try:
                 proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:  # a leader stuck in the kernel (D state): not waited on forever
-                pass
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a leader stuck in the kernel (D state), or
+                pass  # Ctrl-C again: not waited on forever; SIGKILL went out
         with _lock:
             _live.discard(self)
         if self._log is not None and not self._log.closed:
@@ -246,11 +255,15 @@ def crash_explanation(rc: int) -> str:
     return f" — {why}" if why else ""
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+def _signal_group(proc: subprocess.Popen[bytes], sig: int, mark: str | None) -> None:
+    from tunehost.host.proc import signal_marked
+
     try:
         os.killpg(proc.pid, sig)  # start_new_session: its pgid is its pid
     except (ProcessLookupError, PermissionError):
         pass
+    if mark:
+        signal_marked(mark, sig)  # a descendant that left the group (double fork, setsid)
 
 
 def stop_all() -> None:

@@ -51,6 +51,9 @@ CACHE_RAM_UNKNOWN = ("not reported by /props (llama-server keeps a host-RAM prom
 CONTEXT_MARGIN = 8  # tokens kept free of the context besides n_gen (BOS, the first generated token's position)
 MAX_TOKENIZE_PER_PROMPT = 3  # /tokenize requests for one prompt (one is the rule; two when it falls short)
 MIN_TOKENS_PER_WORD = 0.5  # every word of WORDS is at least one token in a real vocabulary
+MAX_TOKENS_PER_WORD = 16  # no word of WORDS (10 letters at most, and its blank) is more tokens, even byte by byte
+TOKENIZE_SLACK = 64  # tokens beside the words: the "{seed}: " prefix, a BOS
+TOKEN_JSON_BYTES = 12  # "2147483647, ": the most one token id takes in /tokenize's JSON
 COLD_PROMPT_SLACK = 4  # prompt_n may exceed the tokens sent by a BOS the server adds
 MAX_RATE_TS = 1e7  # no CPU or GPU processes ten million tokens a second: a server claiming it is lying
 SERVER_CLOCK_SLACK = 1.1  # the server's own times must fit in the client's wall time (+10 %, +50 ms)
@@ -196,7 +199,7 @@ def probe(client: ServerClient, *, model: str | None = None, wait_s: float | Non
 
 def list_models(client: ServerClient) -> list[str]:
     try:
-        _, data = client.request_json("GET", "/models", timeout_s=PROBE_TIMEOUT_S)
+        _, data = client.request_json("GET", "/models", timeout_s=min(client.timeout_s, PROBE_TIMEOUT_S))
     except TunehostError:
         return []
     items = data.get("data") if isinstance(data, dict) else None
@@ -276,8 +279,13 @@ def seeded_prompt(client: ServerClient, n_tokens: int, seed: int, model: str | N
                                 "(--timeout)")
         if budget is not None:
             budget.take(url)
-        _, data = client.request_json("POST", "/tokenize", body, timeout_s=min(client.timeout_s, left))
+        most = words * MAX_TOKENS_PER_WORD + TOKENIZE_SLACK  # a flood of tokens is refused before it is parsed
+        _, data = client.request_json("POST", "/tokenize", body, timeout_s=min(client.timeout_s, left),
+                                      max_bytes=most * TOKEN_JSON_BYTES + 4096)
         got = data.get("tokens") if isinstance(data, dict) else None
+        if isinstance(got, list) and len(got) > most:
+            raise TunehostError(f"{url}/tokenize: {len(got)} tokens for {words} words: not a real tokenizer (no "
+                                f"word is more than {MAX_TOKENS_PER_WORD}); not a usable llama-server")
         if not isinstance(got, list) or not got or not all(whole(t, 0, 1 << 31) is not None for t in got):
             raise TunehostError(f"{url}/tokenize: no token list in the answer; not a llama-server")
         if len(got) < words * MIN_TOKENS_PER_WORD:
