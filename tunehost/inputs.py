@@ -59,7 +59,24 @@ def _open_input(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat_r
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise TunehostError(f"{shown}: is {file_kind(info.st_mode)}, not {what}")
+    kernel = _kernel_file(fd)
+    if kernel:  # /proc/kmsg is "regular" and a read of it drains the kernel log; none of these is a user's file
+        os.close(fd)
+        raise TunehostError(f"{shown}: is a kernel interface file under {kernel}, not {what}")
     return fd, info
+
+
+KERNEL_TREES = ("/proc", "/sys")  # procfs and sysfs: files whose read has effects (kmsg) or no fixed content
+
+
+def _kernel_file(fd: int) -> str | None:
+    """The kernel tree (/proc, /sys) the opened file lies in, by the path the kernel gives for the fd (links and
+    bind paths followed), or None."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc mounted: nothing under it can have been opened through it either
+        return None
+    return next((tree for tree in KERNEL_TREES if real == tree or real.startswith(tree + "/")), None)
 
 
 def input_file_size(path: str | os.PathLike[str], what: str) -> int:

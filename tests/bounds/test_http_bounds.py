@@ -113,14 +113,25 @@ def test_the_probe_wait_is_wall_clock() -> None:
 # ---------------------------------------------------------------- 2. the API key file
 
 
-@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "large"])
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "large", "procfs", "sysfs", "link to procfs"])
 def test_the_api_key_file_is_read_bounded(cli, tmp_path: Path, kind: str) -> None:
-    """`--api-key-file FIFO` blocked for ever in a plain open(); every kind but a regular file is one line."""
+    """`--api-key-file FIFO` blocked for ever in a plain open(); every kind but a regular file is one line. A
+    kernel file looks regular but is no user's file (a read of /proc/kmsg drains the kernel log): refused before
+    any read (shown here with files whose read is harmless)."""
     path = tmp_path / "key"
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "device":
         path = Path("/dev/zero")
+    elif kind == "procfs":
+        path = Path("/proc/self/environ")
+    elif kind == "sysfs":
+        path = next((p for p in (Path("/sys/kernel/mm/transparent_hugepage/enabled"), Path("/sys/power/state"),
+                                 Path("/sys/kernel/uevent_seqnum")) if p.is_file()), None)
+        if path is None:
+            pytest.skip("no sysfs file to name here")
+    elif kind == "link to procfs":
+        path.symlink_to("/proc/self/environ")
     elif kind == "directory":
         path.mkdir()
     else:

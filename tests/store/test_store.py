@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,9 @@ def test_where_the_store_lives(tmp_path):
     assert str(store_dir({"XDG_STATE_HOME": "/x/state", "HOME": "/home/u"})) == "/x/state/tunehost"
     assert str(store_dir({"HOME": "/home/u"})) == "/home/u/.local/state/tunehost"
     assert store_path({"TUNEHOST_STATE_DIR": str(tmp_path)}).name == "results.sqlite3"
+    # a relative state dir is named absolute in every message; a relative XDG_STATE_HOME is invalid (XDG spec)
+    assert store_dir({"TUNEHOST_STATE_DIR": "rel/dir"}) == Path.cwd() / "rel" / "dir"
+    assert str(store_dir({"XDG_STATE_HOME": "x/state", "HOME": "/home/u"})) == "/home/u/.local/state/tunehost"
 
 
 def test_record_and_read_back_newest_first(tmp_path):

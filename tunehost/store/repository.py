@@ -106,10 +106,14 @@ class StoreUnavailable(TunehostError):
 
 
 def store_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the results store lives: $TUNEHOST_STATE_DIR (a relative one is taken from the working directory and
+    every message names it absolute), else $XDG_STATE_HOME/tunehost (only an absolute one: the XDG spec says a
+    relative one is invalid and ignored), else ~/.local/state/tunehost."""
     env = os.environ if environ is None else environ
     if env.get(STATE_ENV):
-        return Path(env[STATE_ENV])
-    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
+        return Path(env[STATE_ENV]).absolute()
+    xdg = env.get("XDG_STATE_HOME") or ""
+    base = xdg if os.path.isabs(xdg) else str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
     return Path(base) / "tunehost"
 
 
