@@ -316,12 +316,8 @@ def fit_unusable(probe: FitProbe) -> str | None:
         return f"-ngl {probe.gpu_layers} is not a layer count"
     if probe.tensor_split is not None:
         parts = re.split(r"[,/]+", probe.tensor_split)
-        try:
-            shares = [float(p) for p in parts] if len(parts) < FIT_MAX_DEVICES else []
-        except ValueError:
-            shares = []
-        if not all(_FIT_SHARE.fullmatch(p) for p in parts):
-            shares = []
+        shares = [float(p) for p in parts] \
+            if len(parts) < FIT_MAX_DEVICES and all(_FIT_SHARE.fullmatch(p) for p in parts) else []
         if not shares or not all(math.isfinite(x) and 0 <= x <= 1e6 for x in shares) or not any(shares):
             return (f"-ts '{one_line(probe.tensor_split, 40)}' is not up to {FIT_MAX_DEVICES - 1} finite, "
                     "non-negative proportions")

@@ -151,6 +151,17 @@ def signal_marked(mark: str, sig: int) -> int:
     return signalled
 
 
+def signal_run(pgid: int, sig: int, mark: str | None) -> None:
+    """Send `sig` to the process group `pgid` (a program started in its own session: its pgid is its pid) and, when
+    `mark` is given, to every process carrying it (:func:`signal_marked`: one that left the group)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if mark:
+        signal_marked(mark, sig)
+
+
 def start_detached(argv: Sequence[str], env: Mapping[str, str]) -> None:
     """Start a program and do not wait for it: a browser outlives tunehost (run_bounded would kill it at its
     deadline). An argument list, never a shell; in its own session; its input and output go nowhere."""
@@ -253,19 +264,11 @@ def _kill_group(process: subprocess.Popen[bytes], mark: str) -> None:
     """SIGTERM to the process group (and every process carrying the run's mark), SIGKILL after KILL_GRACE_S if the
     leader is still there; reaps the leader."""
     for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        signal_marked(mark, sig)
+        signal_run(process.pid, sig, mark)
         try:
             process.wait(timeout=grace)
             if sig == signal.SIGTERM:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)  # the leader went: its children go with it
-                except (ProcessLookupError, PermissionError):
-                    pass
-                signal_marked(mark, signal.SIGKILL)
+                signal_run(process.pid, signal.SIGKILL, mark)  # the leader went: its children go with it
             return
         except subprocess.TimeoutExpired:
             continue

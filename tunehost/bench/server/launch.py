@@ -214,18 +214,20 @@ class ServedServer:
         wrapper script's llama-server) goes with it, as run_bounded does for every other command; so does every
         process carrying the server's run mark (one that left the group: a double fork and setsid()). A Ctrl-C while
         it stops cuts the grace short (SIGKILL at once) instead of leaving the server running. Idempotent."""
+        from tunehost.host.proc import signal_run
+
         proc = self.proc
         if proc is not None:
             try:
                 if proc.poll() is None:
-                    _signal_group(proc, signal.SIGTERM, self._mark)
+                    signal_run(proc.pid, signal.SIGTERM, self._mark)
                     try:
                         proc.wait(STOP_GRACE_S)
                     except subprocess.TimeoutExpired:
                         pass
             except KeyboardInterrupt:  # another Ctrl-C while it stops: no more grace (and no traceback)
                 pass
-            _signal_group(proc, signal.SIGKILL, self._mark)  # whatever is left in its group, the leader included
+            signal_run(proc.pid, signal.SIGKILL, self._mark)  # whatever is left in its group, the leader included
             try:
                 proc.wait(STOP_GRACE_S)
             except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a leader stuck in the kernel (D state), or
@@ -253,17 +255,6 @@ def crash_explanation(rc: int) -> str:
 
     why = explain_exit("llama-server", rc, live_cpu_flags())
     return f" — {why}" if why else ""
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int, mark: str | None) -> None:
-    from tunehost.host.proc import signal_marked
-
-    try:
-        os.killpg(proc.pid, sig)  # start_new_session: its pgid is its pid
-    except (ProcessLookupError, PermissionError):
-        pass
-    if mark:
-        signal_marked(mark, sig)  # a descendant that left the group (double fork, setsid)
 
 
 def stop_all() -> None:
