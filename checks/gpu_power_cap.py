@@ -28,7 +28,7 @@ class GpuPowerCapCheck(Check):
 
     def run(self, facts) -> Iterable[Finding]:
         gpus = facts.get(GpuFacts)
-        cards = [g for g in gpus.gpus if not g.integrated]
+        cards = gpus.discrete
         if not cards:
             yield self.skip("no discrete GPU found" + (f" ({gpus.nvidia_error})" if gpus.nvidia_error else ""))
             return
