@@ -24,15 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tunehost.parsers.nvidia_smi import IDLE_PSTATE, IN_USE_PCT, LOW_PSTATE
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
 INTERVAL_S = 1.0
 LOADED_PCT = 50          # a sample counts as "under load" from this GPU utilisation (a desktop at P8 reaches 34 %)
 MAX_SAMPLES = 3600       # an hour at 1 Hz; older samples are dropped
-ACTIVE_PCT = 5           # a sample counts as "in use" from this utilisation: partial offload keeps the GPU mostly idle
-LOW_PSTATE = 3           # NVIDIA P3 and above while in use: stuck in a low performance state (llama.cpp#17880)
-IDLE_PSTATE = 5          # P5 and above are idle states (GpuInfo.idle): a display's load there is not the run's
 THROTTLE_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
                     "sw_thermal_slowdown": "SW thermal slowdown", "hw_power_brake_slowdown": "HW power brake",
                     "intel_thermal": "thermal limit", "intel_prochot": "PROCHOT", "intel_ratl": "RATL thermal limit",
@@ -188,11 +187,11 @@ def judge_gpu(samples: Sequence[GpuSample]) -> GpuWatch:
 
 
 def _low_pstate(gpu: str, rows: Sequence[GpuSample], summary: dict[str, Any]) -> str | None:
-    """NVIDIA only: the best (lowest) P-state while the GPU was in use (utilisation >= ACTIVE_PCT, which partial
+    """NVIDIA only: the best (lowest) P-state while the GPU was in use (utilisation >= IN_USE_PCT, which partial
     offload rarely exceeds by much) and below the idle states, and the clock-event reasons then, into the summary; a
     finding when the card never left P3-P4 (llama.cpp#17880: an RTX 3060 held in P3 during partial offload)."""
     active = [s for s in rows if s.pstate is not None and s.pstate < IDLE_PSTATE and s.utilization_pct is not None
-              and s.utilization_pct >= ACTIVE_PCT]
+              and s.utilization_pct >= IN_USE_PCT]
     if not active:
         return None
     best = min(s.pstate for s in active if s.pstate is not None)
