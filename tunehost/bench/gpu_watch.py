@@ -237,12 +237,17 @@ def amdgpu_cards(host: "Host") -> list[str]:
     return cards
 
 
+def amdgpu_label(dev: str) -> str:
+    """"AMD GPU card0": the name a card's samples and its energy counter are joined by."""
+    return f"AMD GPU {dev.split('/')[4]}"
+
+
 def read_amdgpu(host: "Host", dev: str) -> dict[str, Any]:
     """One amdgpu reading from sysfs: busy %, current sclk/mclk, power and cap (hwmon, µW), edge and junction
     temperature against the junction's critical mark, and the current/max PCIe DPM level."""
     from tunehost.facts.gpu import parse_pp_dpm_pcie
 
-    row: dict[str, Any] = {"gpu": f"AMD GPU {dev.split('/')[4]}",
+    row: dict[str, Any] = {"gpu": amdgpu_label(dev),
                            "utilization_pct": host.files.read_int(f"{dev}/gpu_busy_percent"),
                            "sm_clock_mhz": _current_mhz(host.files.read(f"{dev}/pp_dpm_sclk")),
                            "mem_clock_mhz": _current_mhz(host.files.read(f"{dev}/pp_dpm_mclk"))}
@@ -339,7 +344,7 @@ class GpuSampler:
         if cards:
             from tunehost.bench.energy import read_amdgpu_energy
 
-            self._energy = lambda: {f"AMD GPU {dev.split('/')[4]}": read_amdgpu_energy(self.host, dev) for dev in cards}
+            self._energy = lambda: {amdgpu_label(dev): read_amdgpu_energy(self.host, dev) for dev in cards}
             return lambda: [read_amdgpu(self.host, dev) for dev in cards]
         gts = intel_gts(self.host) if self.host.live else []
         if gts:
