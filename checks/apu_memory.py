@@ -73,7 +73,7 @@ class ApuMemoryCheck(Check):
             yield self.skip("no AMD APU (integrated Radeon) found: the GPU's memory is its own VRAM")
             return
         yield from self._options(mem)
-        discrete = [g for g in gpus.gpus if not g.integrated]
+        discrete = gpus.discrete
         for g in mem.gpus:
             if discrete:  # a desktop Ryzen's 2-CU iGPU beside an RTX card: nobody runs the model on it
                 yield self.skip(f"{g.label} sits beside the discrete {discrete[0].label}: inference runs there, the "

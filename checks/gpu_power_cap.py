@@ -11,9 +11,8 @@ from typing import Iterable
 
 from tunehost.check import Check, Finding, Fix
 from tunehost.facts.gpu import GpuFacts, GpuInfo
-from tunehost.facts.power_cap import SOURCE, tg_share_at_cap
+from tunehost.facts.power_cap import POWER_CAP_NOTICE, SOURCE, tg_share_at_cap
 
-NOTICE = 0.9      # an enforced limit below this share of the default is reported
 WARN_SHARE = 0.9  # ... and warned about when the sweeps keep less than this share of the speed at its low end
 WHY = ("Single-stream token generation reads weights at memory bandwidth and needs little core power, so a moderate "
        "cap costs little; below about half the default the clocks fall far enough that decode slows, and near the "
@@ -28,7 +27,7 @@ class GpuPowerCapCheck(Check):
 
     def run(self, facts) -> Iterable[Finding]:
         gpus = facts.get(GpuFacts)
-        cards = [g for g in gpus.gpus if not g.integrated]
+        cards = gpus.discrete
         if not cards:
             yield self.skip("no discrete GPU found" + (f" ({gpus.nvidia_error})" if gpus.nvidia_error else ""))
             return
@@ -45,7 +44,7 @@ class GpuPowerCapCheck(Check):
             what = " and ".join(n for n, v in zip(names, (limit, default)) if not _plausible(v))
             return self.skip(f"{g.label}: the {what} could not be read (driver, source or value)", ev)
         ratio = limit / default  # type: ignore[operator]
-        if ratio >= NOTICE:
+        if ratio >= POWER_CAP_NOTICE:
             return self.ok(f"{g.label}: power limit {limit:.0f} W, the default is {default:.0f} W", ev)
         share = tg_share_at_cap(ratio)
         summary = (f"{g.label}: power limit {limit:.0f} W is {ratio:.0%} of the default {default:.0f} W; "

@@ -51,7 +51,7 @@ class ResizableBarCheck(Check):
 
     def run(self, facts) -> Iterable[Finding]:
         gpus = facts.get(GpuFacts)
-        discrete = [g for g in gpus.gpus if not g.integrated]
+        discrete = gpus.discrete
         if not discrete:
             why = "no discrete GPU found" if not gpus.gpus else "only integrated GPUs: they map system memory, no BAR"
             yield self.skip(why + (f" ({gpus.nvidia_error})" if gpus.nvidia_error and not gpus.gpus else ""))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
-from tunehost.bounds import whole_text
 from tunehost.check import Check, Finding, Fix
 from tunehost.facts.chassis import VM_FIRMWARE, MachineFacts, machine_of
 from tunehost.facts.gpu import GpuFacts, GpuInfo
 from tunehost.facts.thermal import TempReading, ThermalFacts, throttle_evidence
+from tunehost.parsers.nvidia_smi import IN_USE_PCT, LOW_PSTATE
 
 AMD_TJMAX_C = 95.0        # Ryzen desktop/mobile Tjmax (3700X/7000-series 95 C; some parts 90, laptops up to 105)
 CPU_HOT_C = 80.0          # sustained inference at or above this is close to throttling
@@ -63,13 +63,11 @@ def cpu_reading(cpu: tuple[TempReading, ...]) -> TempReading | None:
 
 
 RECHECK_PSTATE = "nvidia-smi --query-gpu=pstate,utilization.gpu,clocks.mem --format=csv -l 1"
-LOW_PSTATE = 3          # P3 and above while in use: a low performance state (llama.cpp#17880: RTX 3060 in P3)
-IN_USE_PCT = 5
 
 
 def low_pstate_in_use(g: GpuInfo) -> str | None:
     """"<gpu> is in use (39 %) but in P3 ..." when an NVIDIA GPU doing work sits in P3 or a lower-power state."""
-    level = whole_text(g.pstate[1:], 0, 15) if g.vendor == "nvidia" and g.pstate and g.pstate[:1] == "P" else None
+    level = g.pstate_level if g.vendor == "nvidia" else None
     util = g.utilization_pct
     if level is None or level < LOW_PSTATE or util is None or util < IN_USE_PCT or g.idle:
         return None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class,
                                      tg_band)
+from tunehost.facts.power_cap import POWER_CAP_NOTICE
 
 GB = 1e9
 
@@ -64,7 +65,7 @@ class Measurement:
         """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own."""
         if self.runtime == "ollama":
             return "ollama"
-        if self.power_ratio is not None and self.power_ratio < 0.9:
+        if self.power_ratio is not None and self.power_ratio < POWER_CAP_NOTICE:
             return "power-capped"
         return {"gpu": "gpu", "split": "split", "cpu": "cpu"}.get(self.kind, "unified")
 

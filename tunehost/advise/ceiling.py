@@ -280,7 +280,6 @@ BAND_MODELS: dict[str, BandModel] = {
 # RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 counted CPU rows of the published
 # data (0.16-0.85); used when nothing was measured (a snapshot, a busy host)
 CPU_DIMM_EFFICIENCY = 0.67
-POWER_CAP_NOTICE = 0.9  # an enforced limit below this share of the default limit is named in the band
 
 # ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
 # A core streams at most PER_CORE_PULL_GBPS (outstanding misses x line size / latency); an AMD CCD reads through one
@@ -437,7 +436,7 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
     The last part is read by the CPU when the class is `cpu` or there are two parts (a GPU + RAM split): there
     `context.cpu` caps its bandwidth at what the cores can pull and compute. `table` replaces BAND_MODELS
     (calibration experiments)."""
-    from tunehost.facts.power_cap import tg_share_at_cap
+    from tunehost.facts.power_cap import POWER_CAP_NOTICE, tg_share_at_cap
 
     ctx = context or BandContext()
     ratio = power_ratio if power_ratio is not None else ctx.power_ratio

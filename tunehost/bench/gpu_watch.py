@@ -24,15 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tunehost.parsers.nvidia_smi import IDLE_PSTATE, IN_USE_PCT, LOW_PSTATE
+
 if TYPE_CHECKING:
     from tunehost.host import Host
 
 INTERVAL_S = 1.0
 LOADED_PCT = 50          # a sample counts as "under load" from this GPU utilisation (a desktop at P8 reaches 34 %)
 MAX_SAMPLES = 3600       # an hour at 1 Hz; older samples are dropped
-ACTIVE_PCT = 5           # a sample counts as "in use" from this utilisation: partial offload keeps the GPU mostly idle
-LOW_PSTATE = 3           # NVIDIA P3 and above while in use: stuck in a low performance state (llama.cpp#17880)
-IDLE_PSTATE = 5          # P5 and above are idle states (GpuInfo.idle): a display's load there is not the run's
 THROTTLE_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
                     "sw_thermal_slowdown": "SW thermal slowdown", "hw_power_brake_slowdown": "HW power brake",
                     "intel_thermal": "thermal limit", "intel_prochot": "PROCHOT", "intel_ratl": "RATL thermal limit",
@@ -188,11 +187,11 @@ def judge_gpu(samples: Sequence[GpuSample]) -> GpuWatch:
 
 
 def _low_pstate(gpu: str, rows: Sequence[GpuSample], summary: dict[str, Any]) -> str | None:
-    """NVIDIA only: the best (lowest) P-state while the GPU was in use (utilisation >= ACTIVE_PCT, which partial
+    """NVIDIA only: the best (lowest) P-state while the GPU was in use (utilisation >= IN_USE_PCT, which partial
     offload rarely exceeds by much) and below the idle states, and the clock-event reasons then, into the summary; a
     finding when the card never left P3-P4 (llama.cpp#17880: an RTX 3060 held in P3 during partial offload)."""
     active = [s for s in rows if s.pstate is not None and s.pstate < IDLE_PSTATE and s.utilization_pct is not None
-              and s.utilization_pct >= ACTIVE_PCT]
+              and s.utilization_pct >= IN_USE_PCT]
     if not active:
         return None
     best = min(s.pstate for s in active if s.pstate is not None)
@@ -238,12 +237,17 @@ def amdgpu_cards(host: "Host") -> list[str]:
     return cards
 
 
+def amdgpu_label(dev: str) -> str:
+    """"AMD GPU card0": the name a card's samples and its energy counter are joined by."""
+    return f"AMD GPU {dev.split('/')[4]}"
+
+
 def read_amdgpu(host: "Host", dev: str) -> dict[str, Any]:
     """One amdgpu reading from sysfs: busy %, current sclk/mclk, power and cap (hwmon, µW), edge and junction
     temperature against the junction's critical mark, and the current/max PCIe DPM level."""
     from tunehost.facts.gpu import parse_pp_dpm_pcie
 
-    row: dict[str, Any] = {"gpu": f"AMD GPU {dev.split('/')[4]}",
+    row: dict[str, Any] = {"gpu": amdgpu_label(dev),
                            "utilization_pct": host.files.read_int(f"{dev}/gpu_busy_percent"),
                            "sm_clock_mhz": _current_mhz(host.files.read(f"{dev}/pp_dpm_sclk")),
                            "mem_clock_mhz": _current_mhz(host.files.read(f"{dev}/pp_dpm_mclk"))}
@@ -340,7 +344,7 @@ class GpuSampler:
         if cards:
             from tunehost.bench.energy import read_amdgpu_energy
 
-            self._energy = lambda: {f"AMD GPU {dev.split('/')[4]}": read_amdgpu_energy(self.host, dev) for dev in cards}
+            self._energy = lambda: {amdgpu_label(dev): read_amdgpu_energy(self.host, dev) for dev in cards}
             return lambda: [read_amdgpu(self.host, dev) for dev in cards]
         gts = intel_gts(self.host) if self.host.live else []
         if gts:

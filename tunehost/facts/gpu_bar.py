@@ -79,12 +79,7 @@ class GpuAperture:
 
 def read_apertures(host: "Host", gpus: GpuFacts) -> tuple[GpuAperture, ...]:
     """One GpuAperture per discrete GPU; never raises."""
-    out = []
-    for g in gpus.gpus:
-        if g.integrated:
-            continue
-        out.append(_aperture(host, g))
-    return tuple(out)
+    return tuple(_aperture(host, g) for g in gpus.discrete)
 
 
 def _aperture(host: "Host", g: GpuInfo) -> GpuAperture:

@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SOURCE = "published power-limit sweeps of llama.cpp decode (RTX 5060 Ti, 6x RTX 3090; docs/checks.md)"
+# an enforced limit below this share of the default is reported (gpu-power-cap) and named in advise's band
+POWER_CAP_NOTICE = 0.9
 # (enforced / default limit, lowest share kept, highest share kept): piecewise linear in between, ascending ratio
 CAP_SHARE: tuple[tuple[float, float, float], ...] = (
     (0.20, 0.05, 0.30),

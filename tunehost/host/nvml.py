@@ -49,6 +49,11 @@ def _mib(value: Any) -> int | None:
     return int(value) // MIB if isinstance(value, int) else None
 
 
+def _label(index: int) -> str:
+    """"NVIDIA GPU 0": the name a GPU's samples and its energy counter are joined by."""
+    return f"NVIDIA GPU {index}"
+
+
 def _pstate_name(value: Any) -> str | None:
     """NVML's performance state 0..15 -> "P0".."P15" (32 is NVML_PSTATE_UNKNOWN)."""
     return f"P{value}" if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 15 else None
@@ -227,7 +232,7 @@ class NvmlSession:
             util = get("nvmlDeviceGetUtilizationRates")
             power, limit = get("nvmlDeviceGetPowerUsage"), get("nvmlDeviceGetEnforcedPowerLimit")
             rows.append({
-                "gpu": f"NVIDIA GPU {index}",
+                "gpu": _label(index),
                 "utilization_pct": getattr(util, "gpu", None) if util is not None else None,
                 "sm_clock_mhz": get("nvmlDeviceGetClockInfo", getattr(nv, "NVML_CLOCK_SM", 1)),
                 "mem_clock_mhz": get("nvmlDeviceGetClockInfo", getattr(nv, "NVML_CLOCK_MEM", 2)),
@@ -251,7 +256,7 @@ class NvmlSession:
         rows: dict[str, float | None] = {}
         for index, h in self._handles:
             mj = _call(getattr(self._nv, "nvmlDeviceGetTotalEnergyConsumption", None), h)
-            rows[f"NVIDIA GPU {index}"] = mj / 1000 if isinstance(mj, int) and mj >= 0 else None
+            rows[_label(index)] = mj / 1000 if isinstance(mj, int) and mj >= 0 else None
         return rows
 
     def close(self) -> None:

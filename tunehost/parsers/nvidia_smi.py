@@ -82,6 +82,12 @@ class MigDevice:
     memory_used_mib: int | None
 
 
+# NVIDIA performance states, P0 (fastest) .. P15: one reading of the level and its thresholds for doctor and bench
+IDLE_PSTATE = 5   # P5 and above are idle states: a display's load there is not a run's
+LOW_PSTATE = 3    # P3 and above while in use: a low performance state (llama.cpp#17880: RTX 3060 in P3)
+IN_USE_PCT = 5    # a GPU counts as in use from this utilisation: partial offload keeps it mostly idle
+
+
 @dataclass(frozen=True)
 class GpuInfo:
     """One GPU, whatever the source (NVML, nvidia-smi, amdgpu sysfs)."""
@@ -135,12 +141,17 @@ class GpuInfo:
         """Whether the GPU was idle when read: P8 and lower-power states, or the idle clock reason."""
         if self.clock_reasons is not None and "gpu_idle" in self.clock_reasons:
             return True
-        level = whole_text(self.pstate[1:], 0, 15) if self.pstate and self.pstate.startswith("P") else None
+        level = self.pstate_level
         if level is not None:
-            return level >= 5
+            return level >= IDLE_PSTATE
         if self.utilization_pct is not None:
-            return self.utilization_pct < 5
+            return self.utilization_pct < IN_USE_PCT
         return None
+
+    @property
+    def pstate_level(self) -> int | None:
+        """"P3" -> 3 (P0..P15); None for anything else."""
+        return whole_text(self.pstate[1:], 0, 15) if self.pstate and self.pstate.startswith("P") else None
 
 
 @dataclass(frozen=True)
