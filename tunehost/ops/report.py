@@ -304,28 +304,30 @@ def _rows(run: "StoredRun", summary: Mapping[str, Any]) -> tuple[ResultRow, ...]
             values = winner_rounds
         elif isinstance(per_config.get(r.config), Mapping):
             values = per_config[r.config].get(r.test)
-        low, high, rounds = _interval(r.median_ts, values)
+        low, high, rounds = level_interval(values)
         verdict = verdicts.get(r.test) if r.config != (run.results[0].config if run.results else None) else None
         rows.append(ResultRow(r.config, r.test, r.kind, r.median_ts, low, high, rounds or r.rounds,
                               str(verdict) if isinstance(verdict, str) else None, " ".join(r.flags)))
     return tuple(rows)
 
 
-def _interval(median: float, values: Any) -> tuple[float | None, float | None, int | None]:
+def level_interval(values: Any, centre: float | None = None) -> tuple[float | None, float | None, int | None]:
     """The 95 % interval of a level measured in these per-round values (tunehost.bench.stats.level_radius):
-    (low, high, rounds), or Nones when fewer than two finite positive values were recorded."""
+    (low, high, rounds), or Nones when fewer than two valid rates (tunehost.bounds.tokens_per_s) were recorded.
+    Centred on ``centre`` (a run's stored median: `tunehost export`) or, without one, on the values' median."""
     from tunehost.bench.stats import level_radius
+    from tunehost.bounds import tokens_per_s
 
     if not isinstance(values, list):
         return None, None, None
-    clean = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
-             and math.isfinite(v) and v > 0][:10_000]
+    clean = [rate for rate in map(tokens_per_s, values) if rate is not None][:10_000]
     if len(clean) < 2:
         return None, None, len(clean) or None
     radius = level_radius([[v] for v in clean])
     if not math.isfinite(radius):
         return None, None, len(clean)
-    centre = statistics.median(clean)
+    if centre is None:
+        centre = statistics.median(clean)
     return centre * math.exp(-radius), centre * math.exp(radius), len(clean)
 
 
