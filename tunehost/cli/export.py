@@ -58,10 +58,7 @@ def export(
     if target is None:
         typer.echo(text, nl=False)
         return
-    from tunehost.cli.output_file import replace_file
-
-    # a temporary file beside it (a dot name ending in .tmp: the collector reads only *.prom), then one rename
-    replace_file(target, text, option="--textfile")
+    write_atomically(target, text)
     typer.echo(f"wrote {one_line(target)} ({len(metrics.families)} metrics, host {metrics.verdict})", err=True)
 
 
@@ -91,3 +88,12 @@ def _store_runs() -> tuple[list | None, str | None]:
             return list(store.runs(limit=RUNS_READ)), None
     except (TunehostError, OSError) as exc:
         return None, f"the results store could not be read ({one_line(str(exc), 200)}): speeds from doctor's sample"
+
+
+def write_atomically(target: Path, text: str) -> None:
+    """`text` as `target`: written to a temporary file in the same directory (not *.prom, so the collector never
+    reads it half-written), flushed to disk, made world-readable, then renamed over `target` in one step; a
+    target that is not a regular file (a link, a FIFO) is refused (tunehost.cli.output_file)."""
+    from tunehost.cli.output_file import replace_file
+
+    replace_file(target, text, option="--textfile")
