@@ -373,9 +373,11 @@ def _drift_text(s: Mapping[str, Any]) -> str:
 
 
 def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    """A finite number as float (tunehost.bounds.number: bools, text, NaN, infinity and ints beyond a float are
+    None)."""
+    from tunehost.bounds import number
+
+    return number(value, -math.inf)
 
 
 # ---------------------------------------------------------------- the operation
