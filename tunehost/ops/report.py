@@ -433,6 +433,7 @@ def hardware(facts: "HostFacts") -> tuple[tuple[str, str], ...]:
     """What this box is: the store's identity (CPU, memory modules at their configured speed, GPUs, kernel,
     BIOS) and the sizes advise plans with."""
     from tunehost.advise.host_view import HostView
+    from tunehost.advise.plan import gib
     from tunehost.facts.identity import HostIdentity
 
     identity = HostIdentity.gather(facts)
@@ -445,23 +446,19 @@ def hardware(facts: "HostFacts") -> tuple[tuple[str, str], ...]:
         if view.online_cpus:
             rows.append(("CPUs online", f"{len(view.online_cpus)} logical, {len(view.cores) or '?'} cores"))
         if view.ram_total:
-            avail = f", {_gib(view.ram_available)} available" if view.ram_available else ""
-            rows.append(("RAM", f"{_gib(view.ram_total)}{avail}"))
+            avail = f", {gib(view.ram_available)} available" if view.ram_available else ""
+            rows.append(("RAM", f"{gib(view.ram_total)}{avail}"))
     for module in identity.memory:
         rows.append(("memory module", module))
     for i, gpu in enumerate(view.gpus if view is not None else ()):
-        size = f", {_gib(gpu.total_bytes)}" if gpu.total_bytes else ""
-        free = f" ({_gib(gpu.free_bytes)} free)" if gpu.free_bytes is not None else ""
+        size = f", {gib(gpu.total_bytes)}" if gpu.total_bytes else ""
+        free = f" ({gib(gpu.free_bytes)} free)" if gpu.free_bytes is not None else ""
         rows.append((f"GPU {i}", f"{gpu.name}{size}{free}{' unified memory' if gpu.unified else ''}"))
     if view is None or not view.gpus:
         rows.extend(("GPU", g) for g in identity.gpus)
     rows += [("kernel", identity.kernel or "unknown"),
              ("BIOS", " ".join(x for x in (identity.bios_version, identity.bios_date) if x) or "unknown")]
     return tuple(rows)
-
-
-def _gib(n: int | None) -> str:
-    return f"{(n or 0) / 2**30:.1f} GiB"
 
 
 def plan_models(host: "Host", facts: "HostFacts", request: ReportRequest, runs: RunSource) -> list[ModelPlan]:
