@@ -181,13 +181,13 @@ def test_big_stores_are_thinned_and_the_page_says_so(tmp_path):
 
 
 def test_intervals_come_from_the_recorded_rounds():
-    from tunehost.ops.report import _interval
+    from tunehost.ops.report import level_interval
 
-    low, high, rounds = _interval(100.0, [99.0, 100.0, 101.0, 100.5, 99.5])
+    low, high, rounds = level_interval([99.0, 100.0, 101.0, 100.5, 99.5])
     assert rounds == 5 and low < 100.0 < high and high - low < 5
-    assert _interval(100.0, [100.0]) == (None, None, 1)
-    assert _interval(100.0, "x") == (None, None, None)
-    assert _interval(100.0, [float("nan"), -1, True, "a"]) == (None, None, None)
+    assert level_interval([100.0]) == (None, None, 1)
+    assert level_interval("x") == (None, None, None)
+    assert level_interval([float("nan"), -1, True, "a"]) == (None, None, None)
 
 
 def test_host_changes_name_what_changed():

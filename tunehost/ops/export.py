@@ -293,11 +293,11 @@ def _from_sample(runs: Iterable[Any]) -> list[_Speed]:
 
 def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
     """The store's runs (newest first): per model, configuration and test the newest median, its interval from
-    the per-round values the run kept (tunehost.bench.stats.level_radius), and when it ran."""
+    the per-round values the run kept (tunehost.ops.report.level_interval), and when it ran."""
     from pathlib import PurePath
 
-    from tunehost.bench.stats import level_radius
     from tunehost.bounds import tokens_per_s
+    from tunehost.ops.report import level_interval
 
     out: list[_Speed] = []
     seen: set[tuple[str, str, str, str]] = set()
@@ -328,13 +328,8 @@ def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
                 continue
             seen.add(key)
             tests[key[:2] + (run.command,)] = tests.get(key[:2] + (run.command,), 0) + 1
-            low = high = None
             values = per_round.get(r.config, {}).get(r.test) if isinstance(per_round.get(r.config), Mapping) else None
-            if isinstance(values, list):
-                clean = [float(v) for v in values if tokens_per_s(v) is not None]
-                radius = level_radius([[v] for v in clean]) if len(clean) >= 2 else math.inf
-                if math.isfinite(radius):
-                    low, high = median * math.exp(-radius), median * math.exp(radius)
+            low, high, _ = level_interval(values, median)
             kind = r.kind if r.kind in ("tg", "pp") else "other"
             rounds = r.rounds if isinstance(r.rounds, int) and not isinstance(r.rounds, bool) else None
             out.append(_Speed(name, r.config, r.test, kind, median, low, high, _epoch(str(run.created)), rounds,

@@ -1,5 +1,5 @@
-"""`tunehost history`'s read of the results store: the recorded runs, newest first, and (for --json) the rounds
-of each as the host watch saw them. Returns data; tunehost/cli/history.py renders it.
+"""`tunehost history`'s read of the results store: the recorded runs, newest first, and (for --json, streamed by
+:func:`each_run`) the rounds of each as the host watch saw them. Returns data; tunehost/cli/history.py renders it.
 
 The store is read as hostile (tunehost.store.rows): a row that is not a valid run is left out with its reason,
 which the listing carries for the CLI to show once. Memory is bounded: the text listing keeps only the summary
@@ -24,8 +24,6 @@ SHOWN_KEYS = ("best", "confirmation", "improved", "winner", "reused_steps", "sto
 class RunListing:
     store: Path  # the store's file, for messages
     runs: list["StoredRun"]
-    # run id -> (its valid rounds, one line per stored round row left out); only when asked for
-    rounds: dict[int, tuple[list["StoredRound"], list[str]]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # one line per stored row left out (a run or a result)
 
 
@@ -38,14 +36,12 @@ class ListedRun:
     skipped: str | None = None
 
 
-def list_runs(store: "Store", *, model_hash: str | None = None, command: str | None = None, limit: int = 30,
-              with_rounds: bool = False) -> RunListing:
+def list_runs(store: "Store", *, model_hash: str | None = None, command: str | None = None,
+              limit: int = 30) -> RunListing:
     """The newest ``limit`` runs (of one model by its hash, of one command), their summaries cut to what the
-    text listing shows, and their rounds ``with_rounds``."""
-    runs, skipped = store.run_rows(model_hash=model_hash, command=command, limit=limit,
-                                   keep=None if with_rounds else SHOWN_KEYS)
-    rounds = {r.id: store.round_rows(r.id) for r in runs} if with_rounds else {}
-    return RunListing(Path(store.path), runs, rounds, skipped)
+    text listing shows."""
+    runs, skipped = store.run_rows(model_hash=model_hash, command=command, limit=limit, keep=SHOWN_KEYS)
+    return RunListing(Path(store.path), runs, skipped)
 
 
 def each_run(store: "Store", *, model_hash: str | None = None, command: str | None = None,

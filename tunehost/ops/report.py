@@ -304,28 +304,30 @@ def _rows(run: "StoredRun", summary: Mapping[str, Any]) -> tuple[ResultRow, ...]
             values = winner_rounds
         elif isinstance(per_config.get(r.config), Mapping):
             values = per_config[r.config].get(r.test)
-        low, high, rounds = _interval(r.median_ts, values)
+        low, high, rounds = level_interval(values)
         verdict = verdicts.get(r.test) if r.config != (run.results[0].config if run.results else None) else None
         rows.append(ResultRow(r.config, r.test, r.kind, r.median_ts, low, high, rounds or r.rounds,
                               str(verdict) if isinstance(verdict, str) else None, " ".join(r.flags)))
     return tuple(rows)
 
 
-def _interval(median: float, values: Any) -> tuple[float | None, float | None, int | None]:
+def level_interval(values: Any, centre: float | None = None) -> tuple[float | None, float | None, int | None]:
     """The 95 % interval of a level measured in these per-round values (tunehost.bench.stats.level_radius):
-    (low, high, rounds), or Nones when fewer than two finite positive values were recorded."""
+    (low, high, rounds), or Nones when fewer than two valid rates (tunehost.bounds.tokens_per_s) were recorded.
+    Centred on ``centre`` (a run's stored median: `tunehost export`) or, without one, on the values' median."""
     from tunehost.bench.stats import level_radius
+    from tunehost.bounds import tokens_per_s
 
     if not isinstance(values, list):
         return None, None, None
-    clean = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
-             and math.isfinite(v) and v > 0][:10_000]
+    clean = [rate for rate in map(tokens_per_s, values) if rate is not None][:10_000]
     if len(clean) < 2:
         return None, None, len(clean) or None
     radius = level_radius([[v] for v in clean])
     if not math.isfinite(radius):
         return None, None, len(clean)
-    centre = statistics.median(clean)
+    if centre is None:
+        centre = statistics.median(clean)
     return centre * math.exp(-radius), centre * math.exp(radius), len(clean)
 
 
@@ -371,9 +373,11 @@ def _drift_text(s: Mapping[str, Any]) -> str:
 
 
 def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    """A finite number as float (tunehost.bounds.number: bools, text, NaN, infinity and ints beyond a float are
+    None)."""
+    from tunehost.bounds import number
+
+    return number(value, -math.inf)
 
 
 # ---------------------------------------------------------------- the operation
@@ -429,6 +433,7 @@ def hardware(facts: "HostFacts") -> tuple[tuple[str, str], ...]:
     """What this box is: the store's identity (CPU, memory modules at their configured speed, GPUs, kernel,
     BIOS) and the sizes advise plans with."""
     from tunehost.advise.host_view import HostView
+    from tunehost.advise.plan import gib
     from tunehost.facts.identity import HostIdentity
 
     identity = HostIdentity.gather(facts)
@@ -441,23 +446,19 @@ def hardware(facts: "HostFacts") -> tuple[tuple[str, str], ...]:
         if view.online_cpus:
             rows.append(("CPUs online", f"{len(view.online_cpus)} logical, {len(view.cores) or '?'} cores"))
         if view.ram_total:
-            avail = f", {_gib(view.ram_available)} available" if view.ram_available else ""
-            rows.append(("RAM", f"{_gib(view.ram_total)}{avail}"))
+            avail = f", {gib(view.ram_available)} available" if view.ram_available else ""
+            rows.append(("RAM", f"{gib(view.ram_total)}{avail}"))
     for module in identity.memory:
         rows.append(("memory module", module))
     for i, gpu in enumerate(view.gpus if view is not None else ()):
-        size = f", {_gib(gpu.total_bytes)}" if gpu.total_bytes else ""
-        free = f" ({_gib(gpu.free_bytes)} free)" if gpu.free_bytes is not None else ""
+        size = f", {gib(gpu.total_bytes)}" if gpu.total_bytes else ""
+        free = f" ({gib(gpu.free_bytes)} free)" if gpu.free_bytes is not None else ""
         rows.append((f"GPU {i}", f"{gpu.name}{size}{free}{' unified memory' if gpu.unified else ''}"))
     if view is None or not view.gpus:
         rows.extend(("GPU", g) for g in identity.gpus)
     rows += [("kernel", identity.kernel or "unknown"),
              ("BIOS", " ".join(x for x in (identity.bios_version, identity.bios_date) if x) or "unknown")]
     return tuple(rows)
-
-
-def _gib(n: int | None) -> str:
-    return f"{(n or 0) / 2**30:.1f} GiB"
 
 
 def plan_models(host: "Host", facts: "HostFacts", request: ReportRequest, runs: RunSource) -> list[ModelPlan]:

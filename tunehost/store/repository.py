@@ -43,7 +43,6 @@ STATE_ENV = "TUNEHOST_STATE_DIR"
 BUSY_TIMEOUT_S = 30.0
 HASH_BLOCKS = 16  # model_hash: this many blocks ...
 HASH_BLOCK_BYTES = 64 * 1024  # ... of this size, evenly spaced, first and last included: 1 MiB read at most
-MAX_JSON_BYTES = 4 * 1024 * 1024  # one stored document (a tune step, a run summary) is at most this big
 
 # the per-round host watch (schema 2): written once here, used by the schema and by the v1 -> v2 migration
 ROUNDS_TABLE = """CREATE TABLE IF NOT EXISTS rounds (
@@ -579,7 +578,7 @@ def _damaged(path: Path, exc: sqlite3.DatabaseError) -> TunehostError:
                          "aside and tunehost starts a new one")
 
 
-def _dump(value: Any, limit: int = MAX_JSON_BYTES) -> str:
+def _dump(value: Any, limit: int) -> str:
     """A document as the store keeps it: strict JSON within ``limit`` bytes (the cap its reader takes, so tunehost
     never writes what it would not read back: tunehost.store.rows)."""
     try:
