@@ -131,7 +131,8 @@ def test_gpu_proof_with_built_binaries_runs_advise_fit_and_the_bench_with_gpu_en
     steps = {s["step"]: s for s in json.loads((out / "steps.json").read_text())}
     assert steps["build"]["status"] == "skipped" and "--bin-dir" in steps["build"]["why"]
     for name in ("model-tiny", "model-real-shape", "advise", "fit", "bench"):
-        assert steps[name]["status"] == "ok", (name, steps[name])
+        err = out / steps[name].get("stderr", f"{name}.err")  # a failed step says why in its own stderr file
+        assert steps[name]["status"] == "ok", (name, steps[name], err.read_text()[-2000:] if err.is_file() else "")
     advice = json.loads((out / "advise.json").read_text())
     assert advice["fits"] is True and advice["model"]  # advise's JSON document on the 8B shape
     versus = json.loads((out / "advise-vs-fit.json").read_text())
