@@ -72,7 +72,7 @@ class CoreTopologyCheck(Check):
         summary = (f"{len(cores)} cores{smt}"
                    + (f", {len(topo.packages)} sockets" if len(topo.packages) > 1 else "")
                    + (f", {len(groups)} L3 groups" if len(groups) > 1 else "")
-                   + f": use --threads {threads} (one per physical core), taskset -c {pin_list}")
+                   + f": use --threads {threads} ({_per_core(threads, len(p_cores))}), taskset -c {pin_list}")
         if notes:
             summary += "; " + notes[0]
         yield self.info(summary, evidence,
@@ -103,3 +103,9 @@ class CoreTopologyCheck(Check):
         if len(topo.packages) > 1:
             notes.append("several sockets: see the numa check for --numa")
         return notes
+
+
+def _per_core(threads: int, cores: int) -> str:
+    """Why --threads is what it is (tunehost.facts.topology.recommended_threads keeps a core free when the
+    threads would otherwise take every CPU)."""
+    return "one per physical core" if threads >= cores else f"one per physical core, {cores - threads} left for the OS"

@@ -62,6 +62,22 @@ def test_gpu_proof_on_a_fake_gpu_without_nvcc_captures_everything_it_can(tmp_pat
             "snapshot/manifest.json"} <= set(manifest["files"])
     assert all((out / f).is_file() for f in manifest["files"])
     assert manifest["seconds"] < 300 and took < 420
+    # run from the checkout, `python -m tunehost` would import the checkout's tunehost/ (no checks inside) over the
+    # installed one: on the first real H200 doctor judged nothing. Every step runs in the work directory.
+    repo = SCRIPTS.parent.resolve()
+    ran = [s for s in steps.values() if "cwd" in s]
+    assert ran and all(not Path(s["cwd"]).resolve().is_relative_to(repo) for s in ran)
+
+
+def test_no_build_captures_only(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_proof"), "--quick", "--no-build", "--deadline", "120",
+                           "--work", str(tmp_path / "work")], env=fake_env(tmp_path), capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = {s["step"]: s for s in json.loads((tmp_path / "out" / "steps.json").read_text())}
+    assert steps["build"] == {"step": "build", "status": "skipped", "why": "--no-build: the captures only"}
+    assert steps["doctor"]["status"] == "ok" and json.loads((tmp_path / "out" / "doctor.json").read_text())["findings"]
+    assert steps["bench"]["status"] == "skipped" and steps["advise"]["status"] == "skipped"
 
 
 def test_gpu_proof_without_nvidia_smi_still_writes_the_manifest(tmp_path):

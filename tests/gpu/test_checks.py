@@ -218,6 +218,12 @@ def rtx4090_with(make_snapshot, used: int, free: int):
 CORPUS_VERDICTS = {   # every corpus nvidia-smi capture (../shared/corpus/SOURCES.md), judged by impact
     "a100-sxm4-80gb-mig-enabled-x16-gen4-p0-q-x.txt": ["info"],           # MIG, 80999 MiB free
     "a10g-x8-of-x16-gen1-idle-p8-q-x.txt": ["ok"],                         # Xorg 22 MiB of 23 GB, no display
+    # tunehost's own H200 captures (scripts/gpu_proof, tests/data/gpu-proof/h200-580.159.04): nothing held at rest;
+    # under the torch load a python3 holds 17514 MiB
+    "h200-x16-gen5-idle-p0-q-x.txt": ["ok"],
+    "h200-x16-gen5-idle-p0-q.txt": ["ok"],
+    "h200-x16-gen5-loaded-p0-q-x.txt": ["warn"],
+    "h200-x16-gen5-loaded-p0-q.txt": ["warn"],
     "quadro-p2000-x8-of-x16-gen1-idle-p8-q-x.txt": ["ok"],
     "rtx2080-x8-of-x16-gen1-idle-p8-i9-9900k-q.txt": ["ok"],               # Xorg 4 MiB
     "rtx3080-x16-gen4-loaded-p2-q-x.txt": ["warn"],                        # 660 MiB free, no holder listed

@@ -54,6 +54,12 @@ def load_checks_warning() -> "LoadedChecks":
     loaded = load_checks()
     for warning in loaded.warnings:
         typer.echo(f"tunehost: warning: {one_line(warning)}", err=True)
+    if not loaded.usable():  # every check broken (or none installed): judging nothing would print "ready"
+        from tunehost.doctor.registry import install_hint
+        from tunehost.errors import TunehostError
+
+        first = next((c.reason for c in loaded.checks if hasattr(c, "reason")), "no check is installed")
+        raise TunehostError(f"no check could be loaded ({first}). {install_hint(first)}")
     return loaded
 
 
@@ -141,11 +147,11 @@ def snapshot(
     from tunehost.facts import HostFacts
     from tunehost.host import open_host
     from tunehost.host.snapshot import check_target
-    from tunehost.doctor.registry import load_checks
 
     check_target(directory)  # at once, not after the sampling
+    checks = load_checks_warning().checks  # a broken install refuses here, not with a snapshot of nothing
     facts = HostFacts(open_host(record=True))
-    judge(facts, load_checks().checks, quick=quick)  # records everything every check reads
+    judge(facts, checks, quick=quick)  # records everything every check reads
     record_snapshot(facts, directory)
     files = sum(1 for p in Path(directory).rglob("*") if p.is_file())
     typer.echo(f"snapshot written to {directory} ({files} files); replay with: tunehost doctor --snapshot {directory}")

@@ -1,13 +1,15 @@
 """Loading checks through the `tunehost.checks` entry-point group — built-ins and third-party plugins alike.
 
-A plugin that fails to load becomes one warning; it never stops the other checks.
+A plugin that fails to load becomes one warning; it never stops the other checks. One of tunehost's own checks that
+fails to load is also an `error` finding under its stable id (docs/snapshot.md: a check that breaks becomes an
+`error` finding), so a broken install is never a silent "ready" with checks missing from the report.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tunehost.check import Check
+from tunehost.check import Check, Finding, Fix, Severity
 
 ENTRY_POINT_GROUP = "tunehost.checks"
 
@@ -32,10 +34,43 @@ def _builtin_entry(value: str) -> bool:
     return value.startswith("tunehost.checks.")
 
 
+class UnloadableCheck(Check):
+    """One of tunehost's own checks whose module could not be imported: it judges nothing, it says why."""
+
+    title = "A built-in check that could not be loaded"
+    judges = "nothing: its module could not be imported (see the finding)"
+
+    def __init__(self, check_id: str, reason: str):
+        self.id = check_id  # the instance's id: the stable id of the check that is missing
+        self.reason = reason
+
+    def run(self, facts: object) -> list[Finding]:
+        return [Finding(self.id, Severity.ERROR, f"this built-in check could not be loaded: {self.reason}",
+                        fix=Fix(install_hint(self.reason), ("pip install --force-reinstall --no-deps .",)))]
+
+
+def install_hint(reason: str) -> str:
+    """What to do about a built-in check that cannot be imported: which tunehost was imported, and the way out."""
+    import tunehost
+
+    where = next(iter(getattr(tunehost, "__path__", [])), "?")
+    hint = f"tunehost was imported from {where}. "
+    if "tunehost.checks" in reason:
+        hint += ("A source checkout's tunehost/ has no checks/ inside it (setup installs checks/ as tunehost.checks): "
+                 "run the installed `tunehost` command from outside the checkout, or install it editable "
+                 "(pip install -e .). ")
+    return hint + "Otherwise reinstall tunehost from its checkout, in the same environment."
+
+
 @dataclass
 class LoadedChecks:
     checks: list[Check] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unloadable: int = 0  # built-in checks in `checks` that could not be imported (UnloadableCheck)
+
+    def usable(self) -> bool:
+        """Whether at least one check can judge anything (else doctor has nothing to say: a broken install)."""
+        return len(self.checks) > self.unloadable
 
     def ids(self) -> list[str]:
         return [c.id for c in self.checks]
@@ -55,7 +90,12 @@ def load_checks(extra: list[type[Check]] | None = None) -> LoadedChecks:
             if not isinstance(check, Check) or not check.id:
                 raise TypeError(f"{ep.value} is not a tunehost Check with an id")
         except Exception as exc:  # a broken plugin is one warning, not a crash
-            loaded.warnings.append(f"check plugin {ep.name!r} ({ep.value}) could not be loaded: {exc.__class__.__name__}: {exc}")
+            reason = f"{exc.__class__.__name__}: {exc}"
+            loaded.warnings.append(f"check plugin {ep.name!r} ({ep.value}) could not be loaded: {reason}")
+            if _builtin_entry(ep.value) and ep.name in _BUILTIN_RANK and ep.name not in seen:
+                seen.add(ep.name)  # a built-in's absence is a finding too, under its own id
+                loaded.checks.append(UnloadableCheck(ep.name, reason))
+                loaded.unloadable += 1
             continue
         if not _builtin_entry(ep.value) and check.id in _BUILTIN_RANK:
             loaded.warnings.append(f"check plugin {ep.name!r} ({ep.value}) is refused: it claims the built-in check "
