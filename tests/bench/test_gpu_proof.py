@@ -25,7 +25,6 @@ def fake_env(tmp_path: Path) -> dict[str, str]:
     env["PATH"] = os.pathsep.join([str(FAKE), str(Path(sys.executable).parent), "/usr/sbin", "/usr/bin", "/sbin",
                                    "/bin"])
     env["PYTHONPATH"] = str(FAKE)  # the fake pynvml for tunehost's NVML readers
-    env["OUT"] = str(tmp_path / "out")
     env["TUNEHOST_STATE_DIR"] = str(tmp_path / "state")
     env["GPU_PROOF_CUDA_HOME"] = str(tmp_path / "no-cuda")  # a CUDA toolkit in /usr/local/cuda is not seen
     return env
@@ -35,7 +34,7 @@ def test_gpu_proof_on_a_fake_gpu_without_nvcc_captures_everything_it_can(tmp_pat
     env = fake_env(tmp_path)
     began = time.monotonic()
     done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_proof"), "--quick", "--deadline", "300",
-                           "--work", str(tmp_path / "work")], env=env, capture_output=True, text=True, timeout=420)
+                           "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=420)
     took = time.monotonic() - began
     assert done.returncode == 0, done.stderr[-2000:]
     out = tmp_path / "out"
@@ -69,22 +68,32 @@ def test_gpu_proof_on_a_fake_gpu_without_nvcc_captures_everything_it_can(tmp_pat
     assert ran and all(not Path(s["cwd"]).resolve().is_relative_to(repo) for s in ran)
 
 
-def test_no_build_captures_only(tmp_path):
+def test_under_the_device_tool_everything_comes_back_as_one_tarball(tmp_path):
+    """$OUT set and no --out: the device tool brings back 8 files at most, 2 folders down; a snapshot alone is a
+    hundred files 6 folders deep. --no-build: the captures only."""
+    env = dict(fake_env(tmp_path), OUT=str(tmp_path / "device-out"))
     done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_proof"), "--quick", "--no-build", "--deadline", "120",
-                           "--work", str(tmp_path / "work")], env=fake_env(tmp_path), capture_output=True, text=True,
-                          timeout=240)
+                           "--work", str(tmp_path / "work")], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
-    steps = {s["step"]: s for s in json.loads((tmp_path / "out" / "steps.json").read_text())}
+    back = tmp_path / "device-out"
+    assert sorted(p.name for p in back.iterdir()) == ["gpu-proof.tar.gz", "manifest.json", "steps.json"]
+    steps = {s["step"]: s for s in json.loads((back / "steps.json").read_text())}
     assert steps["build"] == {"step": "build", "status": "skipped", "why": "--no-build: the captures only"}
-    assert steps["doctor"]["status"] == "ok" and json.loads((tmp_path / "out" / "doctor.json").read_text())["findings"]
     assert steps["bench"]["status"] == "skipped" and steps["advise"]["status"] == "skipped"
+    with tarfile.open(back / "gpu-proof.tar.gz") as archive:
+        names = archive.getnames()
+        doctor = json.load(archive.extractfile("gpu-proof/doctor.json"))
+    assert steps["doctor"]["status"] == "ok" and doctor["findings"]
+    manifest = json.loads((back / "manifest.json").read_text())
+    assert {f"gpu-proof/{f}" for f in manifest["files"]} <= set(names)
+    assert "gpu-proof/snapshot/manifest.json" in names
 
 
 def test_gpu_proof_without_nvidia_smi_still_writes_the_manifest(tmp_path):
     env = fake_env(tmp_path)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])
     done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_proof"), "--quick", "--deadline", "60",
-                           "--work", str(tmp_path / "work")], env=env, capture_output=True, text=True, timeout=240)
+                           "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     steps = {s["step"]: s for s in json.loads((tmp_path / "out" / "steps.json").read_text())}
     assert steps["nvidia-smi"]["status"] == "skipped" and "no NVIDIA driver" in steps["nvidia-smi"]["why"]
@@ -140,7 +149,8 @@ def test_gpu_proof_with_built_binaries_runs_advise_fit_and_the_bench_with_gpu_en
     bench watches the fake GPU through NVML, whose energy counter enters the joules per token."""
     env = fake_env(tmp_path)
     done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_proof"), "--quick", "--deadline", "400",
-                           "--work", str(tmp_path / "work"), "--bin-dir", str(llama_bench.parent),
+                           "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"),
+                           "--bin-dir", str(llama_bench.parent),
                            "--bench-budget", "8"], env=env, capture_output=True, text=True, timeout=500)
     assert done.returncode == 0, done.stderr[-2000:]
     out = tmp_path / "out"
