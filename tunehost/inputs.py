@@ -38,9 +38,10 @@ def file_kind(mode: int) -> str:
                 "not a regular file")
 
 
-def _open_input(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat_result]:
+def open_input(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat_result]:
     """An fd on the regular file a user named, and its stat: opened O_NONBLOCK (a FIFO never blocks the open) and
-    judged by fstat of what was opened. Links are followed: a model in a Hugging Face cache is a link."""
+    judged by fstat of what was opened. Links are followed: a model in a Hugging Face cache is a link. The caller
+    closes the fd (a GGUF is mapped through it, never read whole)."""
     from tunehost.errors import TunehostError
     from tunehost.printable import one_line
 
@@ -81,7 +82,7 @@ def _kernel_file(fd: int) -> str | None:
 
 def input_file_size(path: str | os.PathLike[str], what: str) -> int:
     """The size of the regular file a user named (--mmproj); one TunehostError line for anything else."""
-    fd, info = _open_input(path, what)
+    fd, info = open_input(path, what)
     os.close(fd)
     return info.st_size
 
@@ -93,7 +94,7 @@ def read_input_file(path: str | os.PathLike[str], what: str, *, limit: int) -> b
     from tunehost.errors import TunehostError
     from tunehost.printable import one_line
 
-    fd, _ = _open_input(path, what)
+    fd, _ = open_input(path, what)
     try:
         return _read_capped(lambda n: os.read(fd, n), limit + 1)
     except OSError as exc:  # EIO on a failing disk, EISDIR on odd filesystems

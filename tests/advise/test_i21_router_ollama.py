@@ -247,6 +247,17 @@ def test_vocab_compare_follows_llama_cpp_rules(tmp_path):
     assert read_meta(tmp_path / "missing.gguf") is None
     (tmp_path / "junk.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 20)
     assert read_meta(tmp_path / "junk.gguf") is None  # bounded: a huge count is refused, not looped over
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo.gguf"
+    os.mkfifo(fifo)  # no writer: a plain open() would block for ever
+    done: list = []
+    reader = threading.Thread(target=lambda: done.append(read_meta(fifo)), daemon=True)
+    reader.start()
+    reader.join(5)
+    assert done == [None]
+    assert read_meta(tmp_path) is None and read_meta("/proc/self/status") is None
 
 
 def test_cli_warns_about_an_incompatible_draft(cli, tmp_path):

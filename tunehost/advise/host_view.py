@@ -247,10 +247,11 @@ def _cpu_kind(facts: "HostFacts") -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         from tunehost.facts.cpu import CpuFacts
-        from tunehost.host.cpuinfo import cpu_family, cpu_flags
+        from tunehost.host.cpuinfo import CPUINFO, parse_cpu_family, parse_cpu_flags
 
-        out["cpu_isa"] = cpu_isa(cpu_flags(facts.host)) if facts.host is not None else None
-        out["cpu_family"] = cpu_family(facts.host) if facts.host is not None else None
+        text = facts.host.files.read(CPUINFO) if facts.host is not None else None  # once: flags and family
+        out["cpu_isa"] = cpu_isa(parse_cpu_flags(text)) if text is not None else None
+        out["cpu_family"] = parse_cpu_family(text) if text is not None else None
         vendor = facts.get(CpuFacts).vendor or ""
         out["cpu_vendor"] = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(vendor, "other" if vendor else None)
     except Exception:  # the band falls back to the DIMMs alone: never a reason not to plan

@@ -13,6 +13,7 @@ compatible").
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,11 +111,20 @@ class _Cursor:
 
 def read_meta(path: str | Path) -> GgufMeta | None:
     """The tokenizer and RoPE-scaling keys of a GGUF (the first part of a split one); None when unreadable."""
+    from tunehost.errors import TunehostError
+    from tunehost.inputs import open_input
+
+    try:  # a FIFO, a device or a kernel file named as a model is no GGUF: never a blocked open or a drained read
+        fd, _ = open_input(path, "a GGUF file")
+    except TunehostError:
+        return None
     try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
             return _walk(_Cursor(buf))
     except (OSError, ValueError, _Bad, struct.error):
         return None
+    finally:
+        os.close(fd)
 
 
 def _walk(c: _Cursor) -> GgufMeta | None:

@@ -81,7 +81,6 @@ def select_checks(checks: Iterable[Check], only: Iterable[str] = (), skip: Itera
 CHECK_DEADLINE_S = 30.0
 DEADLINE_ENV = "TUNEHOST_CHECK_DEADLINE_S"
 MAX_FINDINGS = 200  # per check: a generator that never ends is cut here, not read into memory
-MAX_CAPTURED_CHARS = 64 * 1024  # of what one check prints; the rest is counted, not kept
 
 
 def is_builtin(check: Check) -> bool:

@@ -368,8 +368,3 @@ def _gpu_view(gpu: Any) -> GpuView:
     return GpuView(vendor, _attr(gpu, "name", "product_name"), str(cc) if cc else None,
                    float(total) if isinstance(total, (int, float)) else None, tuple(procs),
                    display if isinstance(display, bool) else None, integrated if isinstance(integrated, bool) else None)
-
-
-def cache_dir_hint() -> str:
-    """Where scripts/build_llama_cpp.py caches its build (for messages only)."""
-    return os.path.join(os.environ.get("TUNEHOST_CACHE_DIR") or "~/.cache/tunehost", "llama.cpp", "<version>", "bin")

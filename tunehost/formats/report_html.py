@@ -12,7 +12,6 @@ it) and holds numbers and fixed words only. The memory bars are plain HTML boxes
 from __future__ import annotations
 
 import base64
-import calendar
 import hashlib
 import math
 import re
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
+
+from tunehost.timestamps import epoch_seconds
 
 if TYPE_CHECKING:
     from tunehost.ops.report import HostReport, ModelPlan
@@ -121,14 +122,9 @@ def chart_data(report: "HostReport") -> dict[str, Any]:
 
 
 def epoch(created: str) -> int | None:
-    """A stored time ("2026-03-02T10:00:00Z", or a date) as epoch seconds, None when it is not one."""
-    text = str(created)[:20].replace(" ", "T").removesuffix("Z")
-    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
-        try:
-            return calendar.timegm(time.strptime(text, fmt))
-        except ValueError:
-            continue
-    return None
+    """A stored time ("2026-03-02T10:00:00Z", or a date) as whole epoch seconds, None when it is not one."""
+    at = epoch_seconds(created)
+    return int(at) if at is not None else None
 
 
 def when(created: str) -> str:

@@ -17,8 +17,9 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from tunehost.timestamps import epoch_seconds
 
 if TYPE_CHECKING:
     from tunehost.doctor import Report
@@ -117,26 +118,7 @@ def export(facts: "HostFacts", request: ExportRequest, *, now: Callable[[], floa
 
 
 def _snapshot_time(host: Any) -> float | None:
-    return _epoch(str((getattr(host, "manifest", None) or {}).get("created") or ""))
-
-
-def _epoch(text: str) -> float | None:
-    """Seconds since 1970 of an ISO date as the store and snapshots write it; None when it is not one."""
-    text = text.strip()
-    for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S",
-                "%Y-%m-%d"):
-        try:
-            parsed = datetime.strptime(text, fmt)
-        except ValueError:
-            continue
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=timezone.utc)
-        return parsed.timestamp()
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+    return epoch_seconds(str((getattr(host, "manifest", None) or {}).get("created") or ""))
 
 
 def _checks(out: _Families, report: "Report") -> None:
@@ -250,7 +232,7 @@ def _speeds(out: _Families, facts: "HostFacts", runs: "Sequence[StoredRun] | Non
         out.add("tunehost_bench_rounds", "How many rounds that bench's median and interval come from.", s.rounds,
                 kind=s.kind, **labels)
     for run in _latest_drift(results.runs):
-        at = _epoch(run.created)
+        at = epoch_seconds(run.created)
         for verdict, state in DRIFT_STATES.items():
             out.add("tunehost_drift_status", "The last `history --drift` verdict per model: 1 for it, 0 for the "
                     "others (slower, faster, no_change).", 1 if run.verdict == verdict else 0,
@@ -286,7 +268,7 @@ def _from_sample(runs: Iterable[Any]) -> list[_Speed]:
         for config, ts in run.tg[:MAX_CONFIGS]:
             if (run.model_hash, config) not in seen:
                 seen.add((run.model_hash, config))
-                out.append(_Speed(run.model, config, "tg", "tg", ts, None, None, _epoch(run.created), None,
+                out.append(_Speed(run.model, config, "tg", "tg", ts, None, None, epoch_seconds(run.created), None,
                                   run.command))
     return out
 
@@ -332,7 +314,7 @@ def _from_store(runs: "Sequence[StoredRun]") -> list[_Speed]:
             low, high, _ = level_interval(values, median)
             kind = r.kind if r.kind in ("tg", "pp") else "other"
             rounds = r.rounds if isinstance(r.rounds, int) and not isinstance(r.rounds, bool) else None
-            out.append(_Speed(name, r.config, r.test, kind, median, low, high, _epoch(str(run.created)), rounds,
+            out.append(_Speed(name, r.config, r.test, kind, median, low, high, epoch_seconds(str(run.created)), rounds,
                               run.command))
     return out
 

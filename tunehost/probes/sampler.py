@@ -80,16 +80,3 @@ def take_measurement(host: "Host") -> dict[str, Any]:
 @sampler(MEASURE_SAMPLE)
 def sample_measure(host: "Host") -> dict[str, Any]:
     return take_measurement(host)
-
-
-def read_bandwidth(host: "Host") -> float | None:
-    """GB/s of host memory for the token-generation ceilings of advise and bench.
-
-    Live: the pinned per-core probe, now. A snapshot: the bandwidth its doctor run measured (samples/measure.json),
-    None when it has none. Never measures a snapshot.
-    """
-    from tunehost.facts.measure import MeasureFacts
-
-    if host.live:
-        return probe_memory(host)["memory_read_gbps"]
-    return MeasureFacts.gather(host).memory_read_gbps

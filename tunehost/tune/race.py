@@ -1063,7 +1063,3 @@ class _Tune:
                            skipped=tuple(self.skipped), spent_s=m.spent_s, budget_s=settings.budget_s,
                            steps=m.calls, reused_steps=m.reused_steps, reused_s=m.reused_s, stopped=stopped,
                            allow_busy=settings.allow_busy, waited_s=m.waited_s)
-
-
-def with_label(candidate: Candidate, label: str) -> Candidate:
-    return replace(candidate, label=label)
