@@ -1,5 +1,7 @@
-"""The TG band against 93 published llama.cpp and Ollama measurements (tests/advise/data/published_tg.csv), each read off a source
-anyone can open (checked 2026-11-25; rows no source could be found for are in data/unverified_tg.csv, which nothing reads)."""
+"""The TG band against 196 published llama.cpp and Ollama measurements (tests/advise/data/published_tg.csv), each read off a
+source anyone can open (checked 2026-11-25/26; rows no source could be found for are in data/unverified_tg.csv, which
+nothing reads). 93 came first; 103 more were collected blind for issue 33 (rows hc*, hs*, hp*, ho*, hu*) and judged by
+the first round's constants before the refit (test_the_first_rounds_constants_on_the_rows_collected_blind)."""
 
 import pytest
 
@@ -30,7 +32,8 @@ def test_every_row_says_how_it_was_verified_and_the_unverified_rows_are_not_read
 def test_at_least_80_percent_of_published_measurements_fall_inside_the_band():
     s = summary([v for v in judge(load(DATA)) if v.m.counted])
     assert s["inside_share"] >= 0.80
-    assert s["median_width"] <= 2.1  # a band that says anything: high / low
+    # a band that says anything: high / low (2.12 since the grown set: ARM boards, hybrids and splits widened it)
+    assert s["median_width"] <= 2.15
 
 
 def test_rows_their_source_sets_apart_say_why_and_are_left_out_of_fits_and_figures():
@@ -40,10 +43,17 @@ def test_rows_their_source_sets_apart_say_why_and_are_left_out_of_fits_and_figur
     apart = {m.id: m for m in rows if m.excluded}
     # c01: the 'CPU only' row of an NPU-backend post prompt-processes at 4.6 t/s (no CPU backend does);
     # u03: the 780M laptop of u02 with its UMA carve-out changed (pp512 53 vs 253 in the same JSON)
-    assert set(apart) == {"c01", "u03"} and all("pp512" in m.excluded for m in apart.values())
+    assert all("pp512" in apart[i].excluded for i in ("c01", "u03"))
+    # the grown set's rules, written before any of its rows was judged: repeats under another UMA carve-out, memory
+    # clocked below the stated peak, a placement no class models, a range, whole numbers below 10 t/s, and sweeps the
+    # source itself calls not comparable
+    grown = {i for i in apart if i[:2] in ("hc", "hs", "hp", "ho", "hu")}
+    assert grown == ({f"hu{i:02d}" for i in range(11, 24)} | {"hu02", "hu04", "hu05", "hc21", "hc25", "hc26", "hc27"}
+                     | {f"hp{i:02d}" for i in range(7, 17)})
+    assert set(apart) == grown | {"c01", "u03"} and all(len(m.excluded) > 30 for m in apart.values())
     assert not any(m.counted for m in apart.values()) and all(m.counted for m in rows if m.fits and not m.excluded)
     n = sum(s["n"] for s in by_class(judge(rows)).values())
-    assert n == sum(m.counted for m in rows) == len(rows) - 3  # and s02, whose model did not fit its RAM
+    assert n == sum(m.counted for m in rows) == len(rows) - len(apart) - 1  # and s02, whose model did not fit its RAM
     rdna = [m for m in rows if m.band_class() == "unified-rdna"]
     assert fit(rdna, "unified-rdna") == fit([m for m in rdna if m.id != "u03"], "unified-rdna")
 
@@ -84,8 +94,9 @@ def test_a_power_capped_gpu_lowers_the_band_and_names_the_cap_and_the_speed_at_t
 def test_the_dimm_efficiency_is_the_median_of_the_published_cpu_runs():
     import statistics
 
-    cpu = [m for m in load(DATA) if m.kind == "cpu" and m.counted]
+    cpu = [m for m in load(DATA) if m.kind == "cpu" and m.counted and m.runtime == "llama.cpp"]
     effs = [m.tps * m.bytes_gb / m.gbps for m in cpu]
+    assert len(effs) == 23
     assert abs(statistics.median(effs) - CPU_DIMM_EFFICIENCY) <= 0.01
 
 
@@ -94,8 +105,8 @@ def test_out_of_sample_the_band_still_holds_85_percent_of_the_measurements():
 
     # each row judged by a band fitted without its own source; rows their source sets apart (and s02) left out
     cv = summary([v for v in leave_one_source_out(load(DATA)) if v.m.counted])
-    # 2026-11-26 (i33-models2): 78 of 90 (86.7 %), median width 1.76x (i33-models: 65 of 86, 1.77x)
-    assert cv["inside_share"] >= 0.86 and cv["median_width"] <= 1.77
+    # 2026-11-26, grown set: 144 of 163 (88.3 %), median width 1.84x (first round: 78 of 90, 1.76x)
+    assert cv["inside_share"] >= 0.88 and cv["median_width"] <= 1.85
 
 
 def test_out_of_sample_per_class_as_measured_2026_11_26():
@@ -103,16 +114,58 @@ def test_out_of_sample_per_class_as_measured_2026_11_26():
 
     cv = by_class(leave_one_source_out(load(DATA)))
     inside = {k: (s["inside"], s["n"]) for k, s in cv.items()}
-    # issue 33's targets (>= 85 % per class, median width <= 1.7x, no miss below 0.8) are not all met: docs/advise.md
-    # 2026-11-26 (i33-models2): cpu 7/10, gpu 29/33, ollama 8/10, power-capped 6/6, split 9/10, unified 19/21
-    assert inside == {"cpu": (7, 10), "gpu": (29, 33), "ollama": (8, 10), "power-capped": (6, 6), "split": (9, 10),
-                      "unified": (19, 21)}
-    assert cv["cpu"]["median_width"] <= 1.45 and cv["unified"]["median_width"] <= 1.5
-    assert cv["gpu"]["median_width"] <= 1.77 and cv["split"]["median_width"] <= 1.95
-    assert cv["power-capped"]["median_width"] <= 2.0  # below 0.7 of the default the cap share is wide
-    assert cv["ollama"]["median_width"] <= 3.75
-    # unified: an M1 Max on a 70B model at 0.76; ollama: a CMP 30HX mining card at 0.72
-    assert min(s["worst_low"] for k, s in cv.items() if k not in ("unified", "ollama")) >= 0.8
+    # issue 33's targets (>= 85 % per class, median width <= 1.7x, no miss below 0.8): cpu meets all three; gpu,
+    # ollama, split and unified the share inside; power-capped none (docs/advise.md). First round: cpu 7/10, gpu
+    # 29/33, ollama 8/10, power-capped 6/6, split 9/10, unified 19/21
+    assert inside == {"cpu": (20, 23), "gpu": (31, 36), "ollama": (31, 33), "power-capped": (12, 17),
+                      "split": (18, 18), "unified": (32, 36)}
+    assert cv["cpu"]["median_width"] <= 1.55 and cv["cpu"]["worst_low"] >= 0.95
+    assert cv["unified"]["median_width"] <= 1.5 and cv["gpu"]["median_width"] <= 1.8
+    assert cv["split"]["median_width"] <= 2.2 and cv["power-capped"]["median_width"] <= 2.6
+    assert cv["ollama"]["median_width"] <= 4.4
+    # gpu: the A100/H100 PCIe rows of one source at 0.81 when that source is left out; unified: an M1 Max on a 70B
+    # model at 0.76; ollama: Qwen3-Coder-Next (a hybrid) on a CPU at 0.61; power-capped: Qwen3.6-27B on an RTX 3090 at
+    # 150 W at 0.59 (a compute-bound hybrid loses more to a cap than the memory-bound runs the cap share came from)
+    assert cv["gpu"]["worst_low"] >= 0.8 and cv["split"]["worst_low"] >= 0.95
+
+
+def test_the_first_rounds_constants_on_the_rows_collected_blind():
+    """The 103 rows of the grown set were collected, and their exclusions written, without running the band on them;
+    then the constants fitted on the first 93 rows judged them: the out-of-sample figure issue 33 asks for."""
+    from tunehost.advise.calibration import by_class
+    from tunehost.advise.ceiling import BandModel
+
+    first = {"gpu": BandModel(0.70, 0.95, 10.0, 160.0), "gpu-moe": BandModel(0.50, 0.75, 60.0, 100.0),
+             "split": BandModel(0.45, 0.75, 60.0, 400.0), "unified": BandModel(0.45, 0.90, 30.0, 160.0),
+             "unified-rdna": BandModel(0.70, 0.95, 60.0, 100.0), "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),
+             "cpu": BandModel(0.60, 0.85, 60.0, 250.0), "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0)}
+    first |= {"gpu-hybrid": first["gpu"], "cpu-arm": first["cpu"]}  # the first round had neither class
+    blind = [m for m in load(DATA) if m.id[:2] in ("hc", "hs", "hp", "ho", "hu")]
+    assert len(blind) == 103
+    verdicts = judge(blind, first, (0.4, 1.0))
+    got = {k: (s["inside"], s["n"]) for k, s in by_class(verdicts).items()}
+    assert got == {"cpu": (11, 13), "gpu": (3, 3), "ollama": (23, 23), "power-capped": (10, 11), "split": (8, 8),
+                   "unified": (9, 15)}  # 64 of 73 counted (88 %)
+    # every x86 CPU row inside; the two misses are ARM SoCs (a CIX P1 at 0.66 of the low edge, an M2 Ultra's CPU at
+    # 0.64): hence the cpu-arm row. The six unified misses are a Radeon 890M just below (0.92-0.97)
+    missed = {v.m.id: round(v.m.tps / v.low, 2) for v in verdicts if v.m.counted and not v.inside}
+    assert {i for i in missed if i.startswith("hc")} == {"hc23", "hc24"}
+    assert all(0.9 <= r <= 1.0 for i, r in missed.items() if i.startswith("hu"))
+
+
+def test_hybrids_on_a_gpu_and_cpu_runs_on_an_arm_soc_have_rows_of_their_own():
+    from tunehost.advise.ceiling import BAND_MODELS, band_class
+
+    assert band_class("gpu", False, hybrid=True) == band_class("gpu", True, hybrid=True) == "gpu-hybrid"
+    assert band_class("cpu", True, arm=True) == "cpu-arm" and band_class("cpu", True) == "cpu-moe"
+    assert band_class("split", True, hybrid=True) == "split"  # a hybrid split: its RAM part is the CPU's
+    # a hybrid's GPU band starts lower and is wider than a transformer's: Qwen3.6-27B UD-Q3_K_XL (13.9 GB) on a 3090
+    dense = tg_band([(int(13.9e9), 936.0)], 64, "gpu")
+    hybrid = tg_band([(int(13.9e9), 936.0)], 64, "gpu-hybrid")
+    assert dense is not None and hybrid is not None and hybrid.low < 0.7 * dense.low
+    rows = {m.id: m for m in load(DATA)}
+    assert rows["hp01"].band_class() == "gpu-hybrid" and rows["hc23"].band_class() == "cpu-arm"
+    assert BAND_MODELS["cpu"] == BAND_MODELS["cpu-moe"] != BAND_MODELS["cpu-arm"]
 
 
 def test_band_models_are_the_fit_of_each_class_with_rows():
@@ -153,3 +206,22 @@ def test_the_vram_part_of_a_split_is_read_at_the_gpu_shares_the_ram_part_at_the_
     # a table given for experiments replaces the gpu row too
     other = tg_band(parts, 48, "split", table={"split": split, "gpu": BandModel(0.5, 0.7, 10.0, 60.0)})
     assert other is not None and other.low < band.low
+
+
+def test_advise_gives_a_model_with_recurrent_layers_the_hybrid_band_and_an_arm_cpu_the_arm_one():
+    from tunehost.advise.ceiling import BandContext, Ceiling, CpuView, tg_band_for
+    from tunehost.model import ModelFacts
+
+    shape = dict(architecture="qwen3next", block_count=48, embedding_length=2048, head_count=16, head_count_kv=2,
+                 key_length=256, value_length=256, context_length=262144, full_attention_interval=4,
+                 recurrent=dict(conv_kernel=4, inner_size=4096, state_size=128, group_count=16))
+    hybrid = ModelFacts.from_shape(**shape)
+    dense = ModelFacts.from_shape(**{**shape, "architecture": "qwen3", "full_attention_interval": None,
+                                     "recurrent": None})
+    assert hybrid.has_recurrent and not dense.has_recurrent
+    on_gpu = Ceiling(None, (("VRAM", int(13.9e9), 936.0),), "", path="gpu")
+    assert tg_band_for(hybrid, on_gpu).model == "gpu-hybrid" and tg_band_for(dense, on_gpu).model == "gpu"
+    on_cpu = Ceiling(None, (("RAM", int(4.6e9), 96.0),), "", path="cpu")
+    arm = BandContext(cpu=CpuView(12, None, "neon", "other"))
+    x86 = BandContext(cpu=CpuView(12, 1, "avx512", "amd"))
+    assert tg_band_for(dense, on_cpu, arm).model == "cpu-arm" and tg_band_for(dense, on_cpu, x86).model == "cpu"

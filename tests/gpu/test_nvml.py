@@ -117,6 +117,43 @@ def test_fake_device_is_read_whole(with_pynvml):
     json.dumps(out)  # stored as samples/nvml.json
 
 
+def _snapshot_with_nvml(root, sample: dict):
+    """A minimal snapshot whose nvml sample is `sample` (docs/snapshot.md: samples/nvml.json)."""
+    (root / "samples").mkdir(parents=True)
+    (root / "fs").mkdir()
+    (root / "manifest.json").write_text(json.dumps({"format": 1, "created": "2026-11-26T21:36:00Z"}))
+    (root / "samples" / "nvml.json").write_text(json.dumps(sample))
+    return root
+
+
+def test_memory_info_v2_leaves_the_drivers_reservation_out_of_used_as_nvidia_smi_does(with_pynvml, tmp_path):
+    """The first real H200 (tests/data/gpu-proof/h200-580.159.04/busy): nvidia-smi said Used 17523 MiB, Reserved 616;
+    NVML's v1 call said used 18137 (the reservation counted as used). pynvml's signature: (handle, version=None)."""
+    v2 = 0x02000028
+
+    def memory(h, version=None):
+        if version == v2:
+            return SimpleNamespace(version=v2, total=143771 * MIB, reserved=616 * MIB, free=125632 * MIB,
+                                   used=17523 * MIB)
+        return SimpleNamespace(total=143771 * MIB, used=18139 * MIB, free=125632 * MIB)
+
+    with_pynvml(fake_pynvml(nvmlMemory_v2=v2, nvmlDeviceGetMemoryInfo=memory))
+    [g] = sample_nvml(None)["gpus"]
+    assert (g["memory_used_mib"], g["memory_reserved_mib"], g["memory_free_mib"]) == (17523, 616, 125632)
+    snap = open_host(_snapshot_with_nvml(tmp_path, {"error": None, "gpus": [g]}))
+    [info] = [x for x in GpuFacts.gather(snap).gpus if x.vendor == "nvidia"]
+    assert (info.memory_used_mib, info.memory_reserved_mib) == (17523, 616)  # as nvidia-smi -q parses them
+
+    def v1_only(h, version=None):  # a driver without nvmlDeviceGetMemoryInfo_v2: pynvml raises, v1 answers
+        if version is not None:
+            raise NVMLError("Function Not Found")
+        return SimpleNamespace(total=143771 * MIB, used=18139 * MIB, free=125632 * MIB)
+
+    with_pynvml(fake_pynvml(nvmlMemory_v2=v2, nvmlDeviceGetMemoryInfo=v1_only))
+    [g] = sample_nvml(None)["gpus"]
+    assert (g["memory_used_mib"], g["memory_reserved_mib"]) == (18139, None)
+
+
 def test_every_call_guarded_one_failing_call_leaves_one_unknown(with_pynvml):
     def boom(*_a):
         raise NVMLError("GPU is lost")

@@ -40,6 +40,7 @@ class Measurement:
     fits: bool = True
     kv_gb: float = 0.0  # KV-cache bytes one token reads at the context depth the source measured at (GB)
     excluded: str = ""  # why the row is judged apart although it fitted (read off its source), "" = counted
+    hybrid: bool = False  # the model has recurrent layers (Qwen3.5/3.6, Qwen3-Next: ModelFacts.has_recurrent)
 
     @property
     def counted(self) -> bool:
@@ -59,7 +60,8 @@ class Measurement:
                            power_ratio=self.power_ratio)
 
     def band_class(self) -> str:
-        return band_class(self.path(), self.moe, self.igpu)
+        arm = self.kind == "cpu" and self.isa == "neon"
+        return band_class(self.path(), self.moe, self.igpu, hybrid=self.hybrid, arm=arm)
 
     def report_class(self) -> str:
         """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own."""
@@ -80,7 +82,8 @@ def load(path: str | Path) -> list[Measurement]:
                                float(r["cpu_gbps"]), float(r["tps"]), r["source"], r.get("runtime") or "llama.cpp",
                                opt(r, "power_ratio", float), opt(r, "cores", int), opt(r, "ccds", int),
                                r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0",
-                               float(r.get("kv_gb") or 0), (r.get("excluded") or "").strip()))
+                               float(r.get("kv_gb") or 0), (r.get("excluded") or "").strip(),
+                               r.get("hybrid") == "1"))
     return out
 
 

@@ -262,24 +262,30 @@ class BandModel:
     layer_us_high: float  # ... at the slow end
 
 
-# Refitted 2026-11-26 on the grown set (tests/advise/data/published_tg.csv, 93 rows, 90 counted; scripts/calibrate_tg.py
-# --cv prints every class in and out of sample) by calibration.fit on the llama.cpp rows of each class. The unified row
-# splits by GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and AMD Vega iGPUs, which reach ~0.45 of peak (issue
-# 33's measurement; the data's Vega rows all ran under Ollama, so they calibrate OLLAMA_SHARE, not this row). In a
-# split the VRAM part keeps the gpu row's shares; the split row's are those of the RAM part.
+# Fitted 2026-11-26 on tests/advise/data/published_tg.csv (196 rows, 163 counted: the 93 of the first round and 103
+# collected blind for issue 33, whose figures the constants of the first round were judged on before this refit) by
+# calibration.fit on the llama.cpp rows of each class; scripts/calibrate_tg.py --cv prints every class in and out of
+# sample, docs/advise.md the figures. The unified row splits by GPU family: Apple (Metal), AMD RDNA 2/3/3.5 iGPUs, and
+# AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's measurement; the data's Vega rows all ran under Ollama, so they
+# calibrate OLLAMA_SHARE, not this row). In a split the VRAM part keeps the gpu row's shares; the split row's are those
+# of the RAM part. Two rows came with the grown set: hybrids on a GPU (recurrent layers decode compute-bound: an RTX
+# 3090 reads Qwen3.6-27B at ~0.55 of its bandwidth, a 4090 at ~0.72) and ARM SoC CPUs (a CIX P1 reads ~0.4 of its
+# LPDDR5's peak); neither moved the x86 cpu or the dense gpu rows.
 BAND_MODELS: dict[str, BandModel] = {
     "gpu": BandModel(0.70, 0.95, 10.0, 160.0),       # discrete GPU, dense model
     "gpu-moe": BandModel(0.50, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
-    "split": BandModel(0.45, 0.75, 60.0, 400.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
+    "gpu-hybrid": BandModel(0.45, 0.85, 30.0, 400.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
+    "split": BandModel(0.35, 0.75, 30.0, 250.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
     "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
-    "unified-rdna": BandModel(0.70, 0.95, 60.0, 100.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
+    "unified-rdna": BandModel(0.65, 0.85, 20.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
-    "cpu": BandModel(0.60, 0.85, 60.0, 250.0),       # CPU backend, host RAM at the DIMMs' peak
-    "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend, MoE: routing, gathers, many small matrices
+    "cpu": BandModel(0.60, 0.85, 60.0, 250.0),       # CPU backend (x86), host RAM at the DIMMs' peak
+    "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend (x86), MoE: routing, gathers, many small matrices
+    "cpu-arm": BandModel(0.35, 0.75, 60.0, 400.0),   # CPU backend on an ARM SoC (neon): 2 rows, 2 sources
 }
-# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 13 counted CPU rows of the published
-# data (0.16-0.85); used when nothing was measured (a snapshot, a busy host)
-CPU_DIMM_EFFICIENCY = 0.67
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 23 counted llama.cpp CPU rows of the
+# published data (0.26-0.85); used when nothing was measured (a snapshot, a busy host)
+CPU_DIMM_EFFICIENCY = 0.62
 
 # ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
 # A core streams at most PER_CORE_PULL_GBPS (outstanding misses x line size / latency); an AMD CCD reads through one
@@ -295,7 +301,7 @@ CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 10.0}
 QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("_K", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
 # Ollama's "eval rate" on the same hardware: its bundled llama.cpp, its defaults (num_thread, num_ctx, no flash
 # attention on older releases, CPU fallbacks) and its own server loop: a share of what llama.cpp reaches
-OLLAMA_SHARE = (0.4, 1.0)  # calibration.fit_ollama_share on the 10 Ollama rows
+OLLAMA_SHARE = (0.4, 1.1)  # calibration.fit_ollama_share on the 33 counted Ollama rows
 # AMD iGPU families by the codename tunehost.facts.gpu names them with (AMD_APU_DEVICE_IDS) or the marketing name
 IGPU_FAMILIES: tuple[tuple[str, str], ...] = (
     ("Raven Ridge", "vega"), ("Picasso", "vega"), ("Renoir", "vega"), ("Cezanne", "vega"), ("Lucienne", "vega"),
@@ -384,14 +390,19 @@ class BandContext:
     ollama_share: tuple[float, float] | None = None  # replaces OLLAMA_SHARE (calibration experiments)
 
 
-def band_class(path: str, moe: bool, igpu: str | None = None) -> str:
-    """Which BAND_MODELS row a placement uses."""
+def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = False, arm: bool = False) -> str:
+    """Which BAND_MODELS row a placement uses. `hybrid`: the model has recurrent layers (ModelFacts.has_recurrent:
+    Qwen3.5/3.6, Qwen3-Next, Granite-4-H, Nemotron-H...), whose GPU decode is compute-bound where a transformer's is
+    bandwidth-bound; `arm`: the CPU that reads a CPU placement is an ARM SoC (neon), whose LPDDR controller delivers a
+    smaller share of its peak to the cores than an x86 desktop's or server's DIMMs do."""
     if path == "cpu":
-        return "cpu-moe" if moe else "cpu"
+        return "cpu-arm" if arm else "cpu-moe" if moe else "cpu"
     if path == "unified":
         return {"vega": "unified-vega", None: "unified"}.get(igpu, "unified-rdna")  # type: ignore[call-overload]
     if path in ("moe", "split"):
         return "split"
+    if hybrid:
+        return "gpu-hybrid"
     return "gpu-moe" if moe else "gpu"
 
 
@@ -500,8 +511,9 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
         if memory != "VRAM" and bw.dimm_gbps:
             gbps = bw.dimm_gbps
         parts.append((n_bytes, gbps))
-    return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu),  # type: ignore[arg-type]
-                   context=ctx)
+    arm = ctx.cpu is not None and ctx.cpu.isa == "neon"
+    return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
+                                                        arm=arm), context=ctx)
 
 
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",

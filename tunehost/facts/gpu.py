@@ -288,6 +288,7 @@ def _from_nvml(row: Mapping[str, Any]) -> GpuInfo:
         memory_total_mib=_i(row.get("memory_total_mib")),
         memory_used_mib=_i(row.get("memory_used_mib")),
         memory_free_mib=_i(row.get("memory_free_mib")),
+        memory_reserved_mib=_i(row.get("memory_reserved_mib")),
         compute_capability=_s(row.get("compute_capability")),
         pcie=PcieLink(
             gen_current=_i(pcie.get("gen_current")), gen_max=gen_max, gen_device_max=gen_dev,

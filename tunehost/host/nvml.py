@@ -108,7 +108,13 @@ def _read_all(nv: Any) -> dict[str, Any]:
 
 def _read_gpu(nv: Any, index: int, h: Any) -> dict[str, Any]:
     get = lambda name, *args: _call(getattr(nv, name, None), h, *args)  # noqa: E731
-    mem = get("nvmlDeviceGetMemoryInfo")
+    # v2 first: its `used` leaves out what the driver reserves (nvidia-smi's "Used" beside "Reserved"); v1's counts it
+    # as used (on the first real H200: 18137 MiB "used" against nvidia-smi's 17523 + 616 reserved)
+    version = getattr(nv, "nvmlMemory_v2", None)
+    mem = get("nvmlDeviceGetMemoryInfo", version) if version is not None else None
+    reserved = getattr(mem, "reserved", None) if mem is not None else None
+    if mem is None or not isinstance(reserved, int):
+        mem, reserved = get("nvmlDeviceGetMemoryInfo"), None
     pci = get("nvmlDeviceGetPciInfo")
     cc = get("nvmlDeviceGetCudaComputeCapability")
     reasons = get("nvmlDeviceGetCurrentClocksEventReasons")
@@ -129,6 +135,7 @@ def _read_gpu(nv: Any, index: int, h: Any) -> dict[str, Any]:
         "memory_total_mib": _mib(getattr(mem, "total", None)),
         "memory_used_mib": _mib(getattr(mem, "used", None)),
         "memory_free_mib": _mib(getattr(mem, "free", None)),
+        "memory_reserved_mib": _mib(reserved),
         "compute_capability": f"{cc[0]}.{cc[1]}" if isinstance(cc, (list, tuple)) and len(cc) == 2 else None,
         "pcie": {
             "gen_current": get("nvmlDeviceGetCurrPcieLinkGeneration"),
