@@ -169,3 +169,25 @@ def test_text_and_xml_of_the_h200_agree(state: str) -> None:
     assert (from_xml.pcie.gen_max, from_xml.pcie.width_current) == (5, 16)
     held = [(p.pid, p.name, p.used_mib) for p in from_text.processes or ()]
     assert held == ([(620, "python3", 17514)] if state == "loaded" else [])
+
+
+def test_the_third_run_came_back_as_one_tarball_and_nvml_v2_agrees_with_nvidia_smi() -> None:
+    """A third lease (after the fixes): `scripts/gpu_proof --no-build` under the device tool returned three files
+    (gpu-proof.tar.gz, steps.json, manifest.json; kept here: the manifest, the steps, and from the tarball nvml.json,
+    nvidia-smi-q.txt and doctor.json). NVML's v2 memory call and nvidia-smi, seconds apart on an idle card."""
+    from tunehost.parsers.nvidia_smi import parse_nvidia_smi_text
+
+    manifest = load("third/manifest.json")
+    assert manifest["schema"] == "tunehost-gpu-proof/1" and "snapshot/samples/nvml.json" in manifest["files"]
+    steps = {s["step"]: s for s in load("third/steps.json")}
+    assert steps["build"]["why"] == "--no-build: the captures only" and steps["doctor"]["status"] == "ok"
+    assert all(s.get("cwd") == "/tmp/gpu-proof-work" for s in steps.values() if "cwd" in s)  # never the checkout
+    [nvml] = load("third/nvml.json")["gpus"]
+    [smi] = parse_nvidia_smi_text((ROOT / "third" / "nvidia-smi-q.txt").read_text()).gpus
+    assert nvml["memory_used_mib"] == smi.memory_used_mib == 0  # v1 said the reservation was used
+    assert abs(nvml["memory_reserved_mib"] - smi.memory_reserved_mib) <= 1  # 615 (bytes // MiB) against 616
+    assert abs(nvml["memory_free_mib"] - smi.memory_free_mib) <= 1
+    doc = load("third/doctor.json")
+    from tunehost.doctor.registry import BUILTIN_ORDER
+
+    assert doc["verdict"] == "ready" and {f["check"] for f in doc["findings"]} == set(BUILTIN_ORDER)  # every one
