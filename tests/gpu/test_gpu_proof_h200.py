@@ -5,7 +5,7 @@ Firecracker VM), lent on 2026-11-26. Its scripts/gpu_proof output is the fixture
   watch and the energy). Its doctor judged nothing: run from the checkout, ``python -m tunehost`` imported the
   checkout's tunehost/ (no checks inside) over the installed one (tests/core/test_broken_install.py).
 - ``idle/``: the captures again with that fixed (``gpu_proof --no-build``): doctor.json and a replayable snapshot.
-- ``busy/``: the same while a torch bf16 matrix loop held 16 GiB of VRAM and one core (busy/load.py): the card at
+- ``busy/``: the same while a torch bf16 matrix loop held 16 GiB of VRAM and one core (the load.py that run2.sh writes): the card at
   its 700 W limit, SW power cap active.
 
 The expectations below were written from the raw files (nvidia-smi dumps, samples), not from doctor's output.
