@@ -33,6 +33,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -166,11 +167,17 @@ def _sized(binary: Path, path: Path, args: list[str], tries: int = 4, need: tupl
     return None
 
 
+COMPLAINT_TRIES = 15  # llama-fit-params runs that may lose their log before one counts as "no complaint"
+
+
 def _complaint(binary: Path, path: Path, args: list[str]) -> tuple[str, re.Match | None]:
-    """What llama.cpp says is wrong with the file. Its log is written by a thread that a failing exit can cut short,
-    so an answer without a recognised line is asked again."""
+    """What llama.cpp says is wrong with the file. Its log is written by a thread (common/log.cpp's worker) that a
+    failing exit can cut short, so an answer without a recognised line is asked again, each time a little later: on
+    a loaded machine five quick tries all came back empty (a full test run's gpu_proof test, twice)."""
     out = ""
-    for _ in range(5):
+    for attempt in range(COMPLAINT_TRIES):
+        if attempt:
+            time.sleep(min(0.05 * attempt, 0.5))
         _, out = run_fit(binary, path, args)
         for kind, pattern in (("wrong", _WRONG), ("missing", _MISSING), ("key", _KEY)):
             if m := pattern.search(out):

@@ -44,7 +44,7 @@ BUSY_SOURCE = "busy"  # the host was busy and nothing else was known: probed any
 QUIET_RUNS = 5  # the newest quiet measurements whose median stands in for one taken now
 CLASS_NAMES = {"gpu": "GPU dense", "gpu-moe": "GPU MoE", "split": "GPU + RAM split", "unified": "unified memory",
                "unified-rdna": "AMD RDNA iGPU", "unified-vega": "AMD Vega iGPU", "cpu": "CPU dense",
-               "cpu-moe": "CPU MoE"}
+               "cpu-moe": "CPU MoE", "gpu-hybrid": "GPU hybrid (recurrent layers)", "cpu-arm": "CPU on an ARM SoC"}
 
 
 def read_seconds(ram_bytes: int, ram_gbps: float | None, vram_bytes: int, vram_gbps: float | None) -> float | None:
@@ -89,6 +89,8 @@ class HostPoint:
 
     @property
     def cls(self) -> str:
+        # a run records its placement and MoE-ness, not whether the model was a hybrid or the CPU an ARM SoC: such runs
+        # count in their base class (gpu, cpu), whose constants they then shape
         return band_class(self.path, self.moe)
 
     def read_s(self, ram_gbps: float | None = None, vram_gbps: float | None = None) -> float | None:
