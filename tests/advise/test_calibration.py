@@ -105,8 +105,8 @@ def test_out_of_sample_the_band_still_holds_85_percent_of_the_measurements():
 
     # each row judged by a band fitted without its own source; rows their source sets apart (and s02) left out
     cv = summary([v for v in leave_one_source_out(load(DATA)) if v.m.counted])
-    # 2026-11-26, grown set: 144 of 163 (88.3 %), median width 1.84x (first round: 78 of 90, 1.76x)
-    assert cv["inside_share"] >= 0.88 and cv["median_width"] <= 1.85
+    # 2026-11-26, grown set: 146 of 163 (89.6 %), median width 1.79x (first round: 78 of 90, 1.76x)
+    assert cv["inside_share"] >= 0.89 and cv["median_width"] <= 1.8
 
 
 def test_out_of_sample_per_class_as_measured_2026_11_26():
@@ -115,23 +115,25 @@ def test_out_of_sample_per_class_as_measured_2026_11_26():
     cv = by_class(leave_one_source_out(load(DATA)))
     inside = {k: (s["inside"], s["n"]) for k, s in cv.items()}
     # issue 33's targets (>= 85 % per class, median width <= 1.7x, no miss below 0.8): cpu meets all three; gpu,
-    # ollama, split and unified the share inside; power-capped none (docs/advise.md). First round: cpu 7/10, gpu
-    # 29/33, ollama 8/10, power-capped 6/6, split 9/10, unified 19/21
-    assert inside == {"cpu": (20, 23), "gpu": (31, 36), "ollama": (31, 33), "power-capped": (12, 17),
+    # ollama, split and unified the share inside; power-capped the width-free ones but not the share (docs/advise.md).
+    # First round: cpu 7/10, gpu 29/33, ollama 8/10, power-capped 6/6, split 9/10, unified 19/21
+    assert inside == {"cpu": (20, 23), "gpu": (31, 36), "ollama": (31, 33), "power-capped": (14, 17),
                       "split": (18, 18), "unified": (32, 36)}
     assert cv["cpu"]["median_width"] <= 1.55 and cv["cpu"]["worst_low"] >= 0.95
     assert cv["unified"]["median_width"] <= 1.5 and cv["gpu"]["median_width"] <= 1.8
-    assert cv["split"]["median_width"] <= 2.2 and cv["power-capped"]["median_width"] <= 2.6
+    assert cv["split"]["median_width"] <= 2.2 and cv["power-capped"]["median_width"] <= 1.8
     assert cv["ollama"]["median_width"] <= 4.4
     # gpu: the A100/H100 PCIe rows of one source at 0.81 when that source is left out; unified: an M1 Max on a 70B
-    # model at 0.76; ollama: Qwen3-Coder-Next (a hybrid) on a CPU at 0.61; power-capped: Qwen3.6-27B on an RTX 3090 at
-    # 150 W at 0.59 (a compute-bound hybrid loses more to a cap than the memory-bound runs the cap share came from)
-    assert cv["gpu"]["worst_low"] >= 0.8 and cv["split"]["worst_low"] >= 0.95
+    # model at 0.76; ollama: Qwen3-Coder-Next (a hybrid) on a CPU at 0.61; power-capped: none below the band (its three
+    # misses are an RTX 4090's Qwen3.6 above it when the 4090's source is left out)
+    assert cv["gpu"]["worst_low"] >= 0.8 and cv["split"]["worst_low"] >= 0.95 and cv["power-capped"]["worst_low"] == 1
 
 
 def test_the_first_rounds_constants_on_the_rows_collected_blind():
     """The 103 rows of the grown set were collected, and their exclusions written, without running the band on them;
     then the constants fitted on the first 93 rows judged them: the out-of-sample figure issue 33 asks for."""
+    from dataclasses import replace
+
     from tunehost.advise.calibration import by_class
     from tunehost.advise.ceiling import BandModel
 
@@ -139,8 +141,8 @@ def test_the_first_rounds_constants_on_the_rows_collected_blind():
              "split": BandModel(0.45, 0.75, 60.0, 400.0), "unified": BandModel(0.45, 0.90, 30.0, 160.0),
              "unified-rdna": BandModel(0.70, 0.95, 60.0, 100.0), "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),
              "cpu": BandModel(0.60, 0.85, 60.0, 250.0), "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0)}
-    first |= {"gpu-hybrid": first["gpu"], "cpu-arm": first["cpu"]}  # the first round had neither class
-    blind = [m for m in load(DATA) if m.id[:2] in ("hc", "hs", "hp", "ho", "hu")]
+    first |= {"cpu-arm": first["cpu"]}  # the first round had no ARM row and no hybrid one (nor the hybrids' cap share)
+    blind = [replace(m, hybrid=False) for m in load(DATA) if m.id[:2] in ("hc", "hs", "hp", "ho", "hu")]
     assert len(blind) == 103
     verdicts = judge(blind, first, (0.4, 1.0))
     got = {k: (s["inside"], s["n"]) for k, s in by_class(verdicts).items()}
@@ -159,10 +161,16 @@ def test_hybrids_on_a_gpu_and_cpu_runs_on_an_arm_soc_have_rows_of_their_own():
     assert band_class("gpu", False, hybrid=True) == band_class("gpu", True, hybrid=True) == "gpu-hybrid"
     assert band_class("cpu", True, arm=True) == "cpu-arm" and band_class("cpu", True) == "cpu-moe"
     assert band_class("split", True, hybrid=True) == "split"  # a hybrid split: its RAM part is the CPU's
-    # a hybrid's GPU band starts lower and is wider than a transformer's: Qwen3.6-27B UD-Q3_K_XL (13.9 GB) on a 3090
+    # a hybrid's GPU band tops out well below a transformer's: Qwen3.6-27B UD-Q3_K_XL (13.9 GB) on a 3090
     dense = tg_band([(int(13.9e9), 936.0)], 64, "gpu")
     hybrid = tg_band([(int(13.9e9), 936.0)], 64, "gpu-hybrid")
-    assert dense is not None and hybrid is not None and hybrid.low < 0.7 * dense.low
+    assert dense is not None and hybrid is not None and hybrid.high < 0.85 * dense.high
+    # and a power cap costs it more: at 200 of 350 W the memory-bound share keeps 70-98 %, the compute-bound 55-95 %
+    capped = tg_band([(int(13.9e9), 936.0)], 64, "gpu-hybrid", power_ratio=200 / 350)
+    capped_dense = tg_band([(int(13.9e9), 936.0)], 64, "gpu", power_ratio=200 / 350)
+    assert capped is not None and capped_dense is not None
+    assert capped.low / hybrid.low < capped_dense.low / dense.low
+    assert "hybrid model" in capped.notes[0]
     rows = {m.id: m for m in load(DATA)}
     assert rows["hp01"].band_class() == "gpu-hybrid" and rows["hc23"].band_class() == "cpu-arm"
     assert BAND_MODELS["cpu"] == BAND_MODELS["cpu-moe"] != BAND_MODELS["cpu-arm"]

@@ -81,6 +81,21 @@ def test_the_share_kept_falls_with_the_cap_and_never_exceeds_one():
     assert all(0 < s.low <= s.high <= 1 for s in shares) and shares[0].low == 1.0
 
 
+def test_compute_bound_decode_keeps_less_at_every_cap_and_holds_the_published_hybrid_sweeps():
+    ratios = [r / 100 for r in range(10, 101)]
+    for r in ratios:
+        memory, compute = tg_share_at_cap(r), tg_share_at_cap(r, compute_bound=True)
+        assert 0 < compute.low <= memory.low and compute.high <= memory.high + 1e-9, r
+    lows = [tg_share_at_cap(r, compute_bound=True).low for r in ratios]
+    assert lows == sorted(lows)
+    # the sweeps in tunehost/facts/power_cap.py's docstring ([3]-[5]: two RTX 3090s and an RTX 4090 on Qwen3.6-27B)
+    for ratio, kept in ((300 / 350, 1.03), (250 / 350, 0.99), (200 / 350, 0.64), (150 / 350, 0.26), (330 / 388, 0.95),
+                        (230 / 388, 0.66), (400 / 450, 1.0), (300 / 450, 0.97), (250 / 450, 0.89)):
+        share = tg_share_at_cap(ratio, compute_bound=True)
+        assert share.low <= kept <= max(share.high, 1.03), (ratio, kept, share)
+    assert "hybrid" in tg_share_at_cap(0.5, compute_bound=True).text()
+
+
 def test_the_nvml_sample_of_a_real_snapshot_at_its_default_and_capped(make_snapshot):
     import json
 

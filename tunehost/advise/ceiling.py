@@ -269,12 +269,13 @@ class BandModel:
 # AMD Vega iGPUs, which reach ~0.45 of peak (issue 33's measurement; the data's Vega rows all ran under Ollama, so they
 # calibrate OLLAMA_SHARE, not this row). In a split the VRAM part keeps the gpu row's shares; the split row's are those
 # of the RAM part. Two rows came with the grown set: hybrids on a GPU (recurrent layers decode compute-bound: an RTX
-# 3090 reads Qwen3.6-27B at ~0.55 of its bandwidth, a 4090 at ~0.72) and ARM SoC CPUs (a CIX P1 reads ~0.4 of its
-# LPDDR5's peak); neither moved the x86 cpu or the dense gpu rows.
+# 3090 reads Qwen3.6-27B at ~0.55 of its bandwidth, a 4090 at ~0.72; a cap costs them more, facts.power_cap's
+# CAP_SHARE_COMPUTE) and ARM SoC CPUs (a CIX P1 reads ~0.4 of its LPDDR5's peak); neither moved the x86 cpu or the
+# dense gpu rows.
 BAND_MODELS: dict[str, BandModel] = {
     "gpu": BandModel(0.70, 0.95, 10.0, 160.0),       # discrete GPU, dense model
     "gpu-moe": BandModel(0.50, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
-    "gpu-hybrid": BandModel(0.45, 0.85, 30.0, 400.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
+    "gpu-hybrid": BandModel(0.65, 0.85, 30.0, 100.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
     "split": BandModel(0.35, 0.75, 30.0, 250.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
     "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
     "unified-rdna": BandModel(0.65, 0.85, 20.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
@@ -492,7 +493,7 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
         notes.append(f"under Ollama: {share_low:.0%}-{share_high:.0%} of llama.cpp's speed on the same hardware "
                      "(published Ollama eval rates)")
     if ratio is not None and 0 < ratio < POWER_CAP_NOTICE and not model.startswith("cpu"):
-        share = tg_share_at_cap(ratio)
+        share = tg_share_at_cap(ratio, compute_bound=model == "gpu-hybrid")
         notes.append(f"at the GPU's enforced power limit ({ratio:.0%} of its default) {share.text()}; at the default "
                      f"limit expect {_ts(low)}-{_ts(high)} t/s")
         low, high = low * share.low, high * share.high
