@@ -191,3 +191,24 @@ def test_the_third_run_came_back_as_one_tarball_and_nvml_v2_agrees_with_nvidia_s
     from tunehost.doctor.registry import BUILTIN_ORDER
 
     assert doc["verdict"] == "ready" and {f["check"] for f in doc["findings"]} == set(BUILTIN_ORDER)  # every one
+
+
+def test_advise_on_the_h200_takes_its_vram_bandwidth_from_nvml(cli, tmp_path) -> None:
+    """The first run's advise had no ceiling and no band: "VRAM bandwidth unknown (GPU not in tunehost's spec-sheet
+    table, and no NVML bus width/clock)", although NVML gave 6016 bits at 3201 MHz; only bench used them. advise and
+    bench now ask one function (tunehost.advise.ceiling.vram_peak)."""
+    from tests.advise.conftest import dense_tensors, write_gguf
+    from tunehost.advise.ceiling import vram_peak
+
+    assert load("first/advise.json")["ceiling"]["band"] is None  # as captured
+    [nvml] = json.loads((ROOT / "idle" / "snapshot" / "samples" / "nvml.json").read_text())["gpus"]
+    gbps, basis = vram_peak(nvml["name"], nvml["memory_bus_width_bits"], nvml["memory_clock_max_mhz"])
+    assert gbps == 4814.3 and "NVML bus width x memory clock" in basis  # NVIDIA's H200 sheet: 4.8 TB/s
+    assert vram_peak("NVIDIA GeForce RTX 3090", None, None) == (936.0, "(NVIDIA GeForce RTX 3090 spec sheet)")
+    assert vram_peak("NVIDIA H200", None, None) == (None, "")
+    model = write_gguf(tmp_path / "t.gguf", "llama", dense_tensors(4), n_layer=4, vocab_tokens=32)
+    result = cli("advise", "--model", str(model), "--snapshot", str(ROOT / "idle" / "snapshot"), "--format", "json",
+                 "--no-probe")
+    ceiling = json.loads(result.stdout)["ceiling"]
+    assert ceiling["gpu_gbps"] == 4814.3 and "NVML" in ceiling["gpu_basis"]
+    assert ceiling["band"] is not None and ceiling["band"]["low_tokens_per_s"] < ceiling["tokens_per_s"]

@@ -49,6 +49,17 @@ def vram_bandwidth(bus_width_bits: int | None, memory_clock_mhz: int | None) -> 
     return round(gbps, 1) if 10 <= gbps <= 20000 else None
 
 
+def vram_peak(name: str | None, bus_width_bits: int | None, memory_clock_mhz: int | None) -> tuple[float | None, str]:
+    """A discrete GPU's VRAM bandwidth (GB/s) and what it comes from: NVML's bus width x max memory clock when the
+    driver gives them, else the spec-sheet table; (None, "") when neither knows the card. advise and bench both ask
+    this (an H200, in no table, has NVML's 6016 bits at 3201 MHz: 4.8 TB/s)."""
+    gbps = vram_bandwidth(bus_width_bits, memory_clock_mhz)
+    if gbps is not None:
+        return gbps, f"({name or 'the GPU'}: NVML bus width x memory clock)"
+    gbps = gpu_bandwidth(name)
+    return gbps, (f"({name} spec sheet)" if gbps else "")
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where the weights one token reads live, as advise plans it or as llama-bench's flags set it."""
@@ -520,4 +531,4 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",
            "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
-           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth"]
+           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak"]

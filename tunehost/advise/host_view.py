@@ -42,6 +42,8 @@ class GpuView:
     power_limit_w: float | None = None  # NVML's enforced power limit
     power_default_limit_w: float | None = None  # ... and the board's default limit
     vram_clients: tuple[tuple[int | None, str | None, int | None], ...] = ()  # (pid, name, MiB) holding VRAM now
+    memory_bus_width_bits: int | None = None  # NVML: with the max memory clock, the VRAM bandwidth (ceiling.vram_peak)
+    memory_clock_max_mhz: int | None = None
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,13 @@ def _gpu_view(i: int, g: Any) -> GpuView:
                    power_limit_w=_num(getattr(g, "power_limit_w", None)),
                    power_default_limit_w=_num(getattr(g, "power_default_limit_w", None)),
                    vram_clients=tuple((getattr(p, "pid", None), getattr(p, "name", None), getattr(p, "used_mib", None))
-                                      for p in (getattr(g, "processes", None) or ())))
+                                      for p in (getattr(g, "processes", None) or ())),
+                   memory_bus_width_bits=_whole(getattr(g, "memory_bus_width_bits", None)),
+                   memory_clock_max_mhz=_whole(getattr(g, "memory_clock_max_mhz", None)))
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _num(value: Any) -> float | None:

@@ -523,7 +523,7 @@ def _probe_bandwidth(host: "Host | None", probe_bytes: int) -> dict[str, Any]:
 
 def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
     """(a GPU takes layers, that GPU is unified memory, Bandwidths with VRAM and the DIMMs' peak)."""
-    from tunehost.advise.ceiling import Bandwidths, gpu_bandwidth, vram_bandwidth
+    from tunehost.advise.ceiling import Bandwidths, vram_peak
 
     if facts is None or facts.host is None:
         return False, False, Bandwidths()
@@ -543,11 +543,7 @@ def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
     target = discrete[0] if discrete else (gpus[0] if gpus else None)
     gpu_gbps, basis = None, ""
     if target is not None and not target.integrated:
-        gpu_gbps = vram_bandwidth(target.memory_bus_width_bits, target.memory_clock_max_mhz)
-        basis = f"({target.name}: NVML bus width x memory clock)" if gpu_gbps else ""
-        if gpu_gbps is None:
-            gpu_gbps = gpu_bandwidth(target.name)
-            basis = f"({target.name} spec sheet)" if gpu_gbps else ""
+        gpu_gbps, basis = vram_peak(target.name, target.memory_bus_width_bits, target.memory_clock_max_mhz)
     return (target is not None, target is not None and target.integrated,
             Bandwidths.with_dimms(peak, gpu_gbps=gpu_gbps, gpu_basis=basis))
 
