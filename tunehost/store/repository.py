@@ -463,41 +463,63 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Tru
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"results store {target}: {exc}") from None
     db.text_factory = _stored_text
-    try:
-        _refuse_links(target)  # again once open: a link put in its place meanwhile is refused too
-        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        if not create and _version(db) is None:
+    deadline, pause = time.monotonic() + BUSY_TIMEOUT_S, 0.02
+    while True:
+        try:
+            _prepare(db, target, create)
+            break
+        except sqlite3.OperationalError as exc:
+            # two tunehosts creating a store at once: SQLite answers "database is locked" at once, without its
+            # busy handler, to the one whose journal-mode switch or schema transaction meets the other's (half of
+            # 30 simultaneous first opens here); such a lock is waited out like any other, up to BUSY_TIMEOUT_S
+            if db.in_transaction:
+                db.rollback()
+            if _locked(exc) and time.monotonic() + pause < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 0.25)
+                continue
             db.close()
-            raise TunehostError(f"{target} is not a tunehost results store (no tunehost schema): not read, "
-                                "not changed")
-        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
-        if mode is None or str(mode[0]).lower() != "wal":
-            raise sqlite3.OperationalError(f"cannot switch to WAL (journal mode {mode[0] if mode else '?'})")
-        db.execute("PRAGMA synchronous = NORMAL")
-        version = _version(db)
-        if version is None:
-            db.execute("BEGIN IMMEDIATE")
+            raise _operational(target, exc) from None
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise _damaged(target, exc) from None
+        except TunehostError:
+            db.close()
+            raise
+    return Store(target, db)
+
+
+def _prepare(db: sqlite3.Connection, target: Path, create: bool) -> None:
+    """A fresh connection made ready: busy timeout, WAL, the schema created or migrated, its version checked."""
+    _refuse_links(target)  # again once open: a link put in its place meanwhile is refused too
+    db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    if not create and _version(db) is None:
+        db.close()
+        raise TunehostError(f"{target} is not a tunehost results store (no tunehost schema): not read, "
+                            "not changed")
+    mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
+    if mode is None or str(mode[0]).lower() != "wal":
+        raise sqlite3.OperationalError(f"cannot switch to WAL (journal mode {mode[0] if mode else '?'})")
+    db.execute("PRAGMA synchronous = NORMAL")
+    version = _version(db)
+    if version is None:
+        db.execute("BEGIN IMMEDIATE")
+        if _version(db) is None:  # another tunehost may have created it while this one waited for the lock
             for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                 db.execute(statement)
             db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            db.commit()
-            version = _version(db)
-        if version is not None and version < SCHEMA_VERSION:
-            version = _migrate(db, version)
-        if version != SCHEMA_VERSION:
-            db.close()
-            raise TunehostError(f"results store {target} has schema {version}; this tunehost reads {SCHEMA_VERSION} "
-                                "(a newer tunehost wrote it): use that version, or move the file aside")
-    except sqlite3.OperationalError as exc:
+        db.commit()
+        version = _version(db)
+    if version is not None and version < SCHEMA_VERSION:
+        version = _migrate(db, version)
+    if version != SCHEMA_VERSION:
         db.close()
-        raise _operational(target, exc) from None
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        raise _damaged(target, exc) from None
-    except TunehostError:
-        db.close()
-        raise
-    return Store(target, db)
+        raise TunehostError(f"results store {target} has schema {version}; this tunehost reads {SCHEMA_VERSION} "
+                            "(a newer tunehost wrote it): use that version, or move the file aside")
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 STORE_FILES = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
