@@ -3,6 +3,7 @@ holding CI) and the peak of Python allocations (tracemalloc), and helpers that b
 
 from __future__ import annotations
 
+import stat
 import struct
 import time
 import tracemalloc
@@ -62,3 +63,32 @@ def nested_arrays_kv(name: str, count: int) -> bytes:
 
 def string_kv(name: str, value: str) -> bytes:
     return _key(name) + _string(value)
+
+
+def program(path: Path, body: str) -> Path:
+    """An executable /bin/sh script at `path` running `body` (a fake llama-bench, llama-server, wrapper)."""
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie counts as gone), from /proc/PID/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] != "Z"
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any running process (zombies count as gone) is left in process group `pgid`."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False

@@ -5,7 +5,6 @@ another case (class 10), a key the HTTP header cannot carry (class 2), the route
 
 from __future__ import annotations
 
-import stat
 import sys
 import time
 from pathlib import Path
@@ -14,24 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.bounds.limits import MiB, within
+from tests.bounds.limits import MiB, alive, program, within
 from tunehost.host.proc import run_bounded
 
 HOSTILE = Path(__file__).with_name("hostile_http.py")
 
 
-def _program(path: Path, body: str) -> Path:
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return fields[0] != "Z"
 
 
 def _escapee(pid_file: Path) -> str:
@@ -50,14 +37,14 @@ def test_a_served_descendant_in_its_own_session_is_stopped(tmp_path: Path, monke
 
     monkeypatch.setattr(launch, "STOP_GRACE_S", 1.0)
     pid_file = tmp_path / "escapee.pid"
-    wrapper = _program(tmp_path / "llama-server",
+    wrapper = program(tmp_path / "llama-server",
                        f"{_escapee(pid_file)}\nexec \"{sys.executable}\" \"{HOSTILE}\" --mode ok \"$@\"")
     with within("stopping a served server's escaped descendant", seconds=15.0, peak_bytes=16 * MiB):
         with launch.ServedServer([str(wrapper)], name="A", start_timeout_s=10.0):
             escapee = int(pid_file.read_text())
-            assert _alive(escapee)
+            assert alive(escapee)
     time.sleep(0.3)
-    assert not _alive(escapee), "a descendant in its own session outlived --serve"
+    assert not alive(escapee), "a descendant in its own session outlived --serve"
 
 
 def test_a_bounded_commands_descendant_in_its_own_session_is_killed(tmp_path: Path) -> None:
@@ -69,7 +56,7 @@ def test_a_bounded_commands_descendant_in_its_own_session_is_killed(tmp_path: Pa
     assert result.timed_out
     escapee = int(pid_file.read_text())
     time.sleep(0.3)
-    assert not _alive(escapee), "a command's descendant in its own session outlived its deadline"
+    assert not alive(escapee), "a command's descendant in its own session outlived its deadline"
 
 
 # ---------------------------------------------------------------- 10. the key echoed in another spelling
@@ -175,7 +162,7 @@ def test_a_named_llama_bench_that_names_nothing_is_refused(tmp_path: Path, monke
     from tunehost.bench.llama_bench import find_llama_bench
     from tunehost.errors import TunehostError
 
-    _program(tmp_path / "llama-bench", "exit 0")
+    program(tmp_path / "llama-bench", "exit 0")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TunehostError) as err:
         find_llama_bench(named)
@@ -185,7 +172,7 @@ def test_a_named_llama_bench_that_names_nothing_is_refused(tmp_path: Path, monke
 def test_an_empty_llama_bench_is_refused_on_the_command_line(cli, tmp_path: Path, monkeypatch) -> None:
     """typer turned `--llama-bench ""` into Path("."): the current directory's llama-bench ran."""
     marker = tmp_path / "ran"
-    _program(tmp_path / "llama-bench", f"touch {marker}")
+    program(tmp_path / "llama-bench", f"touch {marker}")
     monkeypatch.chdir(tmp_path)
     r = cli("bench", "-m", str(tmp_path / "m.gguf"), "--llama-bench", "", "--budget", "0")
     assert r.exit_code == 1 and "empty path" in r.output
@@ -241,7 +228,7 @@ def test_a_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(launch, "STOP_GRACE_S", 5.0)
     pid_file = tmp_path / "escapee.pid"
-    wrapper = _program(tmp_path / "llama-server",
+    wrapper = program(tmp_path / "llama-server",
                        f"{_escapee(pid_file)}\ntrap '' TERM INT\n"
                        f"exec \"{sys.executable}\" \"{HOSTILE}\" --mode ok \"$@\"")
     served = launch.ServedServer([str(wrapper)], name="A", start_timeout_s=10.0)
@@ -262,7 +249,7 @@ def test_a_second_ctrl_c_while_stopping_kills_at_once(tmp_path: Path, monkeypatc
         served.stop()  # no KeyboardInterrupt out of it
         assert time.monotonic() - began < 4.0, "the grace was waited out after Ctrl-C"
     time.sleep(0.3)
-    assert not _alive(leader) and not _alive(escapee)
+    assert not alive(leader) and not alive(escapee)
 
 
 # ---------------------------------------------------------------- 3. /tokenize: a flood of tokens per call

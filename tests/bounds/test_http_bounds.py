@@ -8,7 +8,6 @@ one token per call; each case is bounded in wall time and in Python allocations 
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.bounds.hostile_http import HostileServer
-from tests.bounds.limits import MiB, within
+from tests.bounds.limits import MiB, alive, group_alive, program, within
 from tunehost.bench.server.client import ServerClient, parse_target, read_api_key, redact
 from tunehost.errors import TunehostError
 
@@ -82,18 +81,13 @@ def test_the_bench_ends_at_its_timeout_on_a_trickle(cli, mode: str) -> None:
     assert "no complete answer within 1 s" in _one_line(result)
 
 
-def _program(path: Path, body: str) -> Path:
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
 
 HOSTILE = Path(__file__).with_name("hostile_http.py")
 
 
 def test_the_start_timeout_is_wall_clock(cli, tmp_path: Path) -> None:
     """--serve's /health wait: a served server trickling its /health headers held tunehost for ever."""
-    server = _program(tmp_path / "llama-server", f'exec "{sys.executable}" "{HOSTILE}" --mode trickle-headers '
+    server = program(tmp_path / "llama-server", f'exec "{sys.executable}" "{HOSTILE}" --mode trickle-headers '
                                                  '--interval 0.2 "$@"')
     with within("--serve with a trickling /health", seconds=12.0, peak_bytes=64 * MiB):
         result = cli("bench", "--serve", *QUICK, "--start-timeout", "2", "--", str(server))
@@ -207,13 +201,6 @@ def test_a_bench_takes_one_tokenize_per_prompt(cli) -> None:
 # ---------------------------------------------------------------- 7. the served group is stopped
 
 
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return fields[0] != "Z"
-
 
 @pytest.mark.parametrize("leader_ignores_term", [False, True])
 def test_the_whole_served_group_is_stopped(tmp_path: Path, monkeypatch, leader_ignores_term: bool) -> None:
@@ -224,30 +211,18 @@ def test_the_whole_served_group_is_stopped(tmp_path: Path, monkeypatch, leader_i
     monkeypatch.setattr(launch, "STOP_GRACE_S", 1.0)
     pid_file = tmp_path / "child.pid"
     trap = "trap '' TERM; " if leader_ignores_term else ""
-    wrapper = _program(tmp_path / "llama-server",
+    wrapper = program(tmp_path / "llama-server",
                        f"{trap}( trap '' TERM; exec \"{sys.executable}\" \"{HOSTILE}\" --mode ok \"$@\" ) &\n"
                        f"echo $! > {pid_file}\nwait")
     with within("stopping a group that ignores SIGTERM", seconds=15.0, peak_bytes=16 * MiB):
         with launch.ServedServer([str(wrapper)], name="A", start_timeout_s=10.0) as served:
             leader = served.proc.pid
             child = int(pid_file.read_text())
-            assert _alive(child)
+            assert alive(child)
     time.sleep(0.2)
-    assert not _alive(child), "the server's child outlived --serve"
-    assert not _alive(leader)
-    assert not _group_has_live(leader), "a process of the served group outlived --serve"
-
-
-def _group_has_live(pgid: int) -> bool:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+    assert not alive(child), "the server's child outlived --serve"
+    assert not alive(leader)
+    assert not group_alive(leader), "a process of the served group outlived --serve"
 
 
 # ---------------------------------------------------------------- 10. secrets redacted
@@ -304,10 +279,10 @@ def test_a_named_llama_server_runs_that_file(tmp_path: Path, monkeypatch) -> Non
 
     on_path = tmp_path / "path"
     on_path.mkdir()
-    _program(on_path / "llama-server", "exit 0")
+    program(on_path / "llama-server", "exit 0")
     here = tmp_path / "here"
     here.mkdir()
-    _program(here / "llama-server", "exit 0")
+    program(here / "llama-server", "exit 0")
     monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(here)
     found = resolve_server_binary("./llama-server")
@@ -317,7 +292,7 @@ def test_a_named_llama_server_runs_that_file(tmp_path: Path, monkeypatch) -> Non
 
 
 def _marking(path: Path, marker: Path) -> Path:
-    return _program(path, f'echo "$0 $*" >> "{marker}"; echo "version: 1 (abc)"')
+    return program(path, f'echo "$0 $*" >> "{marker}"; echo "version: 1 (abc)"')
 
 
 def test_no_other_llama_bench_runs_when_one_is_named(tmp_path: Path, monkeypatch) -> None:
@@ -349,11 +324,11 @@ def test_fit_params_comes_from_the_named_servers_build(tmp_path: Path, monkeypat
 
     on_path = tmp_path / "path"
     on_path.mkdir()
-    _program(on_path / "llama-fit-params", "exit 0")
+    program(on_path / "llama-fit-params", "exit 0")
     build = tmp_path / "build"
     build.mkdir()
-    _program(build / "llama-server", "exit 0")
-    _program(build / "llama-fit-params", "exit 0")
+    program(build / "llama-server", "exit 0")
+    program(build / "llama-fit-params", "exit 0")
     monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
     assert fit_params_path(open_host(), str(build / "llama-server")) == str(build / "llama-fit-params")
     assert fit_params_path(open_host(), "llama-server") == str(on_path / "llama-fit-params")

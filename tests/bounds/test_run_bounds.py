@@ -4,7 +4,6 @@ a deadline at which its whole process group is killed (SIGTERM, then SIGKILL), a
 from __future__ import annotations
 
 import os
-import stat
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.bounds.limits import MiB, within
+from tests.bounds.limits import MiB, group_alive, program, within
 from tunehost.errors import TunehostError
 from tunehost.host.proc import KILL_GRACE_S, TIMED_OUT_RC, TOO_LARGE_RC, run_bounded
 
@@ -48,18 +47,6 @@ def test_lines_reach_the_callback_as_they_come() -> None:
     assert sorted(seen) == [("stderr", "two"), ("stdout", "one"), ("stdout", "three")]
 
 
-def _group_gone(pgid: int) -> bool:
-    """No live process left in the group (a zombie waiting for a container's init to reap it is dead)."""
-    for proc in Path("/proc").iterdir():
-        try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return False
-    return True
-
-
 @settings(max_examples=4, deadline=None)
 @given(st.booleans(), st.booleans(), st.booleans())
 def test_the_deadline_kills_the_whole_group(ignores_term: bool, with_child: bool, talks: bool) -> None:
@@ -73,7 +60,7 @@ def test_the_deadline_kills_the_whole_group(ignores_term: bool, with_child: bool
     assert time.monotonic() - started >= 0.5
     pgid = int(result.stderr.split()[0])
     time.sleep(0.2)
-    assert _group_gone(pgid), "a process of the group outlived the deadline"
+    assert not group_alive(pgid), "a process of the group outlived the deadline"
 
 
 def test_a_program_that_cannot_start_is_one_line(tmp_path: Path) -> None:
@@ -84,20 +71,15 @@ def test_a_program_that_cannot_start_is_one_line(tmp_path: Path) -> None:
         assert result.not_run is not None and result.problem.startswith("cannot run ") and "\n" not in result.problem
 
 
-def _fake(path: Path, body: str) -> Path:
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
 
 def test_llama_bench_that_floods_or_hangs_is_one_line(tmp_path: Path) -> None:
     from tunehost.bench.llama_bench import run_llama_bench
 
-    flood = _fake(tmp_path / "flood", "head -c 100000000 /dev/zero")
+    flood = program(tmp_path / "flood", "head -c 100000000 /dev/zero")
     with within("llama-bench flooding stdout", seconds=10.0, peak_bytes=64 * MiB):
         with pytest.raises(TunehostError, match="output too large .*stdout line past 1 MiB"):
             run_llama_bench(flood, [], timeout=60)
-    hang = _fake(tmp_path / "hang", "trap '' TERM; sleep 300")
+    hang = program(tmp_path / "hang", "trap '' TERM; sleep 300")
     with within("llama-bench that never exits", seconds=10.0, peak_bytes=8 * MiB):
         with pytest.raises(TunehostError, match="did not finish within 1 s"):
             run_llama_bench(hang, [], timeout=1)
@@ -107,7 +89,7 @@ def test_a_host_command_that_floods_is_a_failed_command(tmp_path: Path) -> None:
     """`<llama binary> --version` flooding took doctor to 3.8 GB; now it is a failed command saying why."""
     from tunehost.host.commands import MAX_COMMAND_STDOUT, LiveCommands
 
-    flood = _fake(tmp_path / "llama-server", "head -c 2000000000 /dev/zero | tr '\\0' x | fold -w 100")
+    flood = program(tmp_path / "llama-server", "head -c 2000000000 /dev/zero | tr '\\0' x | fold -w 100")
     with within("--version flooding", seconds=20.0, peak_bytes=4 * MAX_COMMAND_STDOUT):
         result = LiveCommands().run([str(flood), "--version"], timeout=60)
     assert result is not None and not result.ok and result.stdout == ""
@@ -126,10 +108,10 @@ def test_a_named_llama_bench_runs_that_file(tmp_path: Path, monkeypatch) -> None
 
     on_path = tmp_path / "path"
     on_path.mkdir()
-    _fake(on_path / "llama-bench", "echo '{\"n_prompt\":1,\"n_gen\":0,\"avg_ts\":1,\"samples_ts\":[1]}'")
+    program(on_path / "llama-bench", "echo '{\"n_prompt\":1,\"n_gen\":0,\"avg_ts\":1,\"samples_ts\":[1]}'")
     here = tmp_path / "here"
     here.mkdir()
-    _fake(here / "llama-bench", "echo '{\"n_prompt\":7,\"n_gen\":0,\"avg_ts\":7,\"samples_ts\":[7]}'")
+    program(here / "llama-bench", "echo '{\"n_prompt\":7,\"n_gen\":0,\"avg_ts\":7,\"samples_ts\":[7]}'")
     monkeypatch.setenv("PATH", f"{on_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(here)
     found = find_llama_bench("./llama-bench")
