@@ -159,7 +159,7 @@ def test_hybrids_on_a_gpu_and_cpu_runs_on_an_arm_soc_have_rows_of_their_own():
     from tunehost.advise.ceiling import BAND_MODELS, band_class
 
     assert band_class("gpu", False, hybrid=True) == band_class("gpu", True, hybrid=True) == "gpu-hybrid"
-    assert band_class("cpu", True, arm=True) == "cpu-arm" and band_class("cpu", True) == "cpu-moe"
+    assert band_class("cpu", True, isa="neon") == "cpu-arm" and band_class("cpu", True, isa="avx512") == "cpu-moe"
     assert band_class("split", True, hybrid=True) == "split"  # a hybrid split: its RAM part is the CPU's
     # a hybrid's GPU band tops out well below a transformer's: Qwen3.6-27B UD-Q3_K_XL (13.9 GB) on a 3090
     dense = tg_band([(int(13.9e9), 936.0)], 64, "gpu")

@@ -60,8 +60,7 @@ class Measurement:
                            power_ratio=self.power_ratio)
 
     def band_class(self) -> str:
-        arm = self.kind == "cpu" and self.isa == "neon"
-        return band_class(self.path(), self.moe, self.igpu, hybrid=self.hybrid, arm=arm)
+        return band_class(self.path(), self.moe, self.igpu, hybrid=self.hybrid, isa=self.isa)
 
     def report_class(self) -> str:
         """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own."""

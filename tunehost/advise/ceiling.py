@@ -402,13 +402,13 @@ class BandContext:
     ollama_share: tuple[float, float] | None = None  # replaces OLLAMA_SHARE (calibration experiments)
 
 
-def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = False, arm: bool = False) -> str:
+def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = False, isa: str | None = None) -> str:
     """Which BAND_MODELS row a placement uses. `hybrid`: the model has recurrent layers (ModelFacts.has_recurrent:
     Qwen3.5/3.6, Qwen3-Next, Granite-4-H, Nemotron-H...), whose GPU decode is compute-bound where a transformer's is
-    bandwidth-bound; `arm`: the CPU that reads a CPU placement is an ARM SoC (neon), whose LPDDR controller delivers a
-    smaller share of its peak to the cores than an x86 desktop's or server's DIMMs do."""
+    bandwidth-bound; `isa`: the vector ISA of the CPU that reads a CPU placement (cpu_isa): "neon" is an ARM SoC, whose
+    LPDDR controller delivers a smaller share of its peak to the cores than an x86 desktop's or server's DIMMs do."""
     if path == "cpu":
-        return "cpu-arm" if arm else "cpu-moe" if moe else "cpu"
+        return "cpu-arm" if isa == "neon" else "cpu-moe" if moe else "cpu"
     if path == "unified":
         return {"vega": "unified-vega", None: "unified"}.get(igpu, "unified-rdna")  # type: ignore[call-overload]
     if path in ("moe", "split"):
@@ -523,9 +523,9 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
         if memory != "VRAM" and bw.dimm_gbps:
             gbps = bw.dimm_gbps
         parts.append((n_bytes, gbps))
-    arm = ctx.cpu is not None and ctx.cpu.isa == "neon"
+    isa = ctx.cpu.isa if ctx.cpu is not None else None
     return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
-                                                        arm=arm), context=ctx)
+                                                        isa=isa), context=ctx)
 
 
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",

@@ -58,7 +58,7 @@ def load_checks_warning() -> "LoadedChecks":
         from tunehost.doctor.registry import install_hint
         from tunehost.errors import TunehostError
 
-        first = next((c.reason for c in loaded.checks if hasattr(c, "reason")), "no check is installed")
+        first = next((c.reason for c in loaded.unloadable()), "no check is installed")
         raise TunehostError(f"no check could be loaded ({first}). {install_hint(first)}")
     return loaded
 

@@ -66,11 +66,13 @@ def install_hint(reason: str) -> str:
 class LoadedChecks:
     checks: list[Check] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    unloadable: int = 0  # built-in checks in `checks` that could not be imported (UnloadableCheck)
+    def unloadable(self) -> list[UnloadableCheck]:
+        """The built-in checks that could not be imported (each stands in the list as its `error` finding)."""
+        return [c for c in self.checks if isinstance(c, UnloadableCheck)]
 
     def usable(self) -> bool:
         """Whether at least one check can judge anything (else doctor has nothing to say: a broken install)."""
-        return len(self.checks) > self.unloadable
+        return len(self.checks) > len(self.unloadable())
 
     def ids(self) -> list[str]:
         return [c.id for c in self.checks]
@@ -95,7 +97,6 @@ def load_checks(extra: list[type[Check]] | None = None) -> LoadedChecks:
             if _builtin_entry(ep.value) and ep.name in _BUILTIN_RANK and ep.name not in seen:
                 seen.add(ep.name)  # a built-in's absence is a finding too, under its own id
                 loaded.checks.append(UnloadableCheck(ep.name, reason))
-                loaded.unloadable += 1
             continue
         if not _builtin_entry(ep.value) and check.id in _BUILTIN_RANK:
             loaded.warnings.append(f"check plugin {ep.name!r} ({ep.value}) is refused: it claims the built-in check "

@@ -490,11 +490,11 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Tru
 
 
 def _prepare(db: sqlite3.Connection, target: Path, create: bool) -> None:
-    """A fresh connection made ready: busy timeout, WAL, the schema created or migrated, its version checked."""
+    """A fresh connection made ready: busy timeout, WAL, the schema created or migrated, its version checked. What
+    it raises, open_store closes the connection for."""
     _refuse_links(target)  # again once open: a link put in its place meanwhile is refused too
     db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
     if not create and _version(db) is None:
-        db.close()
         raise TunehostError(f"{target} is not a tunehost results store (no tunehost schema): not read, "
                             "not changed")
     mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
@@ -513,7 +513,6 @@ def _prepare(db: sqlite3.Connection, target: Path, create: bool) -> None:
     if version is not None and version < SCHEMA_VERSION:
         version = _migrate(db, version)
     if version != SCHEMA_VERSION:
-        db.close()
         raise TunehostError(f"results store {target} has schema {version}; this tunehost reads {SCHEMA_VERSION} "
                             "(a newer tunehost wrote it): use that version, or move the file aside")
 
