@@ -2,7 +2,7 @@
 
 scripts/gpu_proof installed tunehost without -e and then ran ``python -m tunehost`` from the checkout: the checkout's
 ``tunehost/`` shadowed the installed package, it has no ``checks`` inside (setup installs checks/ as
-tunehost.checks), and doctor printed 24 warnings and then ``{"findings": [], "verdict": "ready"}``, exit 0.
+tunehost.checks), and doctor printed 23 warnings and then ``{"findings": [], "verdict": "ready"}``, exit 0.
 """
 
 from __future__ import annotations
