@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Print how tunehost's TG band (tunehost.advise.ceiling.tg_band) covers the published llama.cpp/Ollama measurements in
 tests/advise/data/published_tg.csv: one line per measurement, then per class (gpu, split, cpu, unified, ollama,
-power-capped) the share inside, the median band width and the worst optimistic miss (measured / low edge).
+power-capped) the share inside, the median band width, the worst optimistic miss (measured / low edge) and the width
+floor (calibration.width_floor: the narrowest band of the model's shape, centred with hindsight, that holds 85 %).
 --cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow)."""
 
 from pathlib import Path
@@ -15,10 +16,10 @@ DATA = Path(__file__).resolve().parent.parent / "tests" / "advise" / "data" / "p
 
 def table(title: str, classes: dict) -> None:
     print(title)
-    print(f"  {'class':13} {'inside':>8} {'median width':>13} {'worst miss':>11}")
+    print(f"  {'class':13} {'inside':>8} {'median width':>13} {'worst miss':>11} {'width floor':>12}")
     for name, s in classes.items():
         print(f"  {name:13} {s['inside']:>3}/{s['n']:<4} {s['median_width']:>12.2f}x "
-              f"{s['worst_low']:>11.2f}")
+              f"{s['worst_low']:>11.2f} {s['width_floor']:>11.2f}x")
 
 
 def main() -> None:

@@ -50,7 +50,8 @@ def test_rows_their_source_sets_apart_say_why_and_are_left_out_of_fits_and_figur
     grown = {i for i in apart if i[:2] in ("hc", "hs", "hp", "ho", "hu")}
     assert grown == ({f"hu{i:02d}" for i in range(11, 24)} | {"hu02", "hu04", "hu05", "hc21", "hc25", "hc26", "hc27"}
                      | {f"hp{i:02d}" for i in range(7, 17)})
-    assert set(apart) == grown | {"c01", "u03"} and all(len(m.excluded) > 30 for m in apart.values())
+    # round 3 (hh*, hq*): the two MI50 rows whose model size the source does not give (their bytes were assumed)
+    assert set(apart) == grown | {"c01", "u03", "hh39", "hh40"} and all(len(m.excluded) > 30 for m in apart.values())
     assert not any(m.counted for m in apart.values()) and all(m.counted for m in rows if m.fits and not m.excluded)
     n = sum(s["n"] for s in by_class(judge(rows)).values())
     assert n == sum(m.counted for m in rows) == len(rows) - len(apart) - 1  # and s02, whose model did not fit its RAM
@@ -105,28 +106,33 @@ def test_out_of_sample_the_band_still_holds_85_percent_of_the_measurements():
 
     # each row judged by a band fitted without its own source; rows their source sets apart (and s02) left out
     cv = summary([v for v in leave_one_source_out(load(DATA)) if v.m.counted])
-    # 2026-11-26, grown set: 146 of 163 (89.6 %), median width 1.79x (first round: 78 of 90, 1.76x)
-    assert cv["inside_share"] >= 0.89 and cv["median_width"] <= 1.8
+    # 2026-11-27, round 3: 205 of 234 (87.6 %), median width 1.81x (round 2: 146 of 163, 1.79x; first: 78 of 90,
+    # 1.76x). Round 3 added HBM cards (AMD's MI50s miss) and made power caps out of sample (fit_cap_share)
+    assert cv["inside_share"] >= 0.87 and cv["median_width"] <= 1.82
 
 
-def test_out_of_sample_per_class_as_measured_2026_11_26():
+def test_out_of_sample_per_class_as_measured_2026_11_27():
     from tunehost.advise.calibration import by_class, leave_one_source_out
 
     cv = by_class(leave_one_source_out(load(DATA)))
     inside = {k: (s["inside"], s["n"]) for k, s in cv.items()}
-    # issue 33's targets (>= 85 % per class, median width <= 1.7x, no miss below 0.8): cpu meets all three; gpu,
-    # ollama, split and unified the share inside; power-capped the width-free ones but not the share (docs/advise.md).
-    # First round: cpu 7/10, gpu 29/33, ollama 8/10, power-capped 6/6, split 9/10, unified 19/21
-    assert inside == {"cpu": (20, 23), "gpu": (31, 36), "ollama": (31, 33), "power-capped": (14, 17),
+    # issue 33's targets (>= 85 % per class, median width <= 1.7x, no miss below 0.8): cpu meets all three, unified
+    # the share and the width, gpu, split and power-capped the share (docs/advise.md). Round 2: cpu 20/23, gpu
+    # 31/36, ollama 31/33, power-capped 14/17 (its cap shares then fitted on its own rows), split 18/18, unified 32/36
+    assert inside == {"cpu": (20, 23), "gpu": (81, 95), "ollama": (28, 33), "power-capped": (26, 29),
                       "split": (18, 18), "unified": (32, 36)}
     assert cv["cpu"]["median_width"] <= 1.55 and cv["cpu"]["worst_low"] >= 0.95
-    assert cv["unified"]["median_width"] <= 1.5 and cv["gpu"]["median_width"] <= 1.8
-    assert cv["split"]["median_width"] <= 2.2 and cv["power-capped"]["median_width"] <= 1.8
-    assert cv["ollama"]["median_width"] <= 4.4
-    # gpu: the A100/H100 PCIe rows of one source at 0.81 when that source is left out; unified: an M1 Max on a 70B
-    # model at 0.76; ollama: Qwen3-Coder-Next (a hybrid) on a CPU at 0.61; power-capped: none below the band (its three
-    # misses are an RTX 4090's Qwen3.6 above it when the 4090's source is left out)
-    assert cv["gpu"]["worst_low"] >= 0.8 and cv["split"]["worst_low"] >= 0.95 and cv["power-capped"]["worst_low"] == 1
+    assert cv["unified"]["median_width"] <= 1.5 and cv["gpu"]["median_width"] <= 1.85
+    assert cv["split"]["median_width"] <= 2.2 and cv["power-capped"]["median_width"] <= 1.95
+    assert cv["ollama"]["median_width"] <= 2.7
+    # gpu: two MI50s (one source, so judged by the NVIDIA HBM fit) on Llama 4 Scout at 0.45 and gemma-3n at 0.50;
+    # unified: an M1 Max on a 70B model at 0.76; ollama: Qwen3-Coder-Next (a hybrid) on a CPU at 0.61;
+    # power-capped: six RTX 3090s at 100 of 350 W at 0.31 (no other sweep goes that low)
+    assert cv["gpu"]["worst_low"] >= 0.45 and cv["split"]["worst_low"] >= 0.95 and cv["power-capped"]["worst_low"] >= 0.3
+    # the narrowest band of this model's shape that could hold 85 % of a class, centred with hindsight: where it is
+    # above 1.7x, no constant can reach issue 33's width; only a fact that moves the centres can
+    floors = {k: round(s["width_floor"], 2) for k, s in cv.items()}
+    assert floors["ollama"] > 2.5 and floors["split"] > 1.7 and floors["power-capped"] > 1.7 and floors["cpu"] < 1.5
 
 
 def test_the_first_rounds_constants_on_the_rows_collected_blind():
@@ -164,7 +170,7 @@ def test_hybrids_on_a_gpu_and_cpu_runs_on_an_arm_soc_have_rows_of_their_own():
     # a hybrid's GPU band tops out well below a transformer's: Qwen3.6-27B UD-Q3_K_XL (13.9 GB) on a 3090
     dense = tg_band([(int(13.9e9), 936.0)], 64, "gpu")
     hybrid = tg_band([(int(13.9e9), 936.0)], 64, "gpu-hybrid")
-    assert dense is not None and hybrid is not None and hybrid.high < 0.85 * dense.high
+    assert dense is not None and hybrid is not None and hybrid.high < 0.9 * dense.high
     # and a power cap costs it more: at 200 of 350 W the memory-bound share keeps 70-98 %, the compute-bound 55-95 %
     capped = tg_band([(int(13.9e9), 936.0)], 64, "gpu-hybrid", power_ratio=200 / 350)
     capped_dense = tg_band([(int(13.9e9), 936.0)], 64, "gpu", power_ratio=200 / 350)
@@ -233,3 +239,116 @@ def test_advise_gives_a_model_with_recurrent_layers_the_hybrid_band_and_an_arm_c
     arm = BandContext(cpu=CpuView(12, None, "neon", "other"))
     x86 = BandContext(cpu=CpuView(12, 1, "avx512", "amd"))
     assert tg_band_for(dense, on_cpu, arm).model == "cpu-arm" and tg_band_for(dense, on_cpu, x86).model == "cpu"
+
+
+ROUND_2 = {"gpu": (0.70, 0.95, 10.0, 160.0), "gpu-moe": (0.50, 0.75, 60.0, 100.0),
+           "gpu-hybrid": (0.65, 0.85, 30.0, 100.0)}  # main at 7ea469b, before round 3's rows
+ROUND_2_CAP = (((0.20, 0.05, 0.30), (0.29, 0.10, 0.35), (0.43, 0.50, 0.92), (0.57, 0.70, 0.98), (0.71, 0.90, 1.00),
+                (0.85, 0.97, 1.00), (1.00, 1.00, 1.00)),
+               ((0.20, 0.02, 0.20), (0.29, 0.05, 0.35), (0.43, 0.20, 0.90), (0.57, 0.55, 0.95), (0.71, 0.85, 1.00),
+                (0.85, 0.90, 1.00), (1.00, 1.00, 1.00)))
+
+
+def _round_2_table(hbm: tuple[float, float, float, float] | None = None):
+    from tunehost.advise.ceiling import BAND_MODELS, BandModel
+
+    table = {**BAND_MODELS, **{k: BandModel(*v) for k, v in ROUND_2.items()}}
+    # round 2 had no HBM class: its cards were read at the gpu row's shares
+    return {**table, "gpu-hbm": BandModel(*hbm) if hbm else table["gpu"],
+            "gpu-hbm-amd": BandModel(*hbm) if hbm else table["gpu"]}
+
+
+def test_round_3_rows_collected_blind_judged_by_round_2s_constants():
+    """hh* (HBM cards) and hq* (power-limit sweeps) were collected without running the band on them; their
+    exclusions and the HBM hypothesis were written before any was judged (docs/advise.md, "Round 3")."""
+    from tunehost.advise.calibration import by_class
+
+    rows = load(DATA)
+    hbm = [m for m in rows if m.id.startswith("hh")]
+    sweeps = [m for m in rows if m.id.startswith("hq")]
+    assert len(hbm) == 57 and len(sweeps) == 16
+    before = by_class(judge(hbm, _round_2_table(), (0.4, 1.1), ROUND_2_CAP))
+    assert {k: (s["inside"], s["n"]) for k, s in before.items()} == {"gpu": (38, 55)}
+    assert round(before["gpu"]["median_width"], 2) == 2.03 and round(before["gpu"]["worst_low"], 2) == 0.41
+    capped = by_class(judge(sweeps, _round_2_table(), (0.4, 1.1), ROUND_2_CAP))
+    assert {k: (s["inside"], s["n"]) for k, s in capped.items()} == {"gpu": (4, 4), "power-capped": (12, 12)}
+    # the hypothesis: an HBM class fitted on round 2's four A100/H100 PCIe rows holds >= 85 % of the new HBM rows.
+    # It held for NVIDIA's cards (36 of 41) and failed for AMD's (4 of 14: two MI50s under ROCm, far below)
+    verdicts = [v for v in judge(hbm, _round_2_table((0.45, 0.75, 60.0, 100.0)), (0.4, 1.1), ROUND_2_CAP)
+                if v.m.counted]
+    nvidia = [v for v in verdicts if "NVIDIA" in v.m.hardware]
+    amd = [v for v in verdicts if "AMD" in v.m.hardware]
+    assert (sum(v.inside for v in nvidia), len(nvidia)) == (36, 41)
+    assert (sum(v.inside for v in amd), len(amd)) == (4, 14)
+
+
+def test_hbm_cards_have_classes_of_their_own_fitted_on_their_rows():
+    from tunehost.advise.calibration import fit
+    from tunehost.advise.ceiling import BAND_MODELS
+
+    rows = load(DATA)
+    nvidia = [m for m in rows if m.band_class() == "gpu-hbm"]
+    amd = [m for m in rows if m.band_class() == "gpu-hbm-amd"]
+    assert {m.hbm for m in nvidia} == {"nvidia"} and {m.hbm for m in amd} == {"amd"}
+    assert len([m for m in nvidia if m.counted]) == 45 and len([m for m in amd if m.counted]) == 12
+    assert BAND_MODELS["gpu-hbm"] == fit(nvidia, "gpu-hbm") and BAND_MODELS["gpu-hbm-amd"] == fit(amd, "gpu-hbm-amd")
+    # HBM reads at a lower share than GDDR: both edges of the efficiency below the gpu row's
+    assert BAND_MODELS["gpu-hbm"].eff_low < BAND_MODELS["gpu"].eff_low
+    assert BAND_MODELS["gpu-hbm"].eff_high < BAND_MODELS["gpu"].eff_high
+    # a split or an MoE on an HBM card keeps its own class (no rows say otherwise)
+    assert {m.band_class() for m in rows if m.hbm and m.moe} == {"gpu-moe"}
+
+
+def test_a_class_whose_only_source_is_left_out_is_judged_by_its_parents_fit():
+    from tunehost.advise.calibration import PARENT, fit_class
+
+    rows = load(DATA)
+    others = [m for m in rows if "mixa3607" not in m.source]  # the only source of AMD HBM rows
+    assert not [m for m in others if m.band_class() == "gpu-hbm-amd"]
+    assert fit_class(others, "gpu-hbm-amd") == {"gpu-hbm-amd": fit_class(others, "gpu-hbm")["gpu-hbm"]}
+    assert PARENT["gpu-hbm-amd"] == "gpu-hbm" and PARENT["gpu-hbm"] == "gpu"
+    # with rows of its own a class fits them
+    assert fit_class(rows, "gpu-hbm-amd")["gpu-hbm-amd"] != fit_class(rows, "gpu-hbm")["gpu-hbm"]
+
+
+def test_power_cap_tables_hold_every_published_sweep_point_and_are_refitted_without_a_source():
+    from tunehost.advise.calibration import cap_points, fit_cap_share
+    from tunehost.facts.power_cap import CAP_SHARE, CAP_SHARE_COMPUTE, tg_share_at_cap
+
+    rows = load(DATA)
+    points = cap_points(rows)
+    assert len(points) == 31 and len({p.source for p in points}) == 8
+    for p in points:
+        share = tg_share_at_cap(p.ratio, compute_bound=p.compute_bound)
+        assert share.low <= p.kept <= max(share.high, 1.032), p  # 1.031: a 3090 faster capped, within its noise
+    # the shipped tables are the envelope of round 2's and the fit on every point
+    for table, fitted, old in ((CAP_SHARE, fit_cap_share(points, False), ROUND_2_CAP[0]),
+                               (CAP_SHARE_COMPUTE, fit_cap_share(points, True), ROUND_2_CAP[1])):
+        assert list(table) == [(r, min(a, b), max(c, d)) for (r, a, c), (_, b, d) in zip(old, fitted)]
+        lows = [lo for _, lo, _ in table]
+        assert lows == sorted(lows) and all(0 < lo <= hi <= 1 for _, lo, hi in table)
+    # without llmgarage's six 3090s nothing below a third of the default collapses: the 100 W point is then unseen
+    without = fit_cap_share([p for p in points if "llmgarage" not in p.source], False)
+    assert dict((r, lo) for r, lo, _ in without)[0.29] > 0.5 > dict((r, lo) for r, lo, _ in CAP_SHARE)[0.29]
+    # a sweep is told apart by source, rig, model and quant; its default row anchors it
+    assert {round(p.kept, 2) for p in points if abs(p.ratio - 200 / 600) < 0.001} == {0.68}
+
+
+def test_width_floor_is_the_narrowest_hindsight_band_of_the_models_shape():
+    from tunehost.advise.calibration import Verdict, width_floor
+
+    rows = load(DATA)[:4]
+    # centres at 10 (low 5, high 20); measured 10, 11, 12, 40: three of four (75 %) fit in 12/10 = 1.2x
+    verdicts = [Verdict(m, 5.0, 20.0) for m in rows]
+    from dataclasses import replace
+
+    verdicts = [replace(v, m=replace(v.m, tps=t)) for v, t in zip(verdicts, (10.0, 11.0, 12.0, 40.0))]
+    assert abs(width_floor(verdicts, 0.75) - 1.2) < 1e-9
+    assert abs(width_floor(verdicts, 1.0) - 4.0) < 1e-9 and width_floor(verdicts[:1]) == 1.0
+
+
+def test_every_band_class_has_a_name_for_advise_calibrate():
+    from tunehost.advise.ceiling import BAND_MODELS
+    from tunehost.advise.host_calibration import CLASS_NAMES
+
+    assert set(CLASS_NAMES) == set(BAND_MODELS)  # `advise --calibrate` lists every class by its name

@@ -215,6 +215,13 @@ def test_advise_on_the_h200_takes_its_vram_bandwidth_from_nvml(cli, tmp_path) ->
     ceiling = json.loads(result.stdout)["ceiling"]
     assert ceiling["gpu_gbps"] == 4814.3 and "NVML" in ceiling["gpu_basis"]
     assert ceiling["band"] is not None and ceiling["band"]["low_tokens_per_s"] < ceiling["tokens_per_s"]
+    # and the 6016-bit bus is HBM: the band of NVIDIA's HBM cards (hbm_kind), kept in a saved result too
+    assert ceiling["gpu_hbm"] == "nvidia" and ceiling["band"]["model"] == "gpu-hbm"
+    from tunehost.advise.ceiling import ceiling_from_json
+
+    again = ceiling_from_json(ceiling)
+    assert again is not None and again.bandwidths.gpu_hbm == "nvidia"
+    assert ceiling_from_json({**ceiling, "gpu_hbm": "<b>x</b>"}).bandwidths.gpu_hbm is None  # type: ignore[union-attr]
 
 
 def test_a_real_shape_8b_on_the_h200_falls_inside_advises_band() -> None:
@@ -240,3 +247,27 @@ def test_a_real_shape_8b_on_the_h200_falls_inside_advises_band() -> None:
     busy = [r.split(", ") for r in rows if r.split(", ")[5] == "97 %"]
     assert len(busy) == 5 and all(r[1] == "P0" and r[3] == "1980 MHz" for r in busy)  # no clock cut, no cap
     assert 300 < max(float(r[2].split()[0]) for r in busy) < 400  # NVML's averaged power settles at ~346 W
+
+
+def test_the_h200_is_judged_as_hbm_and_its_band_holds_the_measured_8b() -> None:
+    """The captured advise used the GDDR cards' band (156.9-804.4 t/s, 5.1x wide: per-layer overheads at 10-160 us).
+    NVML's 6016-bit bus says HBM (tunehost.advise.ceiling.hbm_kind), whose own band class (fitted on published
+    V100/A100/H100 runs, not on this one) is far narrower and still holds the 244.9 t/s measured on the card."""
+    from tunehost.advise.ceiling import band_class, hbm_kind, tg_band
+
+    [nvml] = json.loads((ROOT / "idle" / "snapshot" / "samples" / "nvml.json").read_text())["gpus"]
+    assert nvml["memory_bus_width_bits"] == 6016 and hbm_kind(nvml["name"], nvml["memory_bus_width_bits"]) == "nvidia"
+    assert hbm_kind("NVIDIA H200", None) == "nvidia"  # no NVML width: the name says it
+    assert hbm_kind("NVIDIA GeForce RTX 3090", 384) is None and hbm_kind("NVIDIA GeForce RTX 3090", None) is None
+    assert hbm_kind("NVIDIA H200", 384) is None  # NVML's width wins over the name
+    assert hbm_kind("AMD Instinct MI50 32GB", None) == "amd"  # amdgpu has no bus width to read: the name
+    [run] = load("tg-8b/llama-bench-8b.json")
+    ceiling = load("tg-8b/advise-8b.json")["ceiling"]
+    [part] = ceiling["parts"]
+    key = band_class("gpu", False, hbm="nvidia")
+    assert key == "gpu-hbm" and band_class("gpu", True, hbm="nvidia") == "gpu-moe"  # MoE: its own overheads dominate
+    assert band_class("gpu", False, hbm="amd") == "gpu-hbm-amd"
+    band = tg_band([(part["bytes_per_token"], ceiling["gpu_gbps"])], 32, key)  # Llama 3.1 8B: 32 blocks
+    assert band is not None and band.low <= run["avg_ts"] <= band.high  # 145.5 <= 244.9 <= 331.0
+    assert band.high / band.low < 2.5 < 5.0 < ceiling["band"]["high_tokens_per_s"] / ceiling["band"]["low_tokens_per_s"]
+    assert "HBM" in band.notes[0]

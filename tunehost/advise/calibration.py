@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class,
-                                     tg_band)
+                                     hbm_kind, tg_band)
 from tunehost.facts.power_cap import POWER_CAP_NOTICE
 
 GB = 1e9
@@ -47,6 +48,12 @@ class Measurement:
         """In the fits and the figures: the model fitted its memory and the source gives no reason to set it apart."""
         return self.fits and not self.excluded
 
+    @property
+    def capped(self) -> bool:
+        """Run under a GPU power cap advise names (POWER_CAP_NOTICE): judged by its class's constants times the
+        share power_cap's tables keep, so it informs those tables (cap_points), not the class's constants."""
+        return self.power_ratio is not None and self.power_ratio < POWER_CAP_NOTICE
+
     def path(self) -> str:
         return {"gpu": "gpu", "split": "moe", "cpu": "cpu"}.get(self.kind, "unified")
 
@@ -59,14 +66,20 @@ class Measurement:
         return BandContext(cpu=cpu, quant=self.quant, runtime=self.runtime, igpu=self.igpu,
                            power_ratio=self.power_ratio)
 
+    @property
+    def hbm(self) -> str | None:
+        """"nvidia" | "amd" where the GPU's VRAM is HBM, told from the hardware column's card name as advise tells
+        it without NVML (hbm_kind)."""
+        return hbm_kind(self.hardware, None) if self.kind == "gpu" else None
+
     def band_class(self) -> str:
-        return band_class(self.path(), self.moe, self.igpu, hybrid=self.hybrid, isa=self.isa)
+        return band_class(self.path(), self.moe, self.igpu, hybrid=self.hybrid, isa=self.isa, hbm=self.hbm)
 
     def report_class(self) -> str:
         """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own."""
         if self.runtime == "ollama":
             return "ollama"
-        if self.power_ratio is not None and self.power_ratio < POWER_CAP_NOTICE:
+        if self.capped:
             return "power-capped"
         return {"gpu": "gpu", "split": "split", "cpu": "cpu"}.get(self.kind, "unified")
 
@@ -101,8 +114,14 @@ class Verdict:
         return self.low * margin <= self.m.tps <= self.high / margin
 
 
+CapTable = tuple[tuple[float, float, float], ...]
+
+
 def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
-          ollama_share: tuple[float, float] | None = None) -> list[Verdict]:
+          ollama_share: tuple[float, float] | None = None,
+          cap_share: tuple[CapTable, CapTable] | None = None) -> list[Verdict]:
+    """Each row's band: BAND_MODELS (or `table`), OLLAMA_SHARE (or `ollama_share`), the power_cap tables (or
+    `cap_share`: memory-bound, compute-bound)."""
     out = []
     for m in rows:
         # the KV cache lives beside the first part's weights (VRAM, unified or host RAM): a token generated deep in a
@@ -113,6 +132,8 @@ def judge(rows: list[Measurement], table: dict[str, BandModel] | None = None,
         context = m.context()
         if ollama_share is not None:
             context = replace(context, ollama_share=ollama_share)
+        if cap_share is not None:
+            context = replace(context, cap_share=cap_share[0], cap_share_compute=cap_share[1])
         band = tg_band(parts, m.layers, m.band_class(), table=table, context=context)
         assert band is not None, m.id
         out.append(Verdict(m, band.low, band.high))
@@ -143,7 +164,7 @@ def fit(rows: list[Measurement], key: str, base: dict[str, BandModel] | None = N
     class `key`; rows that did not fit their memory or are excluded left out) inside, else the most inside: how
     BAND_MODELS was chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more).
     `base`: the constants of the class `key` depends on (DEPENDS; BAND_MODELS' when not given)."""
-    rows = [r for r in rows if r.counted and r.runtime != "ollama"]
+    rows = [r for r in rows if r.counted and r.runtime != "ollama" and not r.capped]
     if not rows:
         return BAND_MODELS[key]
     dep = DEPENDS.get(key)
@@ -163,9 +184,18 @@ def fit(rows: list[Measurement], key: str, base: dict[str, BandModel] | None = N
     return best[1]  # type: ignore[index]
 
 
+# the class a narrower one is carved from: where `rows` hold no llama.cpp run of the narrower class (its only source
+# left out), fit_class answers with the parent's fit on them, not with BAND_MODELS (fitted on the left-out rows)
+PARENT = {"gpu-hbm": "gpu", "gpu-hbm-amd": "gpu-hbm", "gpu-hybrid": "gpu", "gpu-moe": "gpu", "cpu-arm": "cpu",
+          "unified-rdna": "unified", "unified-vega": "unified"}
+
+
 def fit_class(rows: list[Measurement], key: str) -> dict[str, BandModel]:
     """`key`'s constants fitted on `rows` (all classes), with those of the class it depends on (DEPENDS) fitted on
-    the same rows first: {dependency: ..., key: ...}."""
+    the same rows first: {dependency: ..., key: ...}. A class none of `rows` informs takes its PARENT's fit."""
+    if key in PARENT and not any(r.band_class() == key and r.counted and r.runtime != "ollama" and not r.capped
+                                 for r in rows):
+        return {key: fit_class(rows, PARENT[key])[PARENT[key]]}
     dep = DEPENDS.get(key)
     base = {dep: fit([r for r in rows if r.band_class() == dep], dep)} if dep else {}
     return {**base, key: fit([r for r in rows if r.band_class() == key], key, base)}
@@ -192,6 +222,78 @@ def fit_ollama_share(rows: list[Measurement], table: dict[str, BandModel] | None
     return best[1]  # type: ignore[index]
 
 
+@dataclass(frozen=True)
+class CapPoint:
+    """One point of a published power-limit sweep: the share of its default-limit speed a run kept at `ratio`."""
+
+    ratio: float
+    kept: float
+    compute_bound: bool
+    source: str
+
+
+def _sweep(hardware: str) -> str:
+    """The rig a sweep row ran on: its hardware column without the " at 250 W ..." tail."""
+    return re.sub(r"\s+at\s+\d+(\.\d+)?\s*W\b.*$", "", hardware)
+
+
+def cap_points(rows: list[Measurement]) -> list[CapPoint]:
+    """The sweeps in `rows`: counted rows of one source, rig, model and quant, one of them at the default limit
+    (power_ratio empty or 1), each other one a point (its tps / the default row's)."""
+    sweeps: dict[tuple[str, str, str, str], list[Measurement]] = {}
+    for m in rows:
+        if m.counted and m.power_ratio is not None:
+            sweeps.setdefault((m.source, _sweep(m.hardware), m.model, m.quant), []).append(m)
+    for m in rows:  # a default row may leave power_ratio empty
+        key = (m.source, _sweep(m.hardware), m.model, m.quant)
+        if m.counted and m.power_ratio is None and key in sweeps:
+            sweeps[key].append(m)
+    out = []
+    for runs in sweeps.values():
+        default = [m for m in runs if m.power_ratio is None or m.power_ratio >= 0.999]
+        if len(default) != 1:
+            continue
+        out.extend(CapPoint(m.power_ratio, m.tps / default[0].tps, m.hybrid, m.source)
+                   for m in runs if m is not default[0] and m.power_ratio is not None)
+    return out
+
+
+CAP_WINDOW = 0.075  # a sweep point informs the knots of power_cap's tables within this ratio of it
+CAP_MARGIN = 0.05   # the share a knot allows beyond the points it holds (one card or rig per point: not a point fit)
+
+
+def fit_cap_share(points: list[CapPoint], compute_bound: bool) -> CapTable:
+    """power_cap's table (knots of CAP_SHARE) from sweep points of one kind: at each knot the lowest and highest
+    share kept by the points within CAP_WINDOW, CAP_MARGIN either side (the highest at most 1). A knot no point
+    informs keeps the low of the nearest knot below that has points (nothing below: 0.02) and a high of 1; lows
+    then never rise towards a lower ratio, highs never fall towards a higher one."""
+    from tunehost.facts.power_cap import CAP_SHARE
+
+    mine = [p for p in points if p.compute_bound == compute_bound]
+    knots = [r for r, _, _ in CAP_SHARE]
+    lows: list[float | None] = []
+    highs: list[float | None] = []
+    for k in knots:
+        near = [p.kept for p in mine if abs(p.ratio - k) <= CAP_WINDOW]
+        if k >= 1.0:
+            lows.append(1.0), highs.append(1.0)
+        elif near:
+            lows.append(max(0.02, min(near) - CAP_MARGIN)), highs.append(min(1.0, max(near) + CAP_MARGIN))
+        else:
+            lows.append(None), highs.append(None)
+    low_at: list[float] = []
+    for low in lows:
+        low_at.append(low if low is not None else (low_at[-1] if low_at else 0.02))
+    for i in range(len(low_at) - 2, -1, -1):
+        low_at[i] = min(low_at[i], low_at[i + 1])
+    high_at: list[float] = [1.0] * len(highs)
+    for i in range(len(highs) - 1, -1, -1):  # an uninformed knot: the high of the nearest knot above
+        high_at[i] = highs[i] if highs[i] is not None else (high_at[i + 1] if i + 1 < len(highs) else 1.0)
+    for i in range(1, len(high_at)):
+        high_at[i] = max(high_at[i], high_at[i - 1])
+    return tuple((k, round(lo, 3), round(hi, 3)) for k, lo, hi in zip(knots, low_at, high_at))
+
+
 def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
     """Each measurement judged by a band fitted without any row of its source: an out-of-sample figure (the class it
     depends on, DEPENDS, refitted without the source too). An Ollama row's class constants are fitted on the other
@@ -200,6 +302,8 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
     for m in rows:
         key = m.band_class()
         others = [r for r in rows if r.source != m.source]
+        points = cap_points(others)
+        caps = (fit_cap_share(points, False), fit_cap_share(points, True))
         table = fit_class(others, key)
         share = None
         if m.runtime == "ollama":
@@ -208,7 +312,7 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
                 full.update(fit_class(others, k))
             share = fit_ollama_share(others, full)
             table = {**full, **table}
-        out.extend(judge([m], table, share))
+        out.extend(judge([m], table, share, caps))
     return out
 
 
@@ -222,6 +326,17 @@ def summary(verdicts: list[Verdict]) -> dict[str, float]:
             "worst_low": min([v.m.tps / v.low for v in verdicts if v.m.tps < v.low] or [1.0])}
 
 
+def width_floor(verdicts: list[Verdict], share: float = 0.85) -> float:
+    """The narrowest band (high / low) that holds `share` of `verdicts` when it is a constant multiple of each band's
+    centre (the geometric mean of its edges) placed with hindsight: what no band of this model's shape can beat
+    without a new fact that moves the centres. 1.0 for fewer than two rows."""
+    logs = sorted(math.log(v.m.tps / math.sqrt(v.low * v.high)) for v in verdicts)
+    need = math.ceil(share * len(logs))
+    if need < 2:
+        return 1.0
+    return math.exp(min(logs[i + need - 1] - logs[i] for i in range(len(logs) - need + 1)))
+
+
 def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
     """summary() per report class (Measurement.report_class), rows that did not fit their memory or that their
     source sets apart (Measurement.excluded) left out."""
@@ -229,4 +344,4 @@ def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
     for v in verdicts:
         if v.m.counted:
             classes.setdefault(v.m.report_class(), []).append(v)
-    return {k: summary(vs) for k, vs in sorted(classes.items())}
+    return {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in sorted(classes.items())}

@@ -40,6 +40,29 @@ def gpu_bandwidth(name: str | None) -> float | None:
     return None
 
 
+# VRAM on stacked HBM: a bus of 2048 bits or more (NVML's nvmlDeviceGetMemoryBusWidth: A100 5120, H200 6144; GDDR cards
+# top out at 512), else these names. Decode at batch 1 reaches a smaller share of HBM's peak than of GDDR's: each
+# layer's small matrices cannot keep thousands of bits of bus busy (the A100/H100 PCIe rows of published_tg.csv and
+# tests/data/gpu-proof/h200-580.159.04 sit at ~0.6 of the GDDR cards' fit), so such a card has its own band class
+HBM_BUS_BITS = 2048
+HBM_GPUS = ("A100", "A800", "H100", "H800", "H200", "GH200", "B100", "B200", "GB200", "V100", "P100", "Titan V")
+# AMD's HBM cards (GCN 5 / CDNA: gfx906, gfx908, gfx90a, gfx942): under ROCm their quantized matrix-vector kernels,
+# not the HBM, bound a token (two MI50s read Qwen3-14B Q4_0 at ~0.3 of the bandwidth, BF16 at ~0.6): a class apart
+HBM_GPUS_AMD = ("Instinct", "gfx906", "gfx908", "gfx90a", "gfx942", "MI50", "MI60", "MI100", "MI210", "MI250",
+                "MI300", "MI325", "MI355", "Radeon VII", "Radeon Pro VII", "Vega 56", "Vega 64", "Vega Frontier")
+
+
+def hbm_kind(name: str | None, bus_width_bits: int | None) -> str | None:
+    """"nvidia" or "amd" for a discrete GPU whose VRAM is HBM (NVML's bus width when the driver gives one, else the
+    card's name), None for GDDR or an unknown card."""
+    low = (name or "").lower()
+    if any(key.lower() in low for key in HBM_GPUS_AMD):
+        return "amd"
+    if bus_width_bits and bus_width_bits > 0:
+        return "nvidia" if bus_width_bits >= HBM_BUS_BITS else None
+    return "nvidia" if any(key.lower() in low for key in HBM_GPUS) else None
+
+
 def vram_bandwidth(bus_width_bits: int | None, memory_clock_mhz: int | None) -> float | None:
     """Peak VRAM bandwidth (GB/s) from NVML's bus width and max memory clock: NVML reports GDDR/HBM clocks at half
     the data rate, so bytes/s = bus bits / 8 x clock x 2 (RTX 3060: 192 bit, 7501 MHz -> 360 GB/s)."""
@@ -112,6 +135,7 @@ class Bandwidths:
     dimm_rated_gbps: float | None = None   # the same at the slowest module's rating (XMP/EXPO)
     ram_basis: str = ""                    # "" (measured now) or what ram_gbps is instead (the DIMMs' peak)
     power_ratio: float | None = None       # the GPU's enforced power limit / its default limit (NVML), if below 1
+    gpu_hbm: str | None = None             # the VRAM is HBM: "nvidia" | "amd" (hbm_kind), band class of a dense model
 
     @classmethod
     def with_dimms(cls, peak: Any, **kwargs: Any) -> "Bandwidths":
@@ -145,7 +169,8 @@ class Ceiling:
                 "ram_dimm_gbps": bw.dimm_gbps, "ram_dimm_basis": bw.dimm_basis or None,
                 "ram_dimm_rated_gbps": bw.dimm_rated_gbps,
                 "gpu_gbps": bw.gpu_gbps, "gpu_basis": bw.gpu_basis or None, "ram_basis": bw.ram_basis or None,
-                "power_ratio": bw.power_ratio, "band": self.band.to_json() if self.band else None}
+                "power_ratio": bw.power_ratio, "gpu_hbm": bw.gpu_hbm,
+                "band": self.band.to_json() if self.band else None}
 
 
 def ceiling_from_json(data: Any) -> Ceiling | None:
@@ -157,7 +182,8 @@ def ceiling_from_json(data: Any) -> Ceiling | None:
                   for p in data["parts"] if isinstance(p, dict))
     bw = Bandwidths(num(data.get("gpu_gbps")), str(data.get("gpu_basis") or ""), num(data.get("ram_measured_gbps")),
                     num(data.get("ram_dimm_gbps")), str(data.get("ram_dimm_basis") or ""),
-                    num(data.get("ram_dimm_rated_gbps")), str(data.get("ram_basis") or ""), num(data.get("power_ratio")))
+                    num(data.get("ram_dimm_rated_gbps")), str(data.get("ram_basis") or ""), num(data.get("power_ratio")),
+                    data.get("gpu_hbm") if data.get("gpu_hbm") in ("nvidia", "amd") else None)
     return Ceiling(num(data.get("tokens_per_s")), parts, str(data.get("note") or ""),
                    num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""), TgBand.from_json(data.get("band")))
 
@@ -282,11 +308,15 @@ class BandModel:
 # of the RAM part. Two rows came with the grown set: hybrids on a GPU (recurrent layers decode compute-bound: an RTX
 # 3090 reads Qwen3.6-27B at ~0.55 of its bandwidth, a 4090 at ~0.72; a cap costs them more, facts.power_cap's
 # CAP_SHARE_COMPUTE) and ARM SoC CPUs (a CIX P1 reads ~0.4 of its LPDDR5's peak); neither moved the x86 cpu or the
-# dense gpu rows.
+# dense gpu rows. Refitted 2026-11-27 (269 rows, 234 counted; round 3 added HBM cards and power sweeps) on runs at the
+# default power limit only: HBM cards got rows of their own (gpu-hbm, gpu-hbm-amd: hbm_kind), which took the slow
+# A100/H100 runs out of the gpu row (its per-layer cost now 10-100 us, was 10-160).
 BAND_MODELS: dict[str, BandModel] = {
-    "gpu": BandModel(0.70, 0.95, 10.0, 160.0),       # discrete GPU, dense model
-    "gpu-moe": BandModel(0.50, 0.75, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
-    "gpu-hybrid": BandModel(0.65, 0.85, 30.0, 100.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
+    "gpu": BandModel(0.70, 0.95, 10.0, 100.0),       # discrete GPU (GDDR), dense model
+    "gpu-hbm": BandModel(0.50, 0.80, 60.0, 160.0),   # NVIDIA GPU on HBM (V100, A100, H100, H200), dense model
+    "gpu-hbm-amd": BandModel(0.55, 0.75, 60.0, 400.0),  # AMD GPU on HBM (MI50/MI60, MI100+, Radeon VII), dense model
+    "gpu-moe": BandModel(0.50, 0.85, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
+    "gpu-hybrid": BandModel(0.65, 0.85, 20.0, 100.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
     "split": BandModel(0.35, 0.75, 30.0, 250.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
     "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
     "unified-rdna": BandModel(0.65, 0.85, 20.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
@@ -313,7 +343,7 @@ CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 10.0}
 QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("_K", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
 # Ollama's "eval rate" on the same hardware: its bundled llama.cpp, its defaults (num_thread, num_ctx, no flash
 # attention on older releases, CPU fallbacks) and its own server loop: a share of what llama.cpp reaches
-OLLAMA_SHARE = (0.4, 1.1)  # calibration.fit_ollama_share on the 33 counted Ollama rows
+OLLAMA_SHARE = (0.6, 1.1)  # calibration.fit_ollama_share on the 33 counted Ollama rows
 # AMD iGPU families by the codename tunehost.facts.gpu names them with (AMD_APU_DEVICE_IDS) or the marketing name
 IGPU_FAMILIES: tuple[tuple[str, str], ...] = (
     ("Raven Ridge", "vega"), ("Picasso", "vega"), ("Renoir", "vega"), ("Cezanne", "vega"), ("Lucienne", "vega"),
@@ -400,13 +430,19 @@ class BandContext:
     igpu: str | None = None      # vega | rdna2 | rdna3 | rdna35 | None (Apple or unknown)
     power_ratio: float | None = None
     ollama_share: tuple[float, float] | None = None  # replaces OLLAMA_SHARE (calibration experiments)
+    # replace power_cap.CAP_SHARE / CAP_SHARE_COMPUTE (calibration experiments: calibration.fit_cap_share)
+    cap_share: tuple[tuple[float, float, float], ...] | None = None
+    cap_share_compute: tuple[tuple[float, float, float], ...] | None = None
 
 
-def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = False, isa: str | None = None) -> str:
+def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = False, isa: str | None = None,
+               hbm: str | None = None) -> str:
     """Which BAND_MODELS row a placement uses. `hybrid`: the model has recurrent layers (ModelFacts.has_recurrent:
     Qwen3.5/3.6, Qwen3-Next, Granite-4-H, Nemotron-H...), whose GPU decode is compute-bound where a transformer's is
     bandwidth-bound; `isa`: the vector ISA of the CPU that reads a CPU placement (cpu_isa): "neon" is an ARM SoC, whose
-    LPDDR controller delivers a smaller share of its peak to the cores than an x86 desktop's or server's DIMMs do."""
+    LPDDR controller delivers a smaller share of its peak to the cores than an x86 desktop's or server's DIMMs do;
+    `hbm`: the discrete GPU's VRAM is HBM ("nvidia" | "amd": hbm_kind), of which a dense model's decode reaches a
+    smaller share (on AMD's, ROCm's quantized kernels bound it first)."""
     if path == "cpu":
         return "cpu-arm" if isa == "neon" else "cpu-moe" if moe else "cpu"
     if path == "unified":
@@ -415,7 +451,9 @@ def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = 
         return "split"
     if hybrid:
         return "gpu-hybrid"
-    return "gpu-moe" if moe else "gpu"
+    if moe:
+        return "gpu-moe"
+    return {"nvidia": "gpu-hbm", "amd": "gpu-hbm-amd"}.get(hbm or "", "gpu")
 
 
 @dataclass(frozen=True)
@@ -498,13 +536,18 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
         bound += ", VRAM and RAM in turn"
     low, high = 1.0 / slow_s, 1.0 / fast_s
     notes: list[str] = []
+    if model.startswith("gpu-hbm"):
+        notes.append("HBM VRAM: a batch-1 decode reads a smaller share of its peak than a GDDR card's (published "
+                     + ("MI50/MI60 runs under ROCm" if model == "gpu-hbm-amd" else "V100/A100/H100 runs") + ")")
     if ctx.runtime == "ollama":
         share_low, share_high = ctx.ollama_share or OLLAMA_SHARE
         low, high = low * share_low, high * share_high
         notes.append(f"under Ollama: {share_low:.0%}-{share_high:.0%} of llama.cpp's speed on the same hardware "
                      "(published Ollama eval rates)")
     if ratio is not None and 0 < ratio < POWER_CAP_NOTICE and not model.startswith("cpu"):
-        share = tg_share_at_cap(ratio, compute_bound=model == "gpu-hybrid")
+        compute = model == "gpu-hybrid"
+        share = tg_share_at_cap(ratio, compute_bound=compute,
+                                table=ctx.cap_share_compute if compute else ctx.cap_share)
         notes.append(f"at the GPU's enforced power limit ({ratio:.0%} of its default) {share.text()}; at the default "
                      f"limit expect {_ts(low)}-{_ts(high)} t/s")
         low, high = low * share.low, high * share.high
@@ -525,10 +568,10 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
         parts.append((n_bytes, gbps))
     isa = ctx.cpu.isa if ctx.cpu is not None else None
     return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
-                                                        isa=isa), context=ctx)
+                                                        isa=isa, hbm=bw.gpu_hbm), context=ctx)
 
 
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",
            "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
-           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak"]
+           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind"]

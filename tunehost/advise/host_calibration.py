@@ -42,7 +42,8 @@ STORE_SOURCE = "store"  # the host was busy: a quiet measurement of an earlier r
 DIMM_SOURCE = "dimm"  # the host was busy, nothing quiet stored: the configured DIMMs' peak
 BUSY_SOURCE = "busy"  # the host was busy and nothing else was known: probed anyway, unreliable
 QUIET_RUNS = 5  # the newest quiet measurements whose median stands in for one taken now
-CLASS_NAMES = {"gpu": "GPU dense", "gpu-moe": "GPU MoE", "split": "GPU + RAM split", "unified": "unified memory",
+CLASS_NAMES = {"gpu": "GPU dense", "gpu-hbm": "NVIDIA HBM GPU dense", "gpu-hbm-amd": "AMD HBM GPU dense",
+               "gpu-moe": "GPU MoE", "split": "GPU + RAM split", "unified": "unified memory",
                "unified-rdna": "AMD RDNA iGPU", "unified-vega": "AMD Vega iGPU", "cpu": "CPU dense",
                "cpu-moe": "CPU MoE", "gpu-hybrid": "GPU hybrid (recurrent layers)", "cpu-arm": "CPU on an ARM SoC"}
 
