@@ -9,6 +9,7 @@ import re
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class,
                                      hbm_kind, tg_band)
@@ -76,11 +77,14 @@ class Measurement:
         return band_class(self.path(), self.moe, self.igpu, hybrid=self.hybrid, isa=self.isa, hbm=self.hbm)
 
     def report_class(self) -> str:
-        """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own."""
+        """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own, and
+        so are CPU runs on ARM (cpu-arm: 113 rows that behave unlike x86's, 63 of them one Raspberry Pi 4B's)."""
         if self.runtime == "ollama":
             return "ollama"
         if self.capped:
             return "power-capped"
+        if self.kind == "cpu" and self.isa == "neon":
+            return "cpu-arm"
         return {"gpu": "gpu", "split": "split", "cpu": "cpu"}.get(self.kind, "unified")
 
 
@@ -299,20 +303,25 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
     depends on, DEPENDS, refitted without the source too). An Ollama row's class constants are fitted on the other
     sources' llama.cpp rows and Ollama's share on their Ollama rows."""
     out = []
+    # every row of one source shares its fits: each (source, class, runtime) is fitted once
+    fitted: dict[tuple[str, str, bool], tuple[Any, Any, Any]] = {}
     for m in rows:
         key = m.band_class()
-        others = [r for r in rows if r.source != m.source]
-        points = cap_points(others)
-        caps = (fit_cap_share(points, False), fit_cap_share(points, True))
-        table = fit_class(others, key)
-        share = None
-        if m.runtime == "ollama":
-            full = dict(BAND_MODELS)
-            for k in {r.band_class() for r in others if r.runtime == "ollama"}:
-                full.update(fit_class(others, k))
-            share = fit_ollama_share(others, full)
-            table = {**full, **table}
-        out.extend(judge([m], table, share, caps))
+        memo = (m.source, key, m.runtime == "ollama")
+        if memo not in fitted:
+            others = [r for r in rows if r.source != m.source]
+            points = cap_points(others)
+            caps = (fit_cap_share(points, False), fit_cap_share(points, True))
+            table = fit_class(others, key)
+            share = None
+            if m.runtime == "ollama":
+                full = dict(BAND_MODELS)
+                for k in {r.band_class() for r in others if r.runtime == "ollama"}:
+                    full.update(fit_class(others, k))
+                share = fit_ollama_share(others, full)
+                table = {**full, **table}
+            fitted[memo] = (table, share, caps)
+        out.extend(judge([m], *fitted[memo]))
     return out
 
 

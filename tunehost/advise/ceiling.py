@@ -323,23 +323,26 @@ BAND_MODELS: dict[str, BandModel] = {
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
     "cpu": BandModel(0.60, 0.85, 60.0, 250.0),       # CPU backend (x86), host RAM at the DIMMs' peak
     "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend (x86), MoE: routing, gathers, many small matrices
-    "cpu-arm": BandModel(0.35, 0.75, 60.0, 400.0),   # CPU backend on an ARM SoC (neon): 2 rows, 2 sources
+    "cpu-arm": BandModel(0.35, 0.95, 30.0, 400.0),   # CPU backend on an ARM SoC or server (neon)
 }
-# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 23 counted llama.cpp CPU rows of the
-# published data (0.26-0.85); used when nothing was measured (a snapshot, a busy host)
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 21 counted llama.cpp x86 CPU rows of
+# the published data (0.26-0.85); used when nothing was measured (a snapshot, a busy host)
 CPU_DIMM_EFFICIENCY = 0.62
 
 # ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
 # A core streams at most PER_CORE_PULL_GBPS (outstanding misses x line size / latency); an AMD CCD reads through one
 # link to the IO die (GMI, ~64 B/clock at FCLK): PER_CCD_PULL_GBPS. So 16 cores on 4 CCDs cannot read 12 DDR5
 # channels (460 GB/s) at their peak. Values: vendor latency/bandwidth figures, rounded; used as a peak (the band's
-# efficiencies apply to them as to the DIMMs).
-PER_CORE_PULL_GBPS = {"amx": 24.0, "avx512": 24.0, "avx2": 18.0, "neon": 12.0}
+# efficiencies apply to them as to the DIMMs). NEON as AVX2 (was 12 pull, 10 compute): published llama.cpp runs on
+# ARM server and Apple cores read 13-17 GB/s per core at one to four threads (Graviton3 Llama 3.2 1B Q4_0, llama.cpp
+# PR 18458; M2 Max Llama 3.1 8B Q5_0, ik_llama.cpp PR 121's mainline column), where the old figures capped them at
+# a third of that (round 3 of issue 33, docs/advise.md).
+PER_CORE_PULL_GBPS = {"amx": 24.0, "avx512": 24.0, "avx2": 18.0, "neon": 18.0}
 PER_CCD_PULL_GBPS = 60.0
 # Compute: weight bytes one core dequantises and multiplies per second at batch 1 (GB/s). Q4_0 on one AVX2 core:
 # 15.2 GB/s (llama-bench README's CPU thread sweep, 1 thread, 4.05 t/s x 3.75 GB); other ISAs and quant families
 # scaled by their vector width and the work per byte (k-quants and i-quants unpack more per byte, Q8_0/F16 less).
-CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 10.0}
+CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 15.0}
 QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("_K", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
 # Ollama's "eval rate" on the same hardware: its bundled llama.cpp, its defaults (num_thread, num_ctx, no flash
 # attention on older releases, CPU fallbacks) and its own server loop: a share of what llama.cpp reaches
