@@ -179,3 +179,24 @@ def test_the_host_view_counts_ccd_links_of_a_real_zen_topology(make_snapshot, fa
                            "model name\t: AMD EPYC 7451 24-Core Processor\nflags\t\t: fpu avx avx2 fma\n\n")
     view = HostView.from_facts(HostFacts(open_host(make_snapshot(fs=fs))))
     assert view.cpu_vendor == "amd" and view.cpu_isa == "avx2" and view.cpu_ccds == links
+
+
+def test_an_mi50_without_a_product_name_is_an_amd_hbm_card_with_its_bandwidth(make_snapshot, cli, tmp_path):
+    """amdgpu gives many cards no product_name: tunehost names them "AMD GPU <PCI device id>" (facts.gpu). An
+    Instinct MI50 32GB (pci.ids 1002:66a1) is still known by that id: 1024 GB/s of HBM2, band class gpu-hbm-amd."""
+    import json
+
+    from tests.advise.conftest import dense_tensors, write_gguf
+    from tests.gpu.test_drm import amd_card
+    from tunehost.advise.ceiling import gpu_bandwidth, hbm_kind
+
+    assert hbm_kind("AMD GPU 0x66a1", None) == "amd" and gpu_bandwidth("AMD GPU 0x66a1") == 1024.0
+    assert hbm_kind("AMD GPU 0x73df", None) is None  # an RX 6700 XT: GDDR6
+    assert hbm_kind("AMD Radeon Graphics (Vega 8)", None) is None  # an iGPU named Vega is no HBM card
+    snap = make_snapshot(fs=amd_card("card1", "0000:03:00.0", "0x66a1", total=32 * 1024 ** 3, used=0))
+    model = write_gguf(tmp_path / "t.gguf", "llama", dense_tensors(4), n_layer=4, vocab_tokens=32)
+    result = cli("advise", "--model", str(model), "--snapshot", str(snap), "--format", "json", "--no-probe")
+    assert result.exit_code == 0, result.output
+    ceiling = json.loads(result.stdout)["ceiling"]
+    assert ceiling["gpu_gbps"] == 1024.0 and ceiling["gpu_hbm"] == "amd"
+    assert ceiling["band"]["model"] == "gpu-hbm-amd" and "MI50/MI60 runs under ROCm" in ceiling["band"]["notes"][0]

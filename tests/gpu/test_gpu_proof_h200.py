@@ -205,9 +205,10 @@ def test_advise_on_the_h200_takes_its_vram_bandwidth_from_nvml(cli, tmp_path) ->
     gbps, basis = vram_peak(nvml["name"], nvml["memory_bus_width_bits"], nvml["memory_clock_max_mhz"])
     assert gbps == 4814.3 and "NVML bus width x memory clock" in basis  # NVIDIA's H200 sheet: 4.8 TB/s
     assert vram_peak("NVIDIA GeForce RTX 3090", None, None) == (936.0, "(NVIDIA GeForce RTX 3090 spec sheet)")
-    assert vram_peak("NVIDIA H200", None, None) == (None, "")
+    assert vram_peak("NVIDIA H200", None, None) == (4800.0, "(NVIDIA H200 spec sheet)")  # in the table since
+    assert vram_peak("NVIDIA B300", None, None) == (None, "")  # a card in no table and no NVML figure: unknown
     # a hostile sample: an absurd or negative bus width is no bandwidth (10-20000 GB/s), the table answers instead
-    assert vram_peak("NVIDIA H200", 10**9, 3201) == (None, "") and vram_peak("NVIDIA H200", -6016, 3201) == (None, "")
+    assert vram_peak("NVIDIA H200", 10**9, 3201)[0] == vram_peak("NVIDIA H200", -6016, 3201)[0] == 4800.0
     assert vram_peak("NVIDIA GeForce RTX 3090", 10**9, 3201)[0] == 936.0
     model = write_gguf(tmp_path / "t.gguf", "llama", dense_tensors(4), n_layer=4, vocab_tokens=32)
     result = cli("advise", "--model", str(model), "--snapshot", str(ROOT / "idle" / "snapshot"), "--format", "json",

@@ -27,6 +27,13 @@ GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
     ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0), ("A100", 1935.0), ("H100", 2039.0),
     ("L40S", 864.0), ("Tesla T4", 320.0), ("A10G", 600.0), ("Radeon RX 7900 XTX", 960.0),
     ("Radeon RX 7900 XT", 800.0), ("Radeon RX 6700 XT", 384.0), ("Arc A770", 560.0), ("Arc B580", 456.0),
+    ("V100", 900.0), ("H200", 4800.0), ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0),
+    ("Radeon Pro VII", 1024.0), ("MI100", 1229.0), ("MI210", 1638.0), ("MI250", 1638.0), ("MI300X", 5300.0),
+    # amdgpu gives no product name for many cards: tunehost.facts.gpu names them "AMD GPU <PCI device id>"
+    # (pci.ids: 66a0/66a1 Vega 20 Instinct MI50/MI60 and Radeon Pro VII, 66af Radeon VII, 738c/738e Instinct MI100,
+    # 740f Instinct MI210, 740c/7408 one GCD of an MI250/MI250X, which the driver shows as a GPU of its own)
+    ("0x66a0", 1024.0), ("0x66a1", 1024.0), ("0x66af", 1024.0), ("0x738c", 1229.0), ("0x738e", 1229.0),
+    ("0x740f", 1638.0), ("0x740c", 1638.0), ("0x7408", 1638.0),
 )
 
 
@@ -49,7 +56,12 @@ HBM_GPUS = ("A100", "A800", "H100", "H800", "H200", "GH200", "B100", "B200", "GB
 # AMD's HBM cards (GCN 5 / CDNA: gfx906, gfx908, gfx90a, gfx942): under ROCm their quantized matrix-vector kernels,
 # not the HBM, bound a token (two MI50s read Qwen3-14B Q4_0 at ~0.3 of the bandwidth, BF16 at ~0.6): a class apart
 HBM_GPUS_AMD = ("Instinct", "gfx906", "gfx908", "gfx90a", "gfx942", "MI50", "MI60", "MI100", "MI210", "MI250",
-                "MI300", "MI325", "MI355", "Radeon VII", "Radeon Pro VII", "Vega 56", "Vega 64", "Vega Frontier")
+                "MI300", "MI325", "MI355", "Radeon VII", "Radeon Pro VII", "Vega 56", "Vega 64", "Vega Frontier",
+                # PCI device ids in the "AMD GPU 0x...." name amdgpu cards without a product name get (pci.ids:
+                # Vega 10, Vega 20, Arcturus, Aldebaran)
+                "0x66a0", "0x66a1", "0x66a2", "0x66a3", "0x66a7", "0x66af", "0x687f", "0x6860", "0x6861", "0x6862",
+                "0x6863", "0x6864", "0x6867", "0x6868", "0x686c", "0x7388", "0x738c", "0x738e", "0x7408", "0x740c",
+                "0x740f")
 
 
 def hbm_kind(name: str | None, bus_width_bits: int | None) -> str | None:
