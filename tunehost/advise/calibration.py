@@ -50,6 +50,12 @@ class Measurement:
         return self.fits and not self.excluded
 
     @property
+    def calibrates(self) -> bool:
+        """Counted, a llama.cpp run and at the default power limit: the rows a class's constants are fitted on (an
+        Ollama row calibrates OLLAMA_SHARE, a capped one power_cap's tables)."""
+        return self.counted and self.runtime != "ollama" and not self.capped
+
+    @property
     def capped(self) -> bool:
         """Run under a GPU power cap advise names (POWER_CAP_NOTICE): judged by its class's constants times the
         share power_cap's tables keep, so it informs those tables (cap_points), not the class's constants."""
@@ -168,7 +174,7 @@ def fit(rows: list[Measurement], key: str, base: dict[str, BandModel] | None = N
     class `key`; rows that did not fit their memory or are excluded left out) inside, else the most inside: how
     BAND_MODELS was chosen. Maximising the share inside alone buys it with width (every band 2x wide holds more).
     `base`: the constants of the class `key` depends on (DEPENDS; BAND_MODELS' when not given)."""
-    rows = [r for r in rows if r.counted and r.runtime != "ollama" and not r.capped]
+    rows = [r for r in rows if r.calibrates]
     if not rows:
         return BAND_MODELS[key]
     dep = DEPENDS.get(key)
@@ -197,8 +203,7 @@ PARENT = {"gpu-hbm": "gpu", "gpu-hbm-amd": "gpu-hbm", "gpu-hybrid": "gpu", "gpu-
 def fit_class(rows: list[Measurement], key: str) -> dict[str, BandModel]:
     """`key`'s constants fitted on `rows` (all classes), with those of the class it depends on (DEPENDS) fitted on
     the same rows first: {dependency: ..., key: ...}. A class none of `rows` informs takes its PARENT's fit."""
-    if key in PARENT and not any(r.band_class() == key and r.counted and r.runtime != "ollama" and not r.capped
-                                 for r in rows):
+    if key in PARENT and not any(r.band_class() == key and r.calibrates for r in rows):
         return {key: fit_class(rows, PARENT[key])[PARENT[key]]}
     dep = DEPENDS.get(key)
     base = {dep: fit([r for r in rows if r.band_class() == dep], dep)} if dep else {}
@@ -246,14 +251,10 @@ def cap_points(rows: list[Measurement]) -> list[CapPoint]:
     (power_ratio empty or 1), each other one a point (its tps / the default row's)."""
     sweeps: dict[tuple[str, str, str, str], list[Measurement]] = {}
     for m in rows:
-        if m.counted and m.power_ratio is not None:
+        if m.counted:
             sweeps.setdefault((m.source, _sweep(m.hardware), m.model, m.quant), []).append(m)
-    for m in rows:  # a default row may leave power_ratio empty
-        key = (m.source, _sweep(m.hardware), m.model, m.quant)
-        if m.counted and m.power_ratio is None and key in sweeps:
-            sweeps[key].append(m)
     out = []
-    for runs in sweeps.values():
+    for runs in sweeps.values():  # a default row may leave power_ratio empty
         default = [m for m in runs if m.power_ratio is None or m.power_ratio >= 0.999]
         if len(default) != 1:
             continue

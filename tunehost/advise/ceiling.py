@@ -47,7 +47,7 @@ def gpu_bandwidth(name: str | None) -> float | None:
     return None
 
 
-# VRAM on stacked HBM: a bus of 2048 bits or more (NVML's nvmlDeviceGetMemoryBusWidth: A100 5120, H200 6144; GDDR cards
+# VRAM on stacked HBM: a bus of 2048 bits or more (NVML's nvmlDeviceGetMemoryBusWidth: A100 5120, H200 6016; GDDR cards
 # top out at 512), else these names. Decode at batch 1 reaches a smaller share of HBM's peak than of GDDR's: each
 # layer's small matrices cannot keep thousands of bits of bus busy (the A100/H100 PCIe rows of published_tg.csv and
 # tests/data/gpu-proof/h200-580.159.04 sit at ~0.6 of the GDDR cards' fit), so such a card has its own band class
@@ -86,13 +86,20 @@ def vram_bandwidth(bus_width_bits: int | None, memory_clock_mhz: int | None) -> 
 
 def vram_peak(name: str | None, bus_width_bits: int | None, memory_clock_mhz: int | None) -> tuple[float | None, str]:
     """A discrete GPU's VRAM bandwidth (GB/s) and what it comes from: NVML's bus width x max memory clock when the
-    driver gives them, else the spec-sheet table; (None, "") when neither knows the card. advise and bench both ask
-    this (an H200, in no table, has NVML's 6016 bits at 3201 MHz: 4.8 TB/s)."""
+    driver gives them, else the spec-sheet table; (None, "") when neither knows the card (an H200 has NVML's 6016
+    bits at 3201 MHz: 4.8 TB/s)."""
     gbps = vram_bandwidth(bus_width_bits, memory_clock_mhz)
     if gbps is not None:
         return gbps, f"({name or 'the GPU'}: NVML bus width x memory clock)"
     gbps = gpu_bandwidth(name)
     return gbps, (f"({name} spec sheet)" if gbps else "")
+
+
+def discrete_vram(name: str | None, bus_width_bits: int | None, memory_clock_mhz: int | None) -> dict[str, Any]:
+    """The VRAM fields of Bandwidths for a discrete GPU (gpu_gbps and gpu_basis: vram_peak; gpu_hbm: hbm_kind), as
+    keyword arguments: advise and bench both build their Bandwidths with it."""
+    gbps, basis = vram_peak(name, bus_width_bits, memory_clock_mhz)
+    return {"gpu_gbps": gbps, "gpu_basis": basis, "gpu_hbm": hbm_kind(name, bus_width_bits)}
 
 
 @dataclass(frozen=True)
@@ -589,4 +596,4 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",
            "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
-           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind"]
+           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind", "discrete_vram"]

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
-from tunehost.advise.ceiling import (NGL_ALL, Bandwidths, Ceiling, Placement, gpu_bandwidth, hbm_kind,
-                                     tg_ceiling_for, vram_peak)
+from tunehost.advise.ceiling import (NGL_ALL, Bandwidths, Ceiling, Placement, discrete_vram, gpu_bandwidth,
+                                     tg_ceiling_for)
 from tunehost.advise.host_view import GpuView, HostView, why_no_prio
 from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, context_detail,
                                     fit_layers, fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget,
@@ -866,8 +866,8 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
              host: HostView | None = None) -> Ceiling | None:
     from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
 
-    gpu_gbps, gpu_basis = (vram_peak(gpu.name, gpu.memory_bus_width_bits, gpu.memory_clock_max_mhz)
-                           if gpu is not None and not gpu.unified else (None, ""))
+    vram = (discrete_vram(gpu.name, gpu.memory_bus_width_bits, gpu.memory_clock_max_mhz)
+            if gpu is not None and not gpu.unified else {})
     ram_gbps, ram_basis = options.ram_bandwidth_gbps, ""
     peak = getattr(options.ram_peak, "configured_gbps", None)
     if ram_gbps is None and peak:  # nothing measured (a snapshot without one, a busy host): the DIMMs' peak
@@ -878,9 +878,7 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
     ratio = None
     if gpu is not None and gpu.power_limit_w and gpu.power_default_limit_w:
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
-    hbm = hbm_kind(gpu.name, gpu.memory_bus_width_bits) if gpu is not None and not gpu.unified else None
-    bw = Bandwidths.with_dimms(options.ram_peak, gpu_gbps=gpu_gbps, gpu_basis=gpu_basis,
-                               ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio, gpu_hbm=hbm)
+    bw = Bandwidths.with_dimms(options.ram_peak, **vram, ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
     c = tg_ceiling_for(model, placement, bw, _band_context(placement, gpu, options, host))
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):

@@ -523,7 +523,7 @@ def _probe_bandwidth(host: "Host | None", probe_bytes: int) -> dict[str, Any]:
 
 def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
     """(a GPU takes layers, that GPU is unified memory, Bandwidths with VRAM and the DIMMs' peak)."""
-    from tunehost.advise.ceiling import Bandwidths, hbm_kind, vram_peak
+    from tunehost.advise.ceiling import Bandwidths, discrete_vram
 
     if facts is None or facts.host is None:
         return False, False, Bandwidths()
@@ -541,12 +541,9 @@ def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
         gpus = ()
     discrete = [g for g in gpus if not g.integrated]
     target = discrete[0] if discrete else (gpus[0] if gpus else None)
-    gpu_gbps, basis, hbm = None, "", None
-    if target is not None and not target.integrated:
-        gpu_gbps, basis = vram_peak(target.name, target.memory_bus_width_bits, target.memory_clock_max_mhz)
-        hbm = hbm_kind(target.name, target.memory_bus_width_bits)
-    return (target is not None, target is not None and target.integrated,
-            Bandwidths.with_dimms(peak, gpu_gbps=gpu_gbps, gpu_basis=basis, gpu_hbm=hbm))
+    vram = (discrete_vram(target.name, target.memory_bus_width_bits, target.memory_clock_max_mhz)
+            if target is not None and not target.integrated else {})
+    return target is not None, target is not None and target.integrated, Bandwidths.with_dimms(peak, **vram)
 
 
 def run_deadline_s(budget_s: float) -> float:
