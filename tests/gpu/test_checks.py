@@ -220,6 +220,8 @@ CORPUS_VERDICTS = {   # every corpus nvidia-smi capture (../shared/corpus/SOURCE
     "a10g-x8-of-x16-gen1-idle-p8-q-x.txt": ["ok"],                         # Xorg 22 MiB of 23 GB, no display
     # tunehost's own H200 captures (scripts/gpu_proof, tests/data/gpu-proof/h200-580.159.04): nothing held at rest;
     # under the torch load a python3 holds 17514 MiB
+    "h100-x16-gen5-idle-p0-q-x.txt": ["ok"],                               # tunehost's own H100 (h100-580.159.04)
+    "h100-x16-gen5-idle-p0-q.txt": ["ok"],
     "h200-x16-gen5-idle-p0-q-x.txt": ["ok"],
     "h200-x16-gen5-idle-p0-q.txt": ["ok"],
     "h200-x16-gen5-loaded-p0-q-x.txt": ["warn"],

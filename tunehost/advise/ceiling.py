@@ -344,8 +344,9 @@ BAND_MODELS: dict[str, BandModel] = {
     "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend (x86), MoE: routing, gathers, many small matrices
     "cpu-arm": BandModel(0.35, 0.95, 30.0, 400.0),   # CPU backend on an ARM SoC or server (neon)
 }
-# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 21 counted llama.cpp x86 CPU rows of
-# the published data (0.26-0.85); used when nothing was measured (a snapshot, a busy host)
+# RAM bandwidth a CPU reaches, as a share of the DIMMs' peak: the median of the 20 counted llama.cpp x86 CPU rows of
+# the published data whose bandwidth is the DIMMs' peak, not a measurement (0.43-0.85); used when nothing was
+# measured (a snapshot, a busy host)
 CPU_DIMM_EFFICIENCY = 0.62
 
 # ---- what the cores can pull (CPU backend, and the RAM part of a GPU + RAM split) ----
