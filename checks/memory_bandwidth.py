@@ -20,6 +20,7 @@ from tunehost.facts.chassis import MachineFacts, machine_of
 from tunehost.facts.measure import MeasureFacts
 from tunehost.facts.memory_layout import DimmPeak, dimm_peak
 from tunehost.facts.ram import RamFacts
+from tunehost.probes.bandwidth import MEASURED_RAM_SHARE
 
 WARN_SHARE = 0.45           # DIMMs: a healthy desktop reads 60-85 % of the wire rate with tunehost's kernel
 FAIL_SHARE = 0.25
@@ -31,7 +32,9 @@ NORMAL_RANGE = {"desktop": "60-85 %", "mobile": "60-85 %", "soldered": "40-60 %"
                 "memory spread over every NUMA node)"}
 
 WHY = ("llama.cpp token generation on the CPU reads every active weight once per token: tokens/s can never exceed "
-       "bandwidth / bytes per token, and usually reach 50-80 % of that.")
+       "the RAM's bandwidth / bytes per token, and usually reach 50-80 % of the DIMMs' peak; of what this probe "
+       f"reads, {MEASURED_RAM_SHARE[0] * 100:.0f}-{MEASURED_RAM_SHARE[1] * 100:.0f} % (llama.cpp's reads can beat the "
+       "probe's, and a VM's bandwidth moves with its neighbours).")
 MEASURE_AGAIN = "tunehost doctor --check memory-bandwidth --check ram-speed"
 
 

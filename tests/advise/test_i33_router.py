@@ -31,16 +31,16 @@ def test_a_model_demoted_to_the_cpu_gets_models_max_1_with_its_speed_and_load_co
     rp = _router(["gemma", "llama"], [gemma, llama], host, 4)
     assert rp.plans[1].path == "cpu"  # what the resident worst case did: llama to the CPU
     (_, low_now, high_now), = rp.now
-    assert high_now < 6  # a few t/s from DDR4
+    assert high_now < 6.5  # a few t/s from DDR4 (45 GB/s measured: at most 110 % of it, MEASURED_RAM_SHARE)
     mm = next(r for r in rp.remedies if r.kind == "models-max")
     assert [(f.name, f.value) for f in mm.flags] == [("--models-max", "1")]
     (name, low, high), = mm.speeds
-    assert name == "llama" and low > 5 * high_now  # whole on the GPU: several times faster
+    assert name == "llama" and low > 4 * high_now  # whole on the GPU: several times faster (28.7 against 6.1)
     assert "GiB read" in mm.cost and "GB/s" in mm.cost and "--server URL --model NAME" in mm.cost
     data = rp.to_json()
     assert data["remedies"][0]["kind"] == "models-max" and data["shrunk_speeds"][0]["model"] == "llama"
     assert not any(r.kind == "context" for r in rp.remedies)  # no context makes 2 x 8.5 GB fit 11.5 GB
-    assert any(w.startswith("llama runs at 3-5 t/s in this plan (cpu)") and "--models-max 1 gives it" in w
+    assert any(w.startswith("llama runs at 4-6 t/s in this plan (cpu)") and "--models-max 1 gives it" in w
                for w in rp.warnings)
 
 

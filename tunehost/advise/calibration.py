@@ -43,6 +43,7 @@ class Measurement:
     kv_gb: float = 0.0  # KV-cache bytes one token reads at the context depth the source measured at (GB)
     excluded: str = ""  # why the row is judged apart although it fitted (read off its source), "" = counted
     hybrid: bool = False  # the model has recurrent layers (Qwen3.5/3.6, Qwen3-Next: ModelFacts.has_recurrent)
+    ram_measured: bool = False  # the RAM bandwidth was measured on the host, not the DIMMs' peak (MEASURED_RAM_SHARE)
 
     @property
     def counted(self) -> bool:
@@ -51,9 +52,10 @@ class Measurement:
 
     @property
     def calibrates(self) -> bool:
-        """Counted, a llama.cpp run and at the default power limit: the rows a class's constants are fitted on (an
-        Ollama row calibrates OLLAMA_SHARE, a capped one power_cap's tables)."""
-        return self.counted and self.runtime != "ollama" and not self.capped
+        """Counted, a llama.cpp run at the default power limit, its RAM at a peak: the rows a class's constants are
+        fitted on (an Ollama row calibrates OLLAMA_SHARE, a capped one power_cap's tables, one whose RAM bandwidth
+        was measured MEASURED_RAM_SHARE)."""
+        return self.counted and self.runtime != "ollama" and not self.capped and not self.ram_measured
 
     @property
     def capped(self) -> bool:
@@ -71,7 +73,7 @@ class Measurement:
                 "intel" if any(w in self.hardware for w in ("Intel", "Xeon", "Core")) else "other"
             cpu = CpuView(self.cores, self.ccds, self.isa, vendor)
         return BandContext(cpu=cpu, quant=self.quant, runtime=self.runtime, igpu=self.igpu,
-                           power_ratio=self.power_ratio)
+                           power_ratio=self.power_ratio, ram_measured=self.ram_measured)
 
     @property
     def hbm(self) -> str | None:
@@ -105,7 +107,7 @@ def load(path: str | Path) -> list[Measurement]:
                                opt(r, "power_ratio", float), opt(r, "cores", int), opt(r, "ccds", int),
                                r.get("isa") or None, r.get("igpu") or None, r.get("fits") != "0",
                                float(r.get("kv_gb") or 0), (r.get("excluded") or "").strip(),
-                               r.get("hybrid") == "1"))
+                               r.get("hybrid") == "1", r.get("ram_measured") == "1"))
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling
 from tunehost.bounds import whole_text
+from tunehost.probes.bandwidth import MEASURED_RAM_SHARE
 from tunehost.model import ModelFacts
 
 NGL_ALL = 99
@@ -208,6 +209,9 @@ def ceiling_from_json(data: Any) -> Ceiling | None:
 
 
 NOTE = "upper bound: every weight a token uses read once at full bandwidth; the expected band is below"
+# a RAM part at the probe's figure with no DIMM peak to bound it: llama.cpp's reads can beat the probe's
+NOTE_MEASURED = ("every weight a token uses read once at the RAM bandwidth measured here; llama.cpp's own reads can "
+                 "beat tunehost's probe (up to {:.0%} of its figure), so the expected band may reach above it")
 
 
 def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths,
@@ -244,7 +248,9 @@ def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths,
                                     " (GPU not in tunehost's spec-sheet table, and no NVML bus width/clock)"))
         c = Ceiling(None, measured, note, dimm, bw, path)
     else:
-        c = Ceiling(value, measured, NOTE, dimm, bw, path)
+        probe_only = not bw.dimm_gbps and not bw.ram_basis and any(m != "VRAM" and b for m, b, _ in measured)
+        c = Ceiling(value, measured, NOTE_MEASURED.format(MEASURED_RAM_SHARE[1]) if probe_only else NOTE, dimm, bw,
+                    path)
     return replace(c, band=tg_band_for(model, c, context))
 
 
@@ -456,6 +462,8 @@ class BandContext:
     # replace power_cap.CAP_SHARE / CAP_SHARE_COMPUTE (calibration experiments: calibration.fit_cap_share)
     cap_share: tuple[tuple[float, float, float], ...] | None = None
     cap_share_compute: tuple[tuple[float, float, float], ...] | None = None
+    # the RAM part's bandwidth is tunehost's measurement, not a DIMM peak: read at MEASURED_RAM_SHARE of it
+    ram_measured: bool = False
 
 
 def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = False, isa: str | None = None,
@@ -538,6 +546,8 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
     vram = (table or {}).get("gpu") or BAND_MODELS["gpu"]
     for i, (b, g) in enumerate(used):
         eff = vram if len(used) > 1 and i != cpu_index else m
+        if i == cpu_index and ctx.ram_measured:
+            eff = replace(m, eff_low=MEASURED_RAM_SHARE[0], eff_high=MEASURED_RAM_SHARE[1])
         slow_bw, fast_bw = g * 1e9 * eff.eff_low, g * 1e9 * eff.eff_high
         if i == cpu_index and ctx.cpu is not None:
             pull, why = ctx.cpu.pull_gbps()
@@ -559,6 +569,9 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
         bound += ", VRAM and RAM in turn"
     low, high = 1.0 / slow_s, 1.0 / fast_s
     notes: list[str] = []
+    if ctx.ram_measured and cpu_index is not None:
+        notes.append(f"RAM bandwidth as measured here (no DIMM data): llama.cpp's CPU reads reach "
+                     f"{MEASURED_RAM_SHARE[0]:.0%}-{MEASURED_RAM_SHARE[1]:.0%} of what the probe reads")
     if model.startswith("gpu-hbm"):
         notes.append("HBM VRAM: a batch-1 decode reads a smaller share of its peak than a GDDR card's (published "
                      + ("MI50/MI60 runs under ROCm" if model == "gpu-hbm-amd" else "V100/A100/H100 runs") + ")")
@@ -589,12 +602,15 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
         if memory != "VRAM" and bw.dimm_gbps:
             gbps = bw.dimm_gbps
         parts.append((n_bytes, gbps))
+    # no DIMM peak, and the RAM figure is tunehost's measurement (ram_basis "" = measured): its own shares
+    if not bw.dimm_gbps and not bw.ram_basis and bw.ram_gbps and any(m != "VRAM" and b for m, b, _ in c.parts):
+        ctx = replace(ctx, ram_measured=True)
     isa = ctx.cpu.isa if ctx.cpu is not None else None
     return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
                                                         isa=isa, hbm=bw.gpu_hbm), context=ctx)
 
 
-__all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "CpuView", "TgBand", "band_class",
+__all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "MEASURED_RAM_SHARE", "CpuView", "TgBand", "band_class",
            "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
            "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind", "discrete_vram"]

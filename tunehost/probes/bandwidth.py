@@ -16,6 +16,13 @@ GB = 1_000_000_000  # bandwidths are decimal GB/s, as vendors and STREAM report 
 MiB = 1024 * 1024
 DEFAULT_PROBE_BYTES = 1024 * MiB
 MIN_PROBE_BYTES = 8 * MiB
+# The share of this probe's figure llama.cpp's CPU reads reach (token generation, batch 1): what advise's band reads a
+# measured RAM bandwidth at when no DIMM peak is known (a VM, no root, soldered memory; tunehost.advise.ceiling), and
+# what doctor's memory-bandwidth check says of it. The probe sums int64 slices with numpy; llama.cpp's SIMD kernels
+# can beat it. From the seven rows of tests/advise/data/published_tg.csv whose RAM bandwidth was measured (c06;
+# tunehost's own runs dh03-dh04 on an H100's VM, dl01-dl04 on a 2-vCPU EPYC VM): 0.70-1.08, the probe itself moving
+# by a third from sample to sample on a VM (docs/advise.md, "The measured path").
+MEASURED_RAM_SHARE = (0.65, 1.10)
 
 
 @dataclass(frozen=True)
