@@ -367,9 +367,11 @@ PER_CORE_PULL_GBPS = {"amx": 24.0, "avx512": 24.0, "avx2": 18.0, "neon": 18.0}
 PER_CCD_PULL_GBPS = 60.0
 # Compute: weight bytes one core dequantises and multiplies per second at batch 1 (GB/s). Q4_0 on one AVX2 core:
 # 15.2 GB/s (llama-bench README's CPU thread sweep, 1 thread, 4.05 t/s x 3.75 GB); other ISAs and quant families
-# scaled by their vector width and the work per byte (k-quants and i-quants unpack more per byte, Q8_0/F16 less).
+# scaled by their vector width and the work per byte (i-quants unpack more per byte, Q8_0/F16 less).
 CORE_DOT_GBPS = {"amx": 20.0, "avx512": 20.0, "avx2": 15.0, "neon": 15.0}
-QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("_K", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
+# k-quants as Q4_0: one Zen 4 core read Q4_K at 17.0 GB/s (Llama 3.1 8B) and 18.7 (Qwen3-30B-A3B), 0.85-0.94 of the
+# AVX-512 figure, above the 0.8 once assumed for them (tunehost's own runs dl07-dl08, tests/data/devbox-tg)
+QUANT_DOT_SCALE = (("IQ", 0.6), ("MXFP4", 0.8), ("Q8", 1.3), ("F16", 1.2), ("BF16", 1.2), ("F32", 1.5))
 # Ollama's "eval rate" on the same hardware: its bundled llama.cpp, its defaults (num_thread, num_ctx, no flash
 # attention on older releases, CPU fallbacks) and its own server loop: a share of what llama.cpp reaches
 OLLAMA_SHARE = (0.6, 1.1)  # calibration.fit_ollama_share on the 33 counted Ollama rows
