@@ -204,6 +204,13 @@ def discover(binary: Path, entry: dict, workdir: Path, log) -> tuple[Path, dict[
     for suffix in entry.get("seed_per_layer", ()):  # e.g. attn_norm: without blk.0's, glm4moe loads as MTP-only
         for il in range(facts.block_count):
             tensors[f"blk.{il}.{suffix}"] = (facts.embedding_length,)
+    # tensors llama.cpp loads as optional but its graph uses, on the recurrent layers only (Qwen3-Next/3.5's Gated
+    # DeltaNet: attn_qkv, attn_gate): never asked for, so without a seed the file loads and the graph dereferences
+    # NULL; llama.cpp's "wrong shape" complaint then gives each its real shape
+    for suffix in entry.get("seed_recurrent", ()):
+        for il in range(facts.block_count):
+            if facts.recurrent_layers and facts.recurrent_layers[il]:
+                tensors[f"blk.{il}.{suffix}"] = (facts.embedding_length,)
     for _ in range(MAX_DISCOVERY_RUNS):
         write_gguf(path, arch, meta, tensors)
         args = case_args({**probe, "ctx": 512})

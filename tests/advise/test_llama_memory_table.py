@@ -59,3 +59,23 @@ def test_within_is_relative_and_tolerates_print_precision():
     assert not CHECK.within(94.0, 100.0)
     assert CHECK.within(0.0, 0.0)
     assert not CHECK.within(3.0, 0.0)
+
+
+def test_the_gated_deltanet_layers_get_the_tensors_their_graph_uses(llama_bench, tmp_path):
+    """llama.cpp loads Qwen3.5's attn_qkv/attn_gate as optional, so discovery never heard of them, and the shape
+    loaded but crashed llama-bench (a NULL tensor in the graph: tests/data/devbox-tg/README.md). The table seeds them
+    on the recurrent layers; llama.cpp's "wrong shape" complaints give their real shapes."""
+    fit = llama_bench.with_name("llama-fit-params")
+    if not fit.is_file():
+        pytest.skip(f"no llama-fit-params beside {llama_bench}")
+    [entry] = [e for e in TABLE if e["name"] == "qwen3.5-35b-a3b"]
+    assert entry["seed_recurrent"] == ["attn_qkv.weight", "attn_gate.weight"]
+    _, tensors = CHECK.discover(fit, entry, tmp_path, lambda text: None)
+    from tunehost.model import read_model
+
+    facts = read_model(CHECK.write_gguf(tmp_path / "header.gguf", entry["arch"], entry["metadata"]))
+    recurrent = [il for il in range(facts.block_count) if facts.recurrent_layers[il]]
+    assert len(recurrent) == 30  # 3 of every 4 of the 40 layers
+    assert {n for n in tensors if n.endswith(".attn_qkv.weight")} == {f"blk.{il}.attn_qkv.weight" for il in recurrent}
+    assert {tensors[f"blk.{il}.attn_qkv.weight"] for il in recurrent} == {(2048, 8192)}  # q, k (16 x 128), v (32 x 128)
+    assert {tensors[f"blk.{il}.attn_gate.weight"] for il in recurrent} == {(2048, 4096)}
