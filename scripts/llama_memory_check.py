@@ -205,8 +205,9 @@ def discover(binary: Path, entry: dict, workdir: Path, log) -> tuple[Path, dict[
         for il in range(facts.block_count):
             tensors[f"blk.{il}.{suffix}"] = (facts.embedding_length,)
     # tensors llama.cpp loads as optional but its graph uses, on the recurrent layers only (Qwen3-Next/3.5's Gated
-    # DeltaNet: attn_qkv, attn_gate): never asked for, so without a seed the file loads and the graph dereferences
-    # NULL; llama.cpp's "wrong shape" complaint then gives each its real shape
+    # DeltaNet: attn_qkv, attn_gate; Nemotron-H's and Granite-4.0-H's Mamba-2 layers: ssm_conv1d.bias, which
+    # mamba-base.cpp adds unconditionally): never asked for, so without a seed the file loads and the graph
+    # dereferences NULL; llama.cpp's "wrong shape" complaint then gives each its real shape
     for suffix in entry.get("seed_recurrent", ()):
         for il in range(facts.block_count):
             if facts.recurrent_layers and facts.recurrent_layers[il]:

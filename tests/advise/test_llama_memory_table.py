@@ -79,3 +79,20 @@ def test_the_gated_deltanet_layers_get_the_tensors_their_graph_uses(llama_bench,
     assert {n for n in tensors if n.endswith(".attn_qkv.weight")} == {f"blk.{il}.attn_qkv.weight" for il in recurrent}
     assert {tensors[f"blk.{il}.attn_qkv.weight"] for il in recurrent} == {(2048, 8192)}  # q, k (16 x 128), v (32 x 128)
     assert {tensors[f"blk.{il}.attn_gate.weight"] for il in recurrent} == {(2048, 4096)}
+
+
+def test_the_mamba2_layers_of_nemotron_h_get_their_conv_bias(llama_bench, tmp_path):
+    """nemotron_h (and granitehybrid) load ssm_conv1d.bias as optional; mamba-base.cpp's graph adds it to every
+    Mamba-2 layer all the same, so a shape without it crashed llama-bench (tests/data/devbox-tg/README.md)."""
+    fit = llama_bench.with_name("llama-fit-params")
+    if not fit.is_file():
+        pytest.skip(f"no llama-fit-params beside {llama_bench}")
+    [entry] = [e for e in TABLE if e["name"] == "nemotron-nano-9b-v2"]
+    _, tensors = CHECK.discover(fit, entry, tmp_path, lambda text: None)
+    from tunehost.model import read_model
+
+    facts = read_model(CHECK.write_gguf(tmp_path / "header.gguf", entry["arch"], entry["metadata"]))
+    mamba = [il for il in range(facts.block_count) if facts.recurrent_layers[il]]
+    assert {n for n in tensors if n.endswith(".ssm_conv1d.bias")} == {f"blk.{il}.ssm_conv1d.bias" for il in mamba}
+    # d_inner 10240 + 2 x 8 groups x 128 state: the conv's channels
+    assert {tensors[f"blk.{il}.ssm_conv1d.bias"] for il in mamba} == {(10240 + 2 * 8 * 128,)}

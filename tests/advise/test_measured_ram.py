@@ -56,7 +56,7 @@ def test_tg_band_for_takes_the_measured_shares_only_where_no_dimm_peak_is_known(
 def test_the_rows_whose_ram_was_measured_are_marked_and_fall_inside() -> None:
     rows = load(CSV)
     marked = {m.id for m in rows if m.ram_measured}
-    assert marked == {"c06", "dh03", "dh04"} | {f"dl0{i}" for i in range(1, 10)}
+    assert marked == {"c06", "dh03", "dh04"} | {f"dl{i:02d}" for i in range(1, 11)}
     # s01-s11's "102 GB/s measured" is the quad-channel DDR4-3200 peak (102.4): kept a peak
     assert all(m.cpu_gbps == 102 and not m.ram_measured for m in rows if m.id in {"s01", "s03", "s11"})
     assert not any(m.calibrates for m in rows if m.ram_measured)  # they calibrate MEASURED_RAM_SHARE, not a class
@@ -94,13 +94,14 @@ def test_one_zen4_core_reads_k_quants_as_fast_as_the_avx512_figure() -> None:
 
 @pytest.mark.parametrize("name, row_id", [("l8q4", "dl01"), ("l8q8", "dl02"), ("lfm", "dl03"), ("q30", "dl04"),
                                           ("q8b", "dl05"), ("mamba", "dl06"), ("l8q4-t1", "dl07"), ("q30-t1", "dl08"),
-                                          ("q35", "dl09")])
+                                          ("q35", "dl09"), ("nem", "dl10")])
 def test_the_rows_are_the_dev_box_runs(name: str, row_id: str) -> None:
     [run] = json.loads((RUNS / f"{name}.json").read_text())
     [row] = [m for m in load(CSV) if m.id == row_id]
     assert run["n_threads"] == row.cores and run["n_prompt"] == 0 and run["n_gen"] == 32
     assert row.tps == round(run["avg_ts"], 2) and run["build_commit"] == "0c1e570"
     assert abs(run["model_size"] / 1e9 - (row.bytes_gb if not row.moe else {"dl09": 19.22}.get(row_id, 17.0))) < 0.01
+    assert row.hybrid == (row_id in ("dl03", "dl06", "dl09", "dl10"))  # LFM2, Mamba-2, Gated DeltaNet, Mamba-2 hybrid
 
 
 def test_a_gated_deltanet_hybrid_decodes_on_the_cpu_as_a_moe_of_its_active_size() -> None:
