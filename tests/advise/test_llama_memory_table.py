@@ -17,12 +17,15 @@ from tests.conftest import load_script
 
 CHECK = load_script("llama_memory_check")
 TABLE = json.loads(CHECK.TABLE.read_text())
-CASES = [
-    pytest.param(entry, case, id=f"{entry['name']}-{i}")
-    for entry in TABLE
-    for i, case in enumerate(entry["cases"])
-    if case.get("llama_cpp")
-]
+
+
+def _cases(keep) -> list:
+    """(entry, case) parameters of the table's cases that `keep` accepts, named <model>-<case index>."""
+    return [pytest.param(entry, case, id=f"{entry['name']}-{i}")
+            for entry in TABLE for i, case in enumerate(entry["cases"]) if keep(case)]
+
+
+CASES = _cases(lambda case: case.get("llama_cpp"))
 
 
 def test_table_covers_the_architectures_the_issue_names():
@@ -61,20 +64,26 @@ def test_within_is_relative_and_tolerates_print_precision():
     assert not CHECK.within(3.0, 0.0)
 
 
+def _discovered(name: str, llama_bench, tmp_path) -> tuple[dict, dict, list[int]]:
+    """The table entry `name`, the tensor table llama-fit-params (beside llama-bench) leads discovery to, and the
+    shape's recurrent layers."""
+    from tunehost.model import read_model
+
+    fit = llama_bench.with_name("llama-fit-params")
+    if not fit.is_file():
+        pytest.skip(f"no llama-fit-params beside {llama_bench}")
+    [entry] = [e for e in TABLE if e["name"] == name]
+    _, tensors = CHECK.discover(fit, entry, tmp_path, lambda text: None)
+    facts = read_model(CHECK.write_gguf(tmp_path / "header.gguf", entry["arch"], entry["metadata"]))
+    return entry, tensors, [il for il in range(facts.block_count) if facts.recurrent_layers[il]]
+
+
 def test_the_gated_deltanet_layers_get_the_tensors_their_graph_uses(llama_bench, tmp_path):
     """llama.cpp loads Qwen3.5's attn_qkv/attn_gate as optional, so discovery never heard of them, and the shape
     loaded but crashed llama-bench (a NULL tensor in the graph: tests/data/devbox-tg/README.md). The table seeds them
     on the recurrent layers; llama.cpp's "wrong shape" complaints give their real shapes."""
-    fit = llama_bench.with_name("llama-fit-params")
-    if not fit.is_file():
-        pytest.skip(f"no llama-fit-params beside {llama_bench}")
-    [entry] = [e for e in TABLE if e["name"] == "qwen3.5-35b-a3b"]
+    entry, tensors, recurrent = _discovered("qwen3.5-35b-a3b", llama_bench, tmp_path)
     assert entry["seed_recurrent"] == ["attn_qkv.weight", "attn_gate.weight"]
-    _, tensors = CHECK.discover(fit, entry, tmp_path, lambda text: None)
-    from tunehost.model import read_model
-
-    facts = read_model(CHECK.write_gguf(tmp_path / "header.gguf", entry["arch"], entry["metadata"]))
-    recurrent = [il for il in range(facts.block_count) if facts.recurrent_layers[il]]
     assert len(recurrent) == 30  # 3 of every 4 of the 40 layers
     assert {n for n in tensors if n.endswith(".attn_qkv.weight")} == {f"blk.{il}.attn_qkv.weight" for il in recurrent}
     assert {tensors[f"blk.{il}.attn_qkv.weight"] for il in recurrent} == {(2048, 8192)}  # q, k (16 x 128), v (32 x 128)
@@ -84,26 +93,13 @@ def test_the_gated_deltanet_layers_get_the_tensors_their_graph_uses(llama_bench,
 def test_the_mamba2_layers_of_nemotron_h_get_their_conv_bias(llama_bench, tmp_path):
     """nemotron_h (and granitehybrid) load ssm_conv1d.bias as optional; mamba-base.cpp's graph adds it to every
     Mamba-2 layer all the same, so a shape without it crashed llama-bench (tests/data/devbox-tg/README.md)."""
-    fit = llama_bench.with_name("llama-fit-params")
-    if not fit.is_file():
-        pytest.skip(f"no llama-fit-params beside {llama_bench}")
-    [entry] = [e for e in TABLE if e["name"] == "nemotron-nano-9b-v2"]
-    _, tensors = CHECK.discover(fit, entry, tmp_path, lambda text: None)
-    from tunehost.model import read_model
-
-    facts = read_model(CHECK.write_gguf(tmp_path / "header.gguf", entry["arch"], entry["metadata"]))
-    mamba = [il for il in range(facts.block_count) if facts.recurrent_layers[il]]
+    _, tensors, mamba = _discovered("nemotron-nano-9b-v2", llama_bench, tmp_path)
     assert {n for n in tensors if n.endswith(".ssm_conv1d.bias")} == {f"blk.{il}.ssm_conv1d.bias" for il in mamba}
     # d_inner 10240 + 2 x 8 groups x 128 state: the conv's channels
     assert {tensors[f"blk.{il}.ssm_conv1d.bias"] for il in mamba} == {(10240 + 2 * 8 * 128,)}
 
 
-COMPUTE_CASES = [
-    pytest.param(entry, case, id=f"{entry['name']}-{i}")
-    for entry in TABLE
-    for i, case in enumerate(entry["cases"])
-    if (case.get("llama_cpp") or {}).get("compute_mib") is not None
-]
+COMPUTE_CASES = _cases(lambda case: (case.get("llama_cpp") or {}).get("compute_mib") is not None)
 
 
 def test_the_hybrids_have_compute_figures_now():

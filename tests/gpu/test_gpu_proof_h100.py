@@ -194,15 +194,8 @@ def test_moe_experts_in_ram_read_the_vms_memory_at_half_its_measured_rate() -> N
     GPU's part and the hand-over on top of the RAM reads."""
     from tunehost.advise.calibration import load as load_rows
 
-    rows = {r.id: r for r in load_rows(CSV) if r.id in ("dh03", "dh04")}
+    rows = {r.id: r for r in load_rows(CSV) if r.id in ("dh02", "dh03", "dh04")}
     split, cpu = rows["dh03"], rows["dh04"]
     assert 0.4 < split.tps * split.cpu_bytes_gb / split.cpu_gbps < 0.5
     assert 0.65 < cpu.tps * cpu.bytes_gb / cpu.gbps < 0.75
-    assert split.bytes_gb + split.cpu_bytes_gb == pytest.approx(rows_bytes("dh02"), abs=0.01)
-
-
-def rows_bytes(row_id: str) -> float:
-    from tunehost.advise.calibration import load as load_rows
-
-    [row] = [r for r in load_rows(CSV) if r.id == row_id]
-    return row.bytes_gb
+    assert split.bytes_gb + split.cpu_bytes_gb == pytest.approx(rows["dh02"].bytes_gb, abs=0.01)

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling
 from tunehost.bounds import whole_text
-from tunehost.probes.bandwidth import MEASURED_RAM_SHARE
 from tunehost.model import ModelFacts
+from tunehost.probes.bandwidth import MEASURED_RAM_SHARE
 
 NGL_ALL = 99
 # spec-sheet memory bandwidth (GB/s) of common GPUs, for the VRAM part when NVML gives no bus width/clock;
@@ -157,6 +157,12 @@ class Bandwidths:
     power_ratio: float | None = None       # the GPU's enforced power limit / its default limit (NVML), if below 1
     gpu_hbm: str | None = None             # the VRAM is HBM: "nvidia" | "amd" (hbm_kind), band class of a dense model
 
+    @property
+    def ram_probe_only(self) -> bool:
+        """The RAM figure is tunehost's own measurement and no DIMM peak is known (a VM, no root, soldered memory):
+        a RAM part is then read at MEASURED_RAM_SHARE of it, and the figure bounds nothing."""
+        return self.ram_gbps is not None and not self.ram_basis and not self.dimm_gbps
+
     @classmethod
     def with_dimms(cls, peak: Any, **kwargs: Any) -> "Bandwidths":
         """Bandwidths carrying a memory_layout.DimmPeak (or None)."""
@@ -248,9 +254,9 @@ def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths,
                                     " (GPU not in tunehost's spec-sheet table, and no NVML bus width/clock)"))
         c = Ceiling(None, measured, note, dimm, bw, path)
     else:
-        probe_only = not bw.dimm_gbps and not bw.ram_basis and any(m != "VRAM" and b for m, b, _ in measured)
-        c = Ceiling(value, measured, NOTE_MEASURED.format(MEASURED_RAM_SHARE[1]) if probe_only else NOTE, dimm, bw,
-                    path)
+        c = Ceiling(value, measured, NOTE, dimm, bw, path)
+        if bw.ram_probe_only and c.ram_bytes:
+            c = replace(c, note=NOTE_MEASURED.format(MEASURED_RAM_SHARE[1]))
     return replace(c, band=tg_band_for(model, c, context))
 
 
@@ -604,15 +610,14 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
         if memory != "VRAM" and bw.dimm_gbps:
             gbps = bw.dimm_gbps
         parts.append((n_bytes, gbps))
-    # no DIMM peak, and the RAM figure is tunehost's measurement (ram_basis "" = measured): its own shares
-    if not bw.dimm_gbps and not bw.ram_basis and bw.ram_gbps and any(m != "VRAM" and b for m, b, _ in c.parts):
+    if bw.ram_probe_only and c.ram_bytes:
         ctx = replace(ctx, ram_measured=True)
     isa = ctx.cpu.isa if ctx.cpu is not None else None
     return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
                                                         isa=isa, hbm=bw.gpu_hbm), context=ctx)
 
 
-__all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "MEASURED_RAM_SHARE", "CpuView", "TgBand", "band_class",
-           "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
+__all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "MEASURED_RAM_SHARE", "CpuView", "TgBand",
+           "band_class", "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
            "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind", "discrete_vram"]
