@@ -124,7 +124,9 @@ def test_out_of_sample_the_band_still_holds_85_percent_of_the_measurements(loso)
     # 2026-11-27, round 3: 238 of 332 (72 %), median width 2.07x (round 2: 146 of 163, 1.79x; first: 78 of 90,
     # 1.76x). Round 3 added HBM cards (AMD's MI50s miss), ARM CPUs (a Raspberry Pi 4B's 61 runs miss) and made power
     # caps out of sample (fit_cap_share); without the ARM CPU rows 203 of 232 (87.5 %), 1.81x. With tunehost's own
-    # runs (session 4): 253 of 346 (73 %), 2.06x; without the ARM CPU rows 218 of 246 (88.6 %), 1.81x
+    # runs (session 4): 253 of 346 (73 %), 2.06x; without the ARM CPU rows 218 of 246 (88.6 %), 1.81x. With its H200
+    # runs (session 5, dk01-dk08) and round 4 (nine RTX 5080 splits hr01-hr09, six Strix Halo runs kr01-kr06): 275 of
+    # 369 (75 %), 2.06x; without the ARM CPU rows 240 of 269 (89.2 %), 1.83x
     assert cv["inside_share"] >= 0.71 and cv["median_width"] <= 2.1
     rest = summary([v for v in loso if v.m.counted and v.m.report_class() != "cpu-arm"])
     assert rest["inside_share"] >= 0.87
@@ -141,23 +143,32 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     # 31/36, ollama 31/33, power-capped 14/17 (its cap shares then fitted on its own rows), split 18/18, unified 32/36
     # session 4 added tunehost's own runs: dh01-dh04 (an H100 VM: one more inside in split, two in gpu) and dl01-dl04
     # with dh04 and dl05-dl10 (CPU runs judged on the bandwidth tunehost measured, MEASURED_RAM_SHARE: 11 more in cpu)
-    assert inside == {"cpu": (30, 32), "cpu-arm": (35, 100), "gpu": (83, 97), "ollama": (28, 33),
-                      "power-capped": (26, 29), "split": (19, 19), "unified": (32, 36)}
+    # session 5: dk01-dk08 on a lent H200 (three of its four GPU runs inside out of sample, its four splits inside),
+    # then round 4's hr01-hr09 (an RTX 5080 + Ryzen 9950X on Qwen3.5-35B-A3B, all inside; the split refit they joined
+    # leaves the H200's all-in-RAM split, a measured-path row, at 0.97 of its low edge) and kr01-kr06 (Strix Halo:
+    # the FreeBSD run of a Gated DeltaNet hybrid below its band, 0.91)
+    assert inside == {"cpu": (30, 32), "cpu-arm": (35, 100), "gpu": (86, 101), "ollama": (28, 33),
+                      "power-capped": (26, 29), "split": (31, 32), "unified": (39, 42)}
     # cpu-arm: every miss but two is one Raspberry Pi 4B (its BCM2711 reads ~0.27 of its LPDDR4's peak; one source)
     arm = [v for v in loso if v.m.counted and v.m.report_class() == "cpu-arm"]
     assert sum(not v.inside for v in arm if "Raspberry Pi 4B" not in v.m.hardware) == 2
     assert cv["cpu"]["median_width"] <= 1.55 and cv["cpu"]["worst_low"] >= 0.95
-    assert cv["unified"]["median_width"] <= 1.5 and cv["gpu"]["median_width"] <= 1.85
-    assert cv["split"]["median_width"] <= 2.2 and cv["power-capped"]["median_width"] <= 1.95
+    # unified: 1.45x before round 4's Strix Halo rows took unified-rdna's high share to 0.90
+    assert cv["unified"]["median_width"] <= 1.6 and cv["gpu"]["median_width"] <= 1.85
+    # power-capped: 1.90x before the H200's rows; left out one source at a time, the gpu-moe fits they join are wider
+    assert cv["split"]["median_width"] <= 2.1 and cv["power-capped"]["median_width"] <= 2.05
     assert cv["ollama"]["median_width"] <= 3.15
     # gpu: two MI50s (one source, so judged by the NVIDIA HBM fit) on Llama 4 Scout at 0.45 and gemma-3n at 0.50;
     # unified: an M1 Max on a 70B model at 0.76; ollama: Qwen3-Coder-Next (a hybrid) on a CPU at 0.61;
     # power-capped: six RTX 3090s at 100 of 350 W at 0.31 (no other sweep goes that low)
-    assert cv["gpu"]["worst_low"] >= 0.45 and cv["split"]["worst_low"] >= 0.95 and cv["power-capped"]["worst_low"] >= 0.3
+    assert cv["gpu"]["worst_low"] >= 0.45 and cv["split"]["worst_low"] >= 0.96 and cv["power-capped"]["worst_low"] >= 0.3
     # the narrowest band of this model's shape that could hold 85 % of a class, centred with hindsight: where it is
-    # above 1.7x, no constant can reach issue 33's width; only a fact that moves the centres can
+    # above 1.7x, no constant can reach issue 33's width; only a fact that moves the centres can. split's fell below
+    # it (1.64x, then 1.60x) with the H200's sweep and round 4; H12's per-layer costs where the layers run took it to
+    # 1.51x but widened the fit (round3_hypotheses.md): the split row's RAM share is most of its width
     floors = {k: round(s["width_floor"], 2) for k, s in cv.items()}
-    assert floors["ollama"] > 2.5 and floors["split"] > 1.7 and floors["power-capped"] > 1.7 and floors["cpu"] < 1.5
+    assert floors["ollama"] > 2.5 and floors["power-capped"] > 1.7 and floors["cpu"] < 1.5
+    assert 1.55 < floors["split"] < 1.7
 
 
 def test_the_first_rounds_constants_on_the_rows_collected_blind():
@@ -339,7 +350,7 @@ def test_hbm_cards_have_classes_of_their_own_fitted_on_their_rows():
     nvidia = [m for m in rows if m.band_class() == "gpu-hbm"]
     amd = [m for m in rows if m.band_class() == "gpu-hbm-amd"]
     assert {m.hbm for m in nvidia} == {"nvidia"} and {m.hbm for m in amd} == {"amd"}
-    assert len([m for m in nvidia if m.counted]) == 46 and len([m for m in amd if m.counted]) == 12
+    assert len([m for m in nvidia if m.counted]) == 47 and len([m for m in amd if m.counted]) == 12
     assert BAND_MODELS["gpu-hbm"] == fit(nvidia, "gpu-hbm") and BAND_MODELS["gpu-hbm-amd"] == fit(amd, "gpu-hbm-amd")
     # HBM reads at a lower share than GDDR: both edges of the efficiency below the gpu row's
     assert BAND_MODELS["gpu-hbm"].eff_low < BAND_MODELS["gpu"].eff_low

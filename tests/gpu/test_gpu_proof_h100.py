@@ -17,23 +17,18 @@ doctor's output.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import DATA
+from tests.gpu.proof import assert_replays, by_check, reader
 
 ROOT = DATA / "gpu-proof" / "h100-580.159.04"
 CSV = Path(__file__).resolve().parents[1] / "advise" / "data" / "published_tg.csv"
 
 
-def load(rel: str):
-    return json.loads((ROOT / rel).read_text())
-
-
-def by_check(doc: dict, check: str) -> list[dict]:
-    return [f for f in doc["findings"] if f["check"] == check]
+load = reader(ROOT)
 
 
 def bench_run(name: str) -> dict:
@@ -54,24 +49,9 @@ def test_every_step_of_the_proof_ran_on_the_h100() -> None:
 
 
 def test_the_snapshot_replays_to_what_doctor_judged_on_the_machine(cli) -> None:
-    from tunehost.doctor.registry import BUILTIN_ORDER
-
-    recorded = load("first/doctor.json")
-    assert {f["check"] for f in recorded["findings"]} == set(BUILTIN_ORDER)  # every built-in check judged
-    result = cli("doctor", "--json", "--snapshot", str(ROOT / "first" / "snapshot"))
-    replay = json.loads(result.stdout)
-    assert replay["verdict"] == recorded["verdict"] == "ready" and result.exit_code == 0
     # the snapshot's memory probe (72.7 GB/s) and doctor's own a minute later (79.3) are two samples of a shared
-    # VM's RAM; every severity agrees, and every judgement that rests on settings agrees word for word. llama-build
-    # is not among them: the snapshot was taken before the build it would have found
-    changes = {"llama-build"}
-    count = lambda doc: Counter((f["check"], f["severity"]) for f in doc["findings"] if f["check"] not in changes)  # noqa: E731
-    assert count(replay) == count(recorded)
-    static = {"ram-speed", "cpu-governor", "cpu-epp", "cpu-frequency", "power-limits", "thp", "numa", "pcie-link",
-              "resizable-bar", "gpu-power-cap", "apu-memory", "headless"}
-    same = [(f["check"], f["summary"]) for f in recorded["findings"] if f["check"] in static]
-    assert len(same) == len(static) and same == [(f["check"], f["summary"]) for f in replay["findings"]
-                                                 if f["check"] in static]
+    # VM's RAM; every severity agrees, and every judgement that rests on settings agrees word for word
+    _, replay = assert_replays(cli, ROOT / "first")
     measured = json.loads((ROOT / "first" / "snapshot" / "samples" / "measure.json").read_text())
     assert measured["memory_read_gbps"] == 72.71 and measured["memory_read_threads"] == 16
     [bandwidth] = by_check(replay, "memory-bandwidth")

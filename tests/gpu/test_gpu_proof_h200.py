@@ -15,25 +15,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import DATA
+from tests.gpu.proof import by_check, reader
 
 ROOT = DATA / "gpu-proof" / "h200-580.159.04"
 
 
-def load(rel: str):
-    return json.loads((ROOT / rel).read_text())
+load = reader(ROOT)
 
 
 def severities(doc: dict) -> Counter:
     return Counter((f["check"], f["severity"]) for f in doc["findings"])
-
-
-def by_check(doc: dict, check: str) -> list[dict]:
-    return [f for f in doc["findings"] if f["check"] == check]
 
 
 @pytest.mark.parametrize("state", ["idle", "busy"])

@@ -342,15 +342,21 @@ class BandModel:
 # dense gpu rows. Refitted 2026-11-27 (269 rows, 234 counted; round 3 added HBM cards and power sweeps) on runs at the
 # default power limit only: HBM cards got rows of their own (gpu-hbm, gpu-hbm-amd: hbm_kind), which took the slow
 # A100/H100 runs out of the gpu row (its per-layer cost now 10-100 us, was 10-160).
+# Refitted 2026-11-27 (session 5, 393 rows) with tunehost's own H200 runs (dk01-dk08): Qwen3-30B-A3B all on the
+# card at 307 t/s (3.25 ms a token over 48 layers) took gpu-moe's fast per-layer cost to 30 us (was 60) and its high
+# share to 0.75 (was 0.85); LFM2 1.2B and Nemotron-Nano-9B-v2 took gpu-hybrid's to 30 us and 0.90 (were 20 and 0.85).
+# Round 4's nine RTX 5080 + Ryzen 9950X splits of Qwen3.5-35B-A3B (hr01-hr09) took the split row to 0.35-0.80 and
+# 60-160 us a layer (was 0.35-0.75, 30-250).
+# Round 4's six Strix Halo llama-bench runs (kr01-kr06) took unified-rdna's high share to 0.90 (was 0.85).
 BAND_MODELS: dict[str, BandModel] = {
     "gpu": BandModel(0.70, 0.95, 10.0, 100.0),       # discrete GPU (GDDR), dense model
     "gpu-hbm": BandModel(0.50, 0.80, 60.0, 160.0),   # NVIDIA GPU on HBM (V100, A100, H100, H200), dense model
     "gpu-hbm-amd": BandModel(0.55, 0.75, 60.0, 400.0),  # AMD GPU on HBM (MI50/MI60, MI100+, Radeon VII), dense model
-    "gpu-moe": BandModel(0.50, 0.85, 60.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
-    "gpu-hybrid": BandModel(0.65, 0.85, 20.0, 100.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
-    "split": BandModel(0.35, 0.75, 30.0, 250.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
+    "gpu-moe": BandModel(0.50, 0.75, 30.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
+    "gpu-hybrid": BandModel(0.65, 0.90, 30.0, 100.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
+    "split": BandModel(0.35, 0.80, 60.0, 160.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
     "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
-    "unified-rdna": BandModel(0.65, 0.85, 20.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
+    "unified-rdna": BandModel(0.65, 0.90, 20.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
     "cpu": BandModel(0.60, 0.85, 60.0, 250.0),       # CPU backend (x86), host RAM at the DIMMs' peak
     "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend (x86), MoE: routing, gathers, many small matrices
