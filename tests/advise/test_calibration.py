@@ -125,9 +125,9 @@ def test_out_of_sample_the_band_still_holds_85_percent_of_the_measurements(loso)
     # 1.76x). Round 3 added HBM cards (AMD's MI50s miss), ARM CPUs (a Raspberry Pi 4B's 61 runs miss) and made power
     # caps out of sample (fit_cap_share); without the ARM CPU rows 203 of 232 (87.5 %), 1.81x. With tunehost's own
     # runs (session 4): 253 of 346 (73 %), 2.06x; without the ARM CPU rows 218 of 246 (88.6 %), 1.81x. With its H200
-    # runs (session 5, dk01-dk08) and round 4 (nine RTX 5080 splits hr01-hr09, six Strix Halo runs kr01-kr06): 275 of
-    # 369 (75 %), 2.06x; without the ARM CPU rows 240 of 269 (89.2 %), 1.83x
-    assert cv["inside_share"] >= 0.71 and cv["median_width"] <= 2.1
+    # runs (session 5, dk01-dk08) and round 4 (nine RTX 5080 splits hr01-hr09, six Strix Halo runs kr01-kr06, 27
+    # Ollama runs ko01-ko27): 303 of 396 (77 %), 2.11x; without the ARM CPU rows 268 of 296 (90.5 %), 1.89x
+    assert cv["inside_share"] >= 0.75 and cv["median_width"] <= 2.15
     rest = summary([v for v in loso if v.m.counted and v.m.report_class() != "cpu-arm"])
     assert rest["inside_share"] >= 0.87
 
@@ -147,7 +147,9 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     # then round 4's hr01-hr09 (an RTX 5080 + Ryzen 9950X on Qwen3.5-35B-A3B, all inside; the split refit they joined
     # leaves the H200's all-in-RAM split, a measured-path row, at 0.97 of its low edge) and kr01-kr06 (Strix Halo:
     # the FreeBSD run of a Gated DeltaNet hybrid below its band, 0.91)
-    assert inside == {"cpu": (30, 32), "cpu-arm": (35, 100), "gpu": (86, 101), "ollama": (28, 33),
+    # ko01-ko27 (Ollama on six GPUs, four Apple chips and a Raspberry Pi 5: all inside, OLLAMA_SHARE refitted to
+    # 0.7-1.1)
+    assert inside == {"cpu": (30, 32), "cpu-arm": (35, 100), "gpu": (86, 101), "ollama": (56, 60),
                       "power-capped": (26, 29), "split": (31, 32), "unified": (39, 42)}
     # cpu-arm: every miss but two is one Raspberry Pi 4B (its BCM2711 reads ~0.27 of its LPDDR4's peak; one source)
     arm = [v for v in loso if v.m.counted and v.m.report_class() == "cpu-arm"]
@@ -157,9 +159,12 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     assert cv["unified"]["median_width"] <= 1.6 and cv["gpu"]["median_width"] <= 1.85
     # power-capped: 1.90x before the H200's rows; left out one source at a time, the gpu-moe fits they join are wider
     assert cv["split"]["median_width"] <= 2.1 and cv["power-capped"]["median_width"] <= 2.05
-    assert cv["ollama"]["median_width"] <= 3.15
+    # ollama: 3.10x on its first 33 rows; round 4's 27 are mostly Apple chips, whose unified band times Ollama's
+    # share, fitted without their source, is the widest of all
+    assert cv["ollama"]["median_width"] <= 3.85
     # gpu: two MI50s (one source, so judged by the NVIDIA HBM fit) on Llama 4 Scout at 0.45 and gemma-3n at 0.50;
-    # unified: an M1 Max on a 70B model at 0.76; ollama: Qwen3-Coder-Next (a hybrid) on a CPU at 0.61;
+    # unified: an M1 Max on a 70B model at 0.76; ollama: the CMP 30HX at 0.56, Qwen3-Coder-Next (a hybrid) on a CPU
+    # at 0.61;
     # power-capped: six RTX 3090s at 100 of 350 W at 0.31 (no other sweep goes that low)
     assert cv["gpu"]["worst_low"] >= 0.45 and cv["split"]["worst_low"] >= 0.96 and cv["power-capped"]["worst_low"] >= 0.3
     # the narrowest band of this model's shape that could hold 85 % of a class, centred with hindsight: where it is
@@ -167,8 +172,9 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     # it (1.64x, then 1.60x) with the H200's sweep and round 4; H12's per-layer costs where the layers run took it to
     # 1.51x but widened the fit (round3_hypotheses.md): the split row's RAM share is most of its width
     floors = {k: round(s["width_floor"], 2) for k, s in cv.items()}
-    assert floors["ollama"] > 2.5 and floors["power-capped"] > 1.7 and floors["cpu"] < 1.5
+    assert floors["power-capped"] > 1.7 and floors["cpu"] < 1.5
     assert 1.55 < floors["split"] < 1.7
+    assert 1.75 < floors["ollama"] < 1.9  # 2.61x on its first 33 rows: round 4's sit together in the upper middle
 
 
 def test_the_first_rounds_constants_on_the_rows_collected_blind():
