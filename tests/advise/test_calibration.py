@@ -1,11 +1,14 @@
-"""The TG band against 196 published llama.cpp and Ollama measurements (tests/advise/data/published_tg.csv), each read off a
-source anyone can open (checked 2026-11-25/26; rows no source could be found for are in data/unverified_tg.csv, which
-nothing reads). 93 came first; 103 more were collected blind for issue 33 (rows hc*, hs*, hp*, ho*, hu*) and judged by
-the first round's constants before the refit (test_the_first_rounds_constants_on_the_rows_collected_blind)."""
+"""The TG band against the published llama.cpp and Ollama measurements of tests/advise/data/published_tg.csv (435 rows
+on 2026-11-27), each read off a source anyone can open (rows no source could be found for are in
+data/unverified_tg.csv, which nothing reads), and tunehost's own runs (their raw output in this repository). 93 came
+first; 103 more were collected blind for issue 33 (rows hc*, hs*, hp*, ho*, hu*) and judged by the first round's
+constants before the refit (test_the_first_rounds_constants_on_the_rows_collected_blind); rounds 3 and 4 the same
+way (test_round_3_*, test_round_4_*)."""
+
+import csv
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from tunehost.advise.calibration import judge, load, summary
 from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY, tg_band
@@ -418,3 +421,29 @@ def test_every_band_class_has_a_name_for_advise_calibrate():
     from tunehost.advise.host_calibration import CLASS_NAMES
 
     assert set(CLASS_NAMES) == set(BAND_MODELS)  # `advise --calibrate` lists every class by its name
+
+
+def test_round_4_rows_collected_blind_judged_by_the_constants_before_them():
+    """hr* (RTX 5080 splits), kr* (Strix Halo) and ko* (Ollama eval rates) were collected by helpers under rules they
+    wrote before reading a figure (round4_collection.md); each batch's hypothesis (H14-H16, round3_hypotheses.md)
+    was written before its bands were computed, with the constants of the moment: all 9 splits inside, at least 5 of
+    6 Strix Halo runs (5 were: a hybrid MoE on FreeBSD at 0.91), at least 23 of 27 Ollama runs (27 were)."""
+    from tunehost.advise.ceiling import BAND_MODELS, BandModel
+
+    rows = load(DATA)
+    batch = lambda prefix: [m for m in rows if m.id.startswith(prefix)]  # noqa: E731
+    hr, kr, ko = batch("hr"), batch("kr"), batch("ko")
+    assert (len(hr), len(kr), len(ko)) == (9, 6, 27)
+    # every row names a page anyone can open, and says it was collected under round 4's rules
+    notes = {r["id"]: r["note"] for r in csv.DictReader(line for line in DATA.read_text().splitlines()
+                                                         if not line.startswith("#"))}
+    assert all(m.source.startswith("https://") and "round4_collection.md" in notes[m.id] for m in hr + kr + ko)
+    # the session's H200 refit (gpu-moe, gpu-hybrid) came before them; split, unified-rdna and Ollama's share after
+    before = {**BAND_MODELS, "split": BandModel(0.35, 0.75, 30.0, 250.0),
+              "unified-rdna": BandModel(0.65, 0.85, 20.0, 160.0)}
+    assert all(v.inside for v in judge(hr, before, (0.6, 1.1)))
+    kr_before = {v.m.id: v for v in judge(kr, before, (0.6, 1.1))}
+    assert [i for i, v in kr_before.items() if not v.inside] == ["kr06"]
+    assert 0.9 < kr_before["kr06"].m.tps / kr_before["kr06"].low < 0.92
+    assert all(v.inside for v in judge(ko, before, (0.6, 1.1)))
+    assert {m.runtime for m in ko} == {"ollama"} and {m.runtime for m in hr + kr} == {"llama.cpp"}
