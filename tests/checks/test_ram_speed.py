@@ -441,6 +441,7 @@ def test_snapshot_writer_records_the_udev_file_a_no_root_run_read(tmp_path):
     the replay gives the same verdicts (files under a stand-in root; the writer copies what the run read)."""
     from tunehost.host import Host
     from tunehost.host.files import AccessLog, HostFiles
+    from tunehost.host.identifiers import Pseudonyms
     from tunehost.host.snapshot import _write_fs
 
     text = (CORPUS / "dmidecode" / "ddr4-3600-kit-ryzen3600-xmp-off-2133.txt").read_text()
@@ -451,7 +452,7 @@ def test_snapshot_writer_records_the_udev_file_a_no_root_run_read(tmp_path):
     live = verdicts(RamFacts.gather(host))
     assert live[0][0] is Severity.FAIL and UDEV_DMI in host.files.log.files
     snap = tmp_path / "snap"
-    _write_fs(host, snap / "fs")
+    _write_fs(host, snap / "fs", Pseudonyms())
     (snap / "manifest.json").write_text('{"format": 1}')
     assert (snap / "fs" / "run/udev/data/+dmi:id").read_text() == udev_from_dmidecode(text)
     assert verdicts(RamFacts.gather(open_host(snap))) == live

@@ -139,7 +139,8 @@ def snapshot(
     directory: Path = typer.Argument(..., metavar="DIR", help="A new (or empty) directory to write the snapshot to."),
     quick: bool = typer.Option(False, "--quick", help="Do not measure (no samples/measure.json)."),
 ) -> None:
-    """Capture this host into DIR: every file, command output and sample the checks use (no secrets).
+    """Capture this host into DIR: every file, command output and sample the checks use (no secrets, no serial
+    numbers or UUIDs: those are redacted or replaced by a pseudonym).
 
     The measurements (memory bandwidth, CPU clocks under load) are recorded too, so a replay judges them the same.
     Attach DIR to a bug report; `tunehost doctor --snapshot DIR` replays it anywhere.

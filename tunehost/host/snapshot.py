@@ -20,6 +20,7 @@ from tunehost.bounds import json_text
 from tunehost.errors import TunehostError
 from tunehost.host import SNAPSHOT_FORMAT, Host
 from tunehost.host.commands import CommandLog
+from tunehost.host.identifiers import Pseudonyms, identifying_file, scrub_identifiers
 
 # recorded in every snapshot whether or not a check needed them (docs/snapshot.md's canonical command lines)
 CANONICAL_COMMANDS: tuple[tuple[str, ...], ...] = (
@@ -92,11 +93,12 @@ def write_snapshot(host: Host, directory: Path, *, gather: Iterable[object] = ()
         host.sample(name)
     directory = Path(directory)
     check_target(directory)
+    pseudonyms = Pseudonyms()  # one key per snapshot: a UUID reads the same in every file of it, nowhere else
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _write_fs(host, directory / "fs")
-        _write_cmds(host.commands.log, directory / "cmd")
-        _write_samples(host, directory / "samples")
+        _write_fs(host, directory / "fs", pseudonyms)
+        _write_cmds(host.commands.log, directory / "cmd", pseudonyms)
+        _write_samples(host, directory / "samples", pseudonyms)
         manifest = {
             "format": SNAPSHOT_FORMAT,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -115,7 +117,16 @@ def _target(fs: Path, host_path: str) -> Path:
     return fs / host_path.lstrip("/")
 
 
-def _write_fs(host: Host, fs: Path) -> None:
+def _stored(data: bytes, pseudonyms: Pseudonyms) -> bytes:
+    """A file's bytes as the snapshot keeps them: a text with its hardware identifiers scrubbed (identifiers.py)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    return scrub_identifiers(text, pseudonyms).encode("utf-8")
+
+
+def _write_fs(host: Host, fs: Path, pseudonyms: Pseudonyms) -> None:
     log = host.files.log
     assert log is not None
     fs.mkdir(parents=True, exist_ok=True)
@@ -125,25 +136,29 @@ def _write_fs(host: Host, fs: Path) -> None:
             child = os.path.join(path, name)
             if child in log.files or child in log.links:
                 continue
-            if os.path.isdir(child):
+            local = host.files.local(child)  # where the host's file is (the host's root need not be /)
+            if local is None:
+                continue
+            if os.path.isdir(local):
                 _target(fs, child).mkdir(parents=True, exist_ok=True)
-            elif os.path.isfile(child):
-                # listed but not read: keep small readable files so exists()/listdir() replay the same
+            elif os.path.isfile(local) and not identifying_file(child):
+                # listed but not read: keep small readable files so exists()/listdir() replay the same (never one
+                # that holds a serial number or a UUID: no check reads those)
                 try:
-                    with open(child, "rb") as fh:
+                    with open(local, "rb") as fh:
                         data = fh.read(MAX_LISTED_FILE_BYTES + 1)
                 except OSError:
                     continue
                 if len(data) <= MAX_LISTED_FILE_BYTES:
                     out = _target(fs, child)
                     out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_bytes(data)
+                    out.write_bytes(_stored(data, pseudonyms))
     for path, data in sorted(log.files.items()):
         out = _target(fs, path)
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.is_dir():
             continue
-        out.write_bytes(data)
+        out.write_bytes(_stored(data, pseudonyms))
     for path, target in sorted(log.links.items()):
         out = _target(fs, path)
         if out.exists() or out.is_symlink():
@@ -163,27 +178,30 @@ def _executable_name(command_line: str) -> str:
     return os.path.basename(first) or first
 
 
-def scrub_command_output(argv: tuple[str, ...], stdout: str) -> str:
-    """Other processes' command lines never enter a snapshot: nvidia-smi lists them in full; keep the executable name."""
+def scrub_command_output(argv: tuple[str, ...], stdout: str, pseudonyms: Pseudonyms | None = None) -> str:
+    """Other processes' command lines never enter a snapshot: nvidia-smi lists them in full; keep the executable name.
+    Hardware identifiers (serial numbers, UUIDs: identifiers.py) never either, whatever the command."""
+    stdout = scrub_identifiers(stdout, pseudonyms or Pseudonyms())
     if not argv or os.path.basename(argv[0]) != "nvidia-smi":
         return stdout
     stdout = _NVSMI_TEXT_PROCESS.sub(lambda m: m.group(1) + _executable_name(m.group(2)), stdout)
     return _NVSMI_XML_PROCESS.sub(lambda m: m.group(1) + _executable_name(m.group(2)) + m.group(3), stdout)
 
 
-def _write_cmds(log: CommandLog, cmd: Path) -> None:
+def _write_cmds(log: CommandLog, cmd: Path, pseudonyms: Pseudonyms) -> None:
     cmd.mkdir(parents=True, exist_ok=True)
     for name, result in sorted(log.results.items()):
-        (cmd / name).write_text(scrub_command_output(result.argv, result.stdout))
+        (cmd / name).write_text(scrub_command_output(result.argv, result.stdout, pseudonyms))
         if result.rc != 0:
             (cmd / f"{name}.rc").write_text(f"{result.rc}\n")
         if result.stderr:
-            (cmd / f"{name}.stderr").write_text(result.stderr)
+            (cmd / f"{name}.stderr").write_text(scrub_identifiers(result.stderr, pseudonyms))
 
 
-def _write_samples(host: Host, samples: Path) -> None:
+def _write_samples(host: Host, samples: Path, pseudonyms: Pseudonyms) -> None:
     samples.mkdir(parents=True, exist_ok=True)
     for name, value in sorted(host.recorded_samples.items()):
+        value = pseudonyms.value(value)  # the NVML sample's UUIDs read as nvidia-smi's do in this snapshot
         (samples / f"{name}.json").write_text(json_text(value, indent=1, sort_keys=True) + "\n")
     which = host.commands.log.which  # type: ignore[union-attr]
     if which:
