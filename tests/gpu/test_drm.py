@@ -168,3 +168,43 @@ def test_xe_garbage_tile_sizes_are_unknown(make_snapshot):
     fs = xe_a750({"/sys/class/drm/card0/device/tile0/physical_vram_size_bytes": "-1\n"})
     gpu = GpuFacts.gather(open_host(make_snapshot(fs=fs, manifest=ROOT))).gpus[0]
     assert gpu.memory_total_mib is None
+
+
+# --- a consumer Radeon's name from libdrm's amdgpu.ids (amdgpu gives it no product_name) --------------------------
+# lines as Debian's libdrm-common 2.4.114 ships them in /usr/share/libdrm/amdgpu.ids (device, revision, name)
+AMDGPU_IDS_LINES = ("# List of AMDGPU IDs\n#\n# Syntax:\n# device_id,\trevision_id,\tproduct_name        <-- single tab "
+                    "after comma\n\n1.0.0\n66A1,\t02,\tAMD Instinct MI60 / MI50\n73DF,\tC0,\tAMD Radeon RX 6750 XT\n"
+                    "73DF,\tC1,\tAMD Radeon RX 6700 XT\n73DF,\tC2,\tAMD Radeon RX 6800M\n73DF,\tC5,\tAMD Radeon RX 6700 XT\n"
+                    "73BF,\tC1,\tAMD Radeon RX 6800 XT\n")
+
+
+def test_amdgpu_ids_names_a_device_at_its_revision_and_never_guesses_between_two():
+    from tunehost.parsers.amdgpu_ids import amdgpu_product_name, parse_amdgpu_ids
+
+    table = parse_amdgpu_ids(AMDGPU_IDS_LINES)
+    assert len(table) == 6 and table[("73df", "c1")] == "AMD Radeon RX 6700 XT"
+    assert amdgpu_product_name(table, "0x73df", "0xc1") == "AMD Radeon RX 6700 XT"
+    assert amdgpu_product_name(table, "0x73df", "0xc0") == "AMD Radeon RX 6750 XT"
+    assert amdgpu_product_name(table, "0x73df", "0xff") is None  # three products share 73DF: no guess
+    assert amdgpu_product_name(table, "0x73bf", "0xc3") == "AMD Radeon RX 6800 XT"  # the device's only name
+    assert amdgpu_product_name(table, "0x66a1", None) == "AMD Instinct MI60 / MI50"
+    assert amdgpu_product_name(table, "0x744c", "0xc8") is None and amdgpu_product_name(table, None, "0xc1") is None
+    assert amdgpu_product_name(table, "0x73dfzz", "0xc1") is None and amdgpu_product_name(table, "73df", "c1") == \
+        "AMD Radeon RX 6700 XT"
+    # a hostile table: an escape is shown as "?", a runaway name and garbage lines are dropped, nothing raises
+    hostile = parse_amdgpu_ids("744C,\tC8,\tAMD \x1b[2JRadeon\n7480,\tC0,\t" + "X" * 500 + "\nnot a line\n\x00\xff")
+    assert hostile == {("744c", "c8"): "AMD ?[2JRadeon"}
+    assert parse_amdgpu_ids(None) == {} and parse_amdgpu_ids("") == {}
+
+
+def test_a_consumer_radeon_is_named_by_amdgpu_ids_and_gets_its_spec_bandwidth(make_snapshot):
+    from tunehost.advise.ceiling import vram_peak
+
+    dev = "/sys/class/drm/card1/device"
+    named = {**RX6700XT, f"{dev}/revision": "0xc1\n", "/usr/share/libdrm/amdgpu.ids": AMDGPU_IDS_LINES}
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=named, manifest=USER))).gpus[0]
+    assert gpu.name == "AMD Radeon RX 6700 XT" and vram_peak(gpu.name, None, None) == (384.0, "(AMD Radeon RX 6700 XT "
+                                                                                             "spec sheet)")
+    # no libdrm table on the host (or an older one without the card): the PCI id, as before
+    bare = GpuFacts.gather(open_host(make_snapshot(fs={**RX6700XT, f"{dev}/revision": "0xc1\n"}, manifest=USER)))
+    assert bare.gpus[0].name == "AMD GPU 0x73df"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tunehost.bounds import number, whole, whole_text
 from tunehost.facts.drm_clients import DrmFacts
 from tunehost.facts.processes import client_kind
+from tunehost.parsers.amdgpu_ids import AMDGPU_IDS, amdgpu_product_name, parse_amdgpu_ids
 from tunehost.parsers.nvidia_smi import (
     GpuInfo, GpuProcess, MigDevice, NvidiaSmiReport, PcieLink, integer, normalise_bus_id, parse_nvidia_smi_text,
     parse_nvidia_smi_xml,
@@ -533,4 +534,9 @@ def _card_name(host: "Host", dev: str, vendor: str, device_id: str | None, apu_n
         return product
     if apu_name:
         return f"AMD {apu_name} iGPU"
+    if vendor == "amd":  # a consumer Radeon has no product_name: libdrm's table names it, as Mesa does
+        name = amdgpu_product_name(parse_amdgpu_ids(host.files.read(AMDGPU_IDS)), device_id,
+                                   host.files.read_value(f"{dev}/revision"))
+        if name:
+            return name
     return f"{vendor.upper() if vendor != 'other' else 'PCI'} GPU {device_id or ''}".strip()
