@@ -6,8 +6,6 @@ Fixtures: tests/data/gpu/drm/ (README.md there names the public report behind ea
 from __future__ import annotations
 
 from tests.conftest import DATA
-from tunehost.checks.gpu_memory import GpuMemoryCheck
-from tunehost.check import Severity as S
 from tunehost.facts import HostFacts
 from tunehost.facts.drm_clients import DrmFacts, parse_fdinfo
 from tunehost.facts.gpu import GpuFacts
