@@ -3,15 +3,19 @@
 tests/advise/data/published_tg.csv: one line per measurement, then per class (gpu, split, cpu, unified, ollama,
 power-capped) the share inside, the median band width, the worst optimistic miss (measured / low edge) and the width
 floor (calibration.width_floor: the narrowest band of the model's shape, centred with hindsight, that holds 85 %).
---cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow)."""
+--cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow).
+--scoreboard judges llama.cpp's CUDA/ROCm/Vulkan scoreboards (tests/advise/data/scoreboard_tg.csv, an evaluation set
+fitted on by nothing) as H17 judged them and at the bandwidths advise uses now."""
 
 from pathlib import Path
 
 import sys
 
-from tunehost.advise.calibration import by_class, judge, leave_one_source_out, load
+from tunehost.advise.calibration import (by_class, judge, leave_one_source_out, load, load_scoreboard, scoreboard_of,
+                                         summary, width_floor)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "advise" / "data" / "published_tg.csv"
+SCOREBOARD = DATA.with_name("scoreboard_tg.csv")
 
 
 def table(title: str, classes: dict) -> None:
@@ -22,7 +26,25 @@ def table(title: str, classes: dict) -> None:
               f"{s['worst_low']:>11.2f} {s['width_floor']:>11.2f}x")
 
 
+def scoreboards() -> None:
+    for title, as_judged in (("as H17 judged them (the bandwidth table of d99c4ef)", True),
+                             ("at the bandwidths advise uses now", False)):
+        verdicts = judge(load_scoreboard(SCOREBOARD, as_judged=as_judged))
+        for v in verdicts if not as_judged else ():
+            if not v.inside:
+                print(f"OUT {v.m.id} {scoreboard_of(v.m):6} {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  measured "
+                      f"{v.m.tps:6.1f}  band {v.low:6.1f} - {v.high:6.1f}")
+        groups: dict[str, list] = {}
+        for v in verdicts:
+            groups.setdefault(scoreboard_of(v.m), []).append(v)
+        table(f"llama.cpp scoreboards, Llama 2 7B Q4_0 tg128, {title}:",
+              {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in sorted(groups.items())})
+
+
 def main() -> None:
+    if "--scoreboard" in sys.argv[1:]:
+        scoreboards()
+        return
     rows = load(DATA)
     verdicts = judge(rows)
     for v in verdicts:

@@ -328,6 +328,33 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
     return out
 
 
+# llama.cpp's community scoreboards (tests/advise/data/scoreboard_tg.csv): every row is llama-bench tg128 of this model
+SCOREBOARD_MODEL = {"model": "Llama 2 7B", "quant": "Q4_0", "layers": 32, "bytes_gb": 3.75}
+
+
+def load_scoreboard(path: str | Path, *, as_judged: bool = True) -> list[Measurement]:
+    """The scoreboard rows H17's rules count (an evaluation set: nothing is fitted on them), as discrete GPUs fully
+    in VRAM. as_judged: at the bandwidth H17 judged them at (`gbps`); else as advise gives it now (the spec table,
+    gpu_bandwidth, where it knows the card, else the row's spec-sheet figure)."""
+    from tunehost.advise.ceiling import gpu_bandwidth
+
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    out = []
+    for r in csv.DictReader(lines):
+        if r["excluded"].strip():
+            continue
+        gbps = float(r["gbps"]) if as_judged else (gpu_bandwidth(r["device"]) or float(r["spec_gbps"]))
+        out.append(Measurement(r["id"], r["gpu"], "gpu", gbps, SCOREBOARD_MODEL["model"], SCOREBOARD_MODEL["quant"],
+                               False, SCOREBOARD_MODEL["layers"], SCOREBOARD_MODEL["bytes_gb"], 0.0, 0.0,
+                               float(r["tps"]), r["source"]))
+    return out
+
+
+def scoreboard_of(m: Measurement) -> str:
+    """cuda | rocm | vulkan: which discussion a scoreboard row comes from."""
+    return {"15013": "cuda", "15021": "rocm", "10879": "vulkan"}[m.source.rsplit("/", 1)[-1]]
+
+
 def summary(verdicts: list[Verdict]) -> dict[str, float]:
     """share inside the band, the band's width (high / low): median and maximum, and the worst optimistic miss
     (measured / the band's low edge, 1.0 when nothing fell below)."""

@@ -9,6 +9,7 @@ half speed. Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -18,17 +19,35 @@ from tunehost.model import ModelFacts
 from tunehost.probes.bandwidth import MEASURED_RAM_SHARE
 
 NGL_ALL = 99
-# spec-sheet memory bandwidth (GB/s) of common GPUs, for the VRAM part when NVML gives no bus width/clock;
-# longest match first
+# spec-sheet memory bandwidth (GB/s) of common GPUs, for the VRAM part when NVML gives no bus width/clock (AMD and
+# Intel cards always; NVIDIA without NVML); longest match first, so a key names one product: "RTX 4070 Ti SUPER"
+# (672) is not an "RTX 4070 Ti" (504), an "H100 80GB HBM3" (the SXM5's name: 3352) not an "H100" PCIe (2039).
+# Sources: the vendors' spec sheets for the first rows; the rest (round 5, issue 33) the TechPowerUp GPU Database's
+# figure for each card (bus width x data rate; its page per card in tests/advise/data/scoreboard_tg.csv), AMD's own
+# 640 GB/s for the RX 9070 / 9070 XT and 320 for the RX 9060 XT, Intel's 560 for the Arc A770 16 GB
 GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
     ("RTX 5090", 1792.0), ("RTX 5080", 960.0), ("RTX 5070 Ti", 896.0), ("RTX 5070", 672.0),
-    ("RTX 5060 Ti", 448.0), ("RTX 4090", 1008.0), ("RTX 4080", 717.0), ("RTX 4070 Ti", 504.0),
-    ("RTX 4070", 504.0), ("RTX 4060 Ti", 288.0), ("RTX 4060", 272.0), ("RTX 3090 Ti", 1008.0),
+    ("RTX 5060 Ti", 448.0), ("RTX 5060", 448.0), ("RTX 4090", 1008.0), ("RTX 4080 SUPER", 736.3), ("RTX 4080", 717.0),
+    ("RTX 4070 Ti SUPER", 672.3), ("RTX 4070 Ti", 504.0), ("RTX 4070 SUPER", 504.2), ("RTX 4070", 504.0),
+    ("RTX 4060 Ti", 288.0), ("RTX 4060 Laptop", 256.0), ("GTX 1650 Mobile", 192.0), ("RTX 4060", 272.0), ("RTX 3090 Ti", 1008.0),
     ("RTX 3090", 936.0), ("RTX 3080 Ti", 912.0), ("RTX 3080", 760.0), ("RTX 3070", 448.0), ("RTX 3060 Ti", 448.0),
-    ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0), ("A100", 1935.0), ("H100", 2039.0),
-    ("L40S", 864.0), ("Tesla T4", 320.0), ("A10G", 600.0), ("Radeon RX 7900 XTX", 960.0),
-    ("Radeon RX 7900 XT", 800.0), ("Radeon RX 6700 XT", 384.0), ("Arc A770", 560.0), ("Arc B580", 456.0),
-    ("V100", 900.0), ("H200", 4800.0), ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0),
+    ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0), ("RTX 2070 SUPER", 448.0),
+    ("RTX 2060 SUPER", 448.0), ("GTX 1660 Ti", 288.0), ("GTX 1660", 192.1), ("GTX 1080 Ti", 484.4), ("GTX 1070 Ti", 256.3),
+    ("GTX 1070", 256.3), ("TITAN Xp", 547.6), ("TITAN V", 651.3),
+    ("A100-SXM4-80GB", 2039.0), ("A100", 1935.0), ("H100 80GB HBM3", 3352.0), ("H100 SXM5", 3352.0), ("H100", 2039.0), ("H200", 4800.0),
+    ("B200", 8000.0), ("L40S", 864.0), ("L40", 864.0), ("A40", 695.8), ("A30", 933.1), ("Tesla T4", 320.0),
+    ("A10G", 600.0), ("V100", 900.0), ("P100", 732.2), ("Tesla P40", 347.1), ("Tesla M40", 288.4),
+    ("Tesla K80", 240.6), ("RTX PRO 6000 Blackwell", 1792.0), ("RTX PRO 4500 Blackwell", 896.0),
+    ("RTX PRO 4000 Blackwell", 672.0), ("RTX 6000 Ada", 960.0), ("RTX A6000", 768.0), ("RTX A5000", 768.0),
+    ("RTX A4500", 640.0), ("RTX A4000", 448.0), ("Quadro RTX 8000", 672.0), ("Quadro RTX 6000", 672.0),
+    ("Quadro RTX 4000", 416.0),
+    ("Radeon RX 9070 XT", 640.0), ("Radeon RX 9070", 640.0), ("Radeon RX 9060 XT", 320.0),
+    ("Radeon AI PRO R9700", 644.6), ("Radeon RX 7900 XTX", 960.0), ("Radeon RX 7900 XT", 800.0),
+    ("Radeon RX 7900 GRE", 576.0), ("Radeon RX 7800 XT", 624.1), ("Radeon RX 6900 XT", 512.0),
+    ("Radeon RX 6800 XT", 512.0), ("Radeon RX 6700 XT", 384.0), ("Radeon PRO W7900", 864.0),
+    ("Radeon PRO V620", 512.0), ("Arc A770M", 512.0), ("Arc A770", 560.0), ("Arc A750", 512.0), ("Arc B580", 456.0),
+    ("Arc B570", 380.0), ("Arc Pro B60", 456.0), ("Arc Pro B50", 224.0),
+    ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0),
     ("Radeon Pro VII", 1024.0), ("MI100", 1229.0), ("MI210", 1638.0), ("MI250", 1638.0), ("MI300X", 5300.0),
     # amdgpu gives no product name for many cards: tunehost.facts.gpu names them "AMD GPU <PCI device id>"
     # (pci.ids: 66a0/66a1 Vega 20 Instinct MI50/MI60 and Radeon Pro VII, 66af Radeon VII, 738c/738e Instinct MI100,
@@ -38,12 +57,17 @@ GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
 )
 
 
+def names_card(key: str, name: str | None) -> bool:
+    """Whether a card's name holds `key` as whole words, in any case: "A100" names an "NVIDIA A100-SXM4-80GB", not an
+    "RTX A1000"; "A40" not an "RTX A400"."""
+    return bool(name) and re.search(r"(?<![A-Za-z0-9])" + re.escape(key) + r"(?![A-Za-z0-9])", name,
+                                    re.IGNORECASE) is not None
+
+
 def gpu_bandwidth(name: str | None) -> float | None:
-    """Spec-sheet bandwidth (GB/s) of a known GPU model, or None."""
-    if not name:
-        return None
+    """Spec-sheet bandwidth (GB/s) of a known GPU model, or None: the longest key that names the card (names_card)."""
     for key, gbps in sorted(GPU_BANDWIDTH_GBPS, key=lambda kv: -len(kv[0])):
-        if key.lower() in name.lower():
+        if names_card(key, name):
             return gbps
     return None
 
@@ -57,7 +81,7 @@ HBM_GPUS = ("A100", "A800", "H100", "H800", "H200", "GH200", "B100", "B200", "GB
 # AMD's HBM cards (GCN 5 / CDNA: gfx906, gfx908, gfx90a, gfx942): under ROCm their quantized matrix-vector kernels,
 # not the HBM, bound a token (two MI50s read Qwen3-14B Q4_0 at ~0.3 of the bandwidth, BF16 at ~0.6): a class apart
 HBM_GPUS_AMD = ("Instinct", "gfx906", "gfx908", "gfx90a", "gfx942", "MI50", "MI60", "MI100", "MI210", "MI250",
-                "MI300", "MI325", "MI355", "Radeon VII", "Radeon Pro VII", "Vega 56", "Vega 64", "Vega Frontier",
+                "MI300", "MI300X", "MI300A", "MI325X", "MI355X", "Radeon VII", "Radeon Pro VII", "Vega 56", "Vega 64", "Vega Frontier",
                 # PCI device ids in the "AMD GPU 0x...." name amdgpu cards without a product name get (pci.ids:
                 # Vega 10, Vega 20, Arcturus, Aldebaran)
                 "0x66a0", "0x66a1", "0x66a2", "0x66a3", "0x66a7", "0x66af", "0x687f", "0x6860", "0x6861", "0x6862",
@@ -68,12 +92,11 @@ HBM_GPUS_AMD = ("Instinct", "gfx906", "gfx908", "gfx90a", "gfx942", "MI50", "MI6
 def hbm_kind(name: str | None, bus_width_bits: int | None) -> str | None:
     """"nvidia" or "amd" for a discrete GPU whose VRAM is HBM (NVML's bus width when the driver gives one, else the
     card's name), None for GDDR or an unknown card."""
-    low = (name or "").lower()
-    if any(key.lower() in low for key in HBM_GPUS_AMD):
+    if any(names_card(key, name) for key in HBM_GPUS_AMD):
         return "amd"
     if bus_width_bits and bus_width_bits > 0:
         return "nvidia" if bus_width_bits >= HBM_BUS_BITS else None
-    return "nvidia" if any(key.lower() in low for key in HBM_GPUS) else None
+    return "nvidia" if any(names_card(key, name) for key in HBM_GPUS) else None
 
 
 def vram_bandwidth(bus_width_bits: int | None, memory_clock_mhz: int | None) -> float | None:
