@@ -4,6 +4,7 @@ token-generation estimate beside tunehost's band on the published runs of tests/
 
     python3 -m venv /tmp/lf && /tmp/lf/bin/pip install -e . llamafit==0.1.1 && /tmp/lf/bin/python scripts/llamafit_compare.py
     /tmp/lf/bin/python scripts/llamafit_compare.py --tg
+    /tmp/lf/bin/python scripts/llamafit_compare.py --tg --scoreboard   (llama.cpp's CUDA/ROCm/Vulkan scoreboards)
 
 --tg applies llamafit's generation formula (llamafit.speed.estimate.formula_estimate, section 10.1) with its own
 constants (llamafit.constants.speed: EFF_VRAM, EFF_RAM_SEQUENTIAL, EFF_RAM_SCATTERED, FIXED_OVERHEAD_S) to each row's
@@ -40,10 +41,18 @@ def tg_main() -> int:
 
     from llamafit.constants.speed import EFF_RAM_SCATTERED, EFF_RAM_SEQUENTIAL, EFF_VRAM, FIXED_OVERHEAD_S
 
-    from tunehost.advise.calibration import by_class, judge, leave_one_source_out, load
+    from tunehost.advise.calibration import (judge, leave_one_source_out, load, load_scoreboard,
+                                             scoreboard_of)
 
-    rows = [m for m in load(ROOT / "tests" / "advise" / "data" / "published_tg.csv") if m.counted]
-    ours = {v.m.id: v for v in leave_one_source_out(rows)}
+    data = ROOT / "tests" / "advise" / "data"
+    if "--scoreboard" in sys.argv[1:]:  # an evaluation set: nothing is fitted on it, so tunehost's band is as it is
+        rows = load_scoreboard(data / "scoreboard_tg.csv", as_judged=False)
+        ours = {v.m.id: v for v in judge(rows)}
+        report_class = scoreboard_of
+    else:
+        rows = [m for m in load(data / "published_tg.csv") if m.counted]
+        ours = {v.m.id: v for v in leave_one_source_out(rows)}
+        report_class = lambda m: m.report_class()  # noqa: E731
     print(f"{'id':4} {'class':12} {'measured':>8} {'llamafit':>8} {'ratio':>6}   tunehost band (out of sample)")
     per: dict[str, list[tuple[float, bool, bool]]] = {}
     for m in rows:
@@ -57,8 +66,8 @@ def tg_main() -> int:
         lf = 1.0 / t
         v = ours[m.id]
         near = 0.8 <= m.tps / lf <= 1.25
-        per.setdefault(m.report_class(), []).append((lf / m.tps, near, v.inside))
-        print(f"{m.id:4} {m.report_class():12} {m.tps:8.1f} {lf:8.1f} {lf / m.tps:6.2f}   "
+        per.setdefault(report_class(m), []).append((lf / m.tps, near, v.inside))
+        print(f"{m.id:4} {report_class(m):12} {m.tps:8.1f} {lf:8.1f} {lf / m.tps:6.2f}   "
               f"{v.low:7.1f} - {v.high:7.1f} {'in' if v.inside else 'OUT'}")
     print(f"\n{'class':13} {'n':>3}  llamafit/measured median [min, max]  llamafit within 0.8-1.25x  tunehost inside")
     for k in sorted(per):

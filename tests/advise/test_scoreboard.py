@@ -73,3 +73,18 @@ def test_at_the_bandwidths_advise_uses_now():
            and scoreboard_of(v.m) == "cuda" and v.m.tps < v.low}
     assert out == {"Titan Xp", "GTX 1080 Ti", "RTX 2060 SUPER", "Tesla P100", "Tesla T4", "GTX 1070 Ti",
                    "NVIDIA Tesla M40 24GB", "NVIDIA Tesla K80 (one GPU)"}
+
+
+def test_the_cards_below_the_band_are_the_generations_advise_now_warns_about():
+    """Every scoreboard row below its band but three is a card gpu_generation() names (from the name alone, as a host
+    without NVML gives it): pre-Volta NVIDIA on CUDA and Vulkan, Intel Arc on Vulkan. The three are Turing (an RTX
+    2060 SUPER, a 70 W Tesla T4, a GTX 1650 Mobile). Of the rows the caveat names, four run inside (a Tesla P40, an Arc
+    B580, Pro B50 and Pro B60): it tells a user to measure, it does not move the band."""
+    from tunehost.advise.ceiling import gpu_generation
+
+    verdicts = judge(load_scoreboard(SCOREBOARD, as_judged=False))
+    below = {v.m.hardware: gpu_generation(v.m.hardware) for v in verdicts if v.m.tps < v.low}
+    assert {n for n, g in below.items() if g is None} == {"RTX 2060 SUPER", "Tesla T4", "GTX 1650 Mobile"}
+    assert Counter(g for g in below.values() if g) == {"pre-volta": 7, "intel-arc": 5}
+    named_inside = {v.m.hardware for v in verdicts if v.inside and gpu_generation(v.m.hardware)}
+    assert named_inside == {"Tesla P40", "Intel Arc B580", "Intel Arc Pro B50", "Intel Arc Pro B60"}

@@ -200,3 +200,39 @@ def test_an_mi50_without_a_product_name_is_an_amd_hbm_card_with_its_bandwidth(ma
     ceiling = json.loads(result.stdout)["ceiling"]
     assert ceiling["gpu_gbps"] == 1024.0 and ceiling["gpu_hbm"] == "amd"
     assert ceiling["band"]["model"] == "gpu-hbm-amd" and "MI50/MI60 runs under ROCm" in ceiling["band"]["notes"][0]
+
+
+@pytest.mark.parametrize(("name", "cc", "generation"), [
+    ("NVIDIA Tesla P40", "6.1", "pre-volta"), ("NVIDIA Tesla P40", None, "pre-volta"),
+    ("NVIDIA GeForce GTX 1080 Ti", None, "pre-volta"), ("NVIDIA TITAN Xp", None, "pre-volta"),
+    ("NVIDIA Tesla K80", None, "pre-volta"), ("NVIDIA GeForce GTX 980 Ti", None, "pre-volta"),
+    ("Quadro P4000", None, "pre-volta"), ("NVIDIA GeForce GTX 1070", "not a number", "pre-volta"),
+    ("NVIDIA GeForce GTX 1660", None, None), ("NVIDIA Tesla T4", None, None), ("NVIDIA TITAN V", None, None),
+    ("NVIDIA Tesla V100-PCIE-16GB", None, None), ("NVIDIA GeForce RTX 3090", "8.6", None),
+    ("NVIDIA GeForce GTX 1080", "7.0", None),  # the compute capability wins over the name
+    ("Intel Arc A770", None, "intel-arc"), ("Intel Arc Pro B60", None, "intel-arc"), ("AMD Radeon RX 6800 XT", None, None),
+    (None, None, None),
+])
+def test_gpu_generation_from_the_compute_capability_else_the_name(name, cc, generation):
+    from tunehost.advise.ceiling import gpu_generation
+
+    assert gpu_generation(name, cc) == generation
+
+
+def test_a_pascal_card_keeps_its_band_and_is_told_it_runs_below_it():
+    """llama.cpp's CUDA scoreboard puts pre-Volta cards below the band (round 5): advise keeps the band's constants
+    (nothing is fitted on that evaluation set) and says so in the band, for a card NVML gives compute capability 6.x."""
+    from tunehost.advise.ceiling import GPU_CAVEATS, ceiling_from_json
+
+    p40 = replace(HOSTS["12700f-3060"], gpus=(GpuView(0, "NVIDIA Tesla P40", "nvidia", 24576 * MiB, 24000 * MiB,
+                                                      compute_capability="6.1"),))
+    ampere = replace(p40, gpus=(replace(p40.gpus[0], compute_capability="8.6"),))
+    band = plan(MODELS["llama8b"](), p40, AdviseOptions("/m.gguf")).ceiling.band
+    same = plan(MODELS["llama8b"](), ampere, AdviseOptions("/m.gguf")).ceiling
+    assert GPU_CAVEATS["pre-volta"] in band.notes and GPU_CAVEATS["pre-volta"] not in same.band.notes
+    assert (band.low, band.high) == (same.band.low, same.band.high)
+    ceiling = plan(MODELS["llama8b"](), p40, AdviseOptions("/m.gguf")).ceiling
+    back = ceiling_from_json(ceiling.to_json())
+    assert back.bandwidths.gpu_generation == "pre-volta" and back.band.notes == band.notes
+    hostile = {**ceiling.to_json(), "gpu_generation": "\x1b[2J; rm -rf /"}
+    assert ceiling_from_json(hostile).bandwidths.gpu_generation is None  # a saved result's value is a known key or none

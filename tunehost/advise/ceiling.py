@@ -99,6 +99,38 @@ def hbm_kind(name: str | None, bus_width_bits: int | None) -> str | None:
     return "nvidia" if any(names_card(key, name) for key in HBM_GPUS) else None
 
 
+# GPU generations llama.cpp's scoreboards show below the band (round 5 of issue 33, tests/advise/data/scoreboard_tg.csv:
+# an evaluation set nothing is fitted on): the band keeps its constants and says so, so a bench of such a card that
+# lands below it is not read as a host problem
+GPU_CAVEATS = {
+    "pre-volta": "an NVIDIA card older than Volta (Kepler, Maxwell, Pascal): on llama.cpp's CUDA scoreboard such cards "
+                 "ran below bands like this one (a Tesla M40 and Pascal's P100, GTX 1080 Ti, 1070 Ti and Titan Xp at "
+                 "0.83-0.99 of the low edge, a Kepler K80 at 0.35; a Tesla P40 inside): measure it with tunehost bench",
+    "intel-arc": "an Intel Arc card: on llama.cpp's Vulkan scoreboard the Arc A750 and A770 ran at 0.57-0.67 of bands "
+                 "like this one and a B570 at 0.86 (a B580, Pro B50 and Pro B60 inside): measure it with tunehost bench",
+}
+# NVIDIA names of Kepler, Maxwell and Pascal parts, for a card whose compute capability is not known (no NVML)
+_PRE_VOLTA = re.compile(r"\b(GTX (TITAN|[6-9]\d{2}|10\d{2})|TITAN (X|Xp|Black|Z)|Tesla [KMP]\d{1,3}|Quadro [KMP]\d{2,4}|"
+                        r"Quadro GP100)\b", re.IGNORECASE)
+
+
+def gpu_generation(name: str | None, compute_capability: str | None = None) -> str | None:
+    """"pre-volta" (NVIDIA compute capability below 7.0, else told by the name), "intel-arc", or None: a key of
+    GPU_CAVEATS."""
+    try:
+        cc = float(compute_capability) if compute_capability else None
+    except ValueError:
+        cc = None
+    if cc is not None:
+        if cc < 7.0:
+            return "pre-volta"
+    elif name and _PRE_VOLTA.search(name):
+        return "pre-volta"
+    if names_card("Arc", name):  # Intel's discrete cards: Arc A/B and Arc Pro
+        return "intel-arc"
+    return None
+
+
 def vram_bandwidth(bus_width_bits: int | None, memory_clock_mhz: int | None) -> float | None:
     """Peak VRAM bandwidth (GB/s) from NVML's bus width and max memory clock: NVML reports GDDR/HBM clocks at half
     the data rate, so bytes/s = bus bits / 8 x clock x 2 (RTX 3060: 192 bit, 7501 MHz -> 360 GB/s)."""
@@ -119,11 +151,13 @@ def vram_peak(name: str | None, bus_width_bits: int | None, memory_clock_mhz: in
     return gbps, (f"({name} spec sheet)" if gbps else "")
 
 
-def discrete_vram(name: str | None, bus_width_bits: int | None, memory_clock_mhz: int | None) -> dict[str, Any]:
-    """The VRAM fields of Bandwidths for a discrete GPU (gpu_gbps and gpu_basis: vram_peak; gpu_hbm: hbm_kind), as
-    keyword arguments: advise and bench both build their Bandwidths with it."""
+def discrete_vram(name: str | None, bus_width_bits: int | None, memory_clock_mhz: int | None,
+                  compute_capability: str | None = None) -> dict[str, Any]:
+    """The VRAM fields of Bandwidths for a discrete GPU (gpu_gbps and gpu_basis: vram_peak; gpu_hbm: hbm_kind;
+    gpu_generation: gpu_generation), as keyword arguments: advise and bench both build their Bandwidths with it."""
     gbps, basis = vram_peak(name, bus_width_bits, memory_clock_mhz)
-    return {"gpu_gbps": gbps, "gpu_basis": basis, "gpu_hbm": hbm_kind(name, bus_width_bits)}
+    return {"gpu_gbps": gbps, "gpu_basis": basis, "gpu_hbm": hbm_kind(name, bus_width_bits),
+            "gpu_generation": gpu_generation(name, compute_capability)}
 
 
 @dataclass(frozen=True)
@@ -179,6 +213,7 @@ class Bandwidths:
     ram_basis: str = ""                    # "" (measured now) or what ram_gbps is instead (the DIMMs' peak)
     power_ratio: float | None = None       # the GPU's enforced power limit / its default limit (NVML), if below 1
     gpu_hbm: str | None = None             # the VRAM is HBM: "nvidia" | "amd" (hbm_kind), band class of a dense model
+    gpu_generation: str | None = None      # a GPU_CAVEATS key (gpu_generation): the band says it runs below
 
     @property
     def ram_probe_only(self) -> bool:
@@ -218,7 +253,7 @@ class Ceiling:
                 "ram_dimm_gbps": bw.dimm_gbps, "ram_dimm_basis": bw.dimm_basis or None,
                 "ram_dimm_rated_gbps": bw.dimm_rated_gbps,
                 "gpu_gbps": bw.gpu_gbps, "gpu_basis": bw.gpu_basis or None, "ram_basis": bw.ram_basis or None,
-                "power_ratio": bw.power_ratio, "gpu_hbm": bw.gpu_hbm,
+                "power_ratio": bw.power_ratio, "gpu_hbm": bw.gpu_hbm, "gpu_generation": bw.gpu_generation,
                 "band": self.band.to_json() if self.band else None}
 
 
@@ -232,7 +267,8 @@ def ceiling_from_json(data: Any) -> Ceiling | None:
     bw = Bandwidths(num(data.get("gpu_gbps")), str(data.get("gpu_basis") or ""), num(data.get("ram_measured_gbps")),
                     num(data.get("ram_dimm_gbps")), str(data.get("ram_dimm_basis") or ""),
                     num(data.get("ram_dimm_rated_gbps")), str(data.get("ram_basis") or ""), num(data.get("power_ratio")),
-                    data.get("gpu_hbm") if data.get("gpu_hbm") in ("nvidia", "amd") else None)
+                    data.get("gpu_hbm") if data.get("gpu_hbm") in ("nvidia", "amd") else None,
+                    data.get("gpu_generation") if data.get("gpu_generation") in GPU_CAVEATS else None)
     return Ceiling(num(data.get("tokens_per_s")), parts, str(data.get("note") or ""),
                    num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""), TgBand.from_json(data.get("band")))
 
@@ -642,11 +678,16 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
     if bw.ram_probe_only and c.ram_bytes:
         ctx = replace(ctx, ram_measured=True)
     isa = ctx.cpu.isa if ctx.cpu is not None else None
-    return tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
+    band = tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
                                                         isa=isa, hbm=bw.gpu_hbm), context=ctx)
+    caveat = GPU_CAVEATS.get(bw.gpu_generation or "")
+    if band is not None and caveat and any(m == "VRAM" and b for m, b, _ in c.parts):
+        band = replace(band, notes=(*band.notes, caveat))
+    return band
 
 
-__all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "MEASURED_RAM_SHARE", "CpuView", "TgBand",
+__all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "GPU_CAVEATS", "MEASURED_RAM_SHARE",
+           "CpuView", "TgBand", "gpu_generation", "names_card",
            "band_class", "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
            "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind", "discrete_vram"]

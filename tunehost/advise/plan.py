@@ -866,7 +866,7 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
              host: HostView | None = None) -> Ceiling | None:
     from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
 
-    vram = (discrete_vram(gpu.name, gpu.memory_bus_width_bits, gpu.memory_clock_max_mhz)
+    vram = (discrete_vram(gpu.name, gpu.memory_bus_width_bits, gpu.memory_clock_max_mhz, gpu.compute_capability)
             if gpu is not None and not gpu.unified else {})
     ram_gbps, ram_basis = options.ram_bandwidth_gbps, ""
     peak = getattr(options.ram_peak, "configured_gbps", None)

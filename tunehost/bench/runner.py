@@ -541,8 +541,8 @@ def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
         gpus = ()
     discrete = [g for g in gpus if not g.integrated]
     target = discrete[0] if discrete else (gpus[0] if gpus else None)
-    vram = (discrete_vram(target.name, target.memory_bus_width_bits, target.memory_clock_max_mhz)
-            if target is not None and not target.integrated else {})
+    vram = (discrete_vram(target.name, target.memory_bus_width_bits, target.memory_clock_max_mhz,
+                          target.compute_capability) if target is not None and not target.integrated else {})
     return target is not None, target is not None and target.integrated, Bandwidths.with_dimms(peak, **vram)
 
 
