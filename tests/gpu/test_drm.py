@@ -206,3 +206,16 @@ def test_a_consumer_radeon_is_named_by_amdgpu_ids_and_gets_its_spec_bandwidth(ma
     # no libdrm table on the host (or an older one without the card): the PCI id, as before
     bare = GpuFacts.gather(open_host(make_snapshot(fs={**RX6700XT, f"{dev}/revision": "0xc1\n"}, manifest=USER)))
     assert bare.gpus[0].name == "AMD GPU 0x73df"
+
+
+def test_an_intel_arc_card_is_named_from_its_pci_id_and_gets_its_band_caveat(make_snapshot):
+    """i915/xe give no product name: an Arc A750 (8086:56a1, pci.ids "DG2 [Arc A750]") is named for the spec table,
+    so advise finds its 512 GB/s and says that llama.cpp's Vulkan scoreboard put Arc cards below its band."""
+    from tunehost.advise.ceiling import discrete_vram
+
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=xe_a750({}), manifest=ROOT))).gpus[0]
+    assert gpu.name == "Intel Arc A750" and not gpu.integrated
+    vram = discrete_vram(gpu.name, None, None)
+    assert vram["gpu_gbps"] == 512.0 and vram["gpu_generation"] == "intel-arc" and vram["gpu_hbm"] is None
+    unknown = {**xe_a750({}), "/sys/class/drm/card0/device/device": "0xffff\n"}
+    assert GpuFacts.gather(open_host(make_snapshot(fs=unknown, manifest=ROOT))).gpus[0].name == "INTEL GPU 0xffff"

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tunehost.host import Host
 
 __all__ = ["GpuFacts", "GpuInfo", "GpuProcess", "MigDevice", "PcieLink", "link_gen", "parse_pp_dpm_pcie",
-           "AMD_APU_DEVICE_IDS", "held_impact", "free_impact"]
+           "AMD_APU_DEVICE_IDS", "INTEL_DGPU_DEVICE_IDS", "held_impact", "free_impact"]
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 DRM = "/sys/class/drm"
@@ -47,6 +47,16 @@ AMD_APU_DEVICE_IDS: dict[str, str] = {
     "0x13c0": "Granite Ridge", "0x15bf": "Phoenix1", "0x15c8": "Phoenix2", "0x164f": "Phoenix",
     "0x1900": "Hawk Point", "0x1901": "Hawk Point", "0x150e": "Strix Point", "0x1114": "Krackan Point",
     "0x1902": "Krackan Point", "0x1586": "Strix Halo",
+}
+
+# Intel discrete cards: i915 and xe give them no product name, so they are named from their PCI device id (pci.ids:
+# Debian hwdata 2023.04.10 for DG2 / Alchemist; "Battlemage G21 [Arc B570/B580]" for e20c/e20b as newer pci.ids
+# name them), which is what advise's spec-sheet table is read with
+INTEL_DGPU_DEVICE_IDS: dict[str, str] = {
+    "0x56a0": "Intel Arc A770", "0x56a1": "Intel Arc A750", "0x56a2": "Intel Arc A580", "0x56a5": "Intel Arc A380",
+    "0x56a6": "Intel Arc A310", "0x5690": "Intel Arc A770M", "0x5691": "Intel Arc A730M", "0x5692": "Intel Arc A550M",
+    "0x5693": "Intel Arc A370M", "0x5694": "Intel Arc A350M", "0x56b0": "Intel Arc Pro A30M",
+    "0x56b1": "Intel Arc Pro A40/A50", "0xe20b": "Intel Arc B580", "0xe20c": "Intel Arc B570",
 }
 
 # What VRAM taken by others costs llama.cpp (docs/checks.md, gpu-memory): gpu-memory and headless judge by these alone.
@@ -534,6 +544,8 @@ def _card_name(host: "Host", dev: str, vendor: str, device_id: str | None, apu_n
         return product
     if apu_name:
         return f"AMD {apu_name} iGPU"
+    if vendor == "intel" and device_id in INTEL_DGPU_DEVICE_IDS:
+        return INTEL_DGPU_DEVICE_IDS[device_id]
     if vendor == "amd":  # a consumer Radeon has no product_name: libdrm's table names it, as Mesa does
         name = amdgpu_product_name(parse_amdgpu_ids(host.files.read(AMDGPU_IDS)), device_id,
                                    host.files.read_value(f"{dev}/revision"))
