@@ -71,6 +71,13 @@ class GpuMemoryCheck(Check):
                 yield from self._discrete(g, has_igpu, gpus.drm_note, machine_of(facts).systemd_init is not False)
 
     def _unified(self, g: GpuInfo) -> Finding:
+        if g.vendor == "nvidia":  # a DGX Spark's GB10, a Jetson (facts.gpu.NVIDIA_UNIFIED): no framebuffer at all
+            return self.info(
+                f"{g.label} uses unified memory: the GPU allocates from system RAM (NVML reports no framebuffer), so "
+                "the RAM that is free is its VRAM", {f"{g.source or 'NVML'}/memory": "no framebuffer (unified memory)"},
+                fix=Fix("Not a GPU without memory: plan with `tunehost advise` (every layer on the GPU) and keep "
+                        "other programs' RAM use down while a model is loaded."),
+                detail="Token generation is bound by the SoC's memory bandwidth, which CPU and GPU share.")
         ev = {f"{g.source}/mem_info_vram_total": f"{g.memory_total_mib} MiB" if g.memory_total_mib is not None
               else "(absent)",
               f"{g.source}/mem_info_gtt_total": f"{g.gtt_total_mib} MiB" if g.gtt_total_mib is not None

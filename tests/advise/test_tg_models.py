@@ -236,3 +236,62 @@ def test_a_pascal_card_keeps_its_band_and_is_told_it_runs_below_it():
     assert back.bandwidths.gpu_generation == "pre-volta" and back.band.notes == band.notes
     hostile = {**ceiling.to_json(), "gpu_generation": "\x1b[2J; rm -rf /"}
     assert ceiling_from_json(hostile).bandwidths.gpu_generation is None  # a saved result's value is a known key or none
+
+
+# a DGX Spark as NVML gives it (NVIDIA's DGX Spark known issues: nvmlDeviceGetMemoryInfo answers NOT_SUPPORTED, so the
+# sampler records no memory; leptonai/gpud #1170 and XuehaiPan/nvitop #208 show GB10, driver 580, MemTotal 127600748 kB)
+GB10_NVML = {"error": None, "driver_version": "580.126.09", "cuda_version": "13.0", "gpus": [{
+    "index": 0, "name": "NVIDIA GB10", "uuid": None, "pci_bus_id": "0000000F:01:00.0", "memory_total_mib": None,
+    "memory_used_mib": None, "memory_free_mib": None, "compute_capability": "12.1", "pcie": None,
+    "temperature_c": 36, "power_draw_w": 3.0, "pstate": "P8", "utilization_pct": 0, "processes": []}]}
+GB10_MEMINFO = "MemTotal:       127600748 kB\nMemFree:        100000000 kB\nMemAvailable:   118566368 kB\n"
+
+
+def test_a_dgx_spark_is_a_unified_gpu_planned_on_its_memory_at_its_spec_bandwidth(make_snapshot, cli, tmp_path):
+    """advise planned a DGX Spark's model on the CPU with -ngl 0 ("free VRAM unknown"); its GB10 is a GPU on the
+    CPU's LPDDR5X (H18, round3_hypotheses.md): every layer on it, the pool its free RAM, the band at NVIDIA's 273 GB/s.
+    llama.cpp's CUDA scoreboard rows of the box (57.2 and 56.7 t/s on Llama 2 7B Q4_0) sit inside that band."""
+    import json
+
+    from tests.advise.conftest import dense_tensors, write_gguf
+    from tunehost.facts.gpu import GpuFacts, nvidia_unified
+    from tunehost.host import open_host
+
+    assert nvidia_unified("NVIDIA GB10") and nvidia_unified("Orin (nvgpu)") and not nvidia_unified("NVIDIA GB100")
+    snap = make_snapshot(fs={"/proc/meminfo": GB10_MEMINFO}, samples={"nvml": GB10_NVML})
+    gpu = GpuFacts.gather(open_host(snap)).gpus[0]
+    assert gpu.unified_memory and gpu.integrated and gpu.memory_total_mib is None
+    model = write_gguf(tmp_path / "t.gguf", "llama", dense_tensors(4), n_layer=4, vocab_tokens=32)
+    result = cli("advise", "--model", str(model), "--snapshot", str(snap), "--format", "json", "--no-probe")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    flags = {f["name"]: f["value"] for f in plan["flags"]}
+    assert plan["path"] == "unified" and flags["-ngl"] == "99" and plan["fits"]
+    ceiling = plan["ceiling"]
+    assert ceiling["ram_dimm_gbps"] == 273.0 and ceiling["ram_dimm_basis"] == "NVIDIA GB10 spec sheet"
+    assert ceiling["band"]["model"] == "unified"
+    human = cli("advise", "--model", str(model), "--snapshot", str(snap), "--no-probe")
+    assert "the SoC's memory allows 273 GB/s" in " ".join(human.stdout.split())
+    doctor = json.loads(cli("doctor", "--snapshot", str(snap), "--json").stdout)
+    [memory] = [f for f in doctor["findings"] if f["check"] == "gpu-memory"]
+    assert memory["severity"] == "info" and "allocates from system RAM" in memory["summary"]
+    assert "GTT" not in json.dumps(memory)  # an AMD APU's remedy is not given to an NVIDIA SoC
+
+
+def test_h18_the_dgx_spark_and_jetson_rows_of_the_scoreboard_fall_inside_the_unified_band():
+    import csv
+
+    from tests.conftest import DATA
+    from tunehost.advise.calibration import Measurement, judge
+    from tunehost.advise.ceiling import gpu_bandwidth
+
+    lines = [line for line in (DATA.parent / "advise" / "data" / "scoreboard_tg.csv").read_text().splitlines()
+             if not line.startswith("#")]
+    rows = [r for r in csv.DictReader(lines) if r["id"] in ("sb039", "sb133", "sb175")]
+    soc = {"sb039": gpu_bandwidth("NVIDIA Jetson AGX Orin"), "sb133": gpu_bandwidth("NVIDIA GB10"),
+           "sb175": gpu_bandwidth("NVIDIA GB10")}
+    verdicts = judge([Measurement(r["id"], r["gpu"], "apu", soc[r["id"]], "Llama 2 7B", "Q4_0", False, 32, 3.75, 0.0,
+                                  0.0, float(r["tps"]), r["source"]) for r in rows])
+    assert [(v.m.id, v.m.band_class(), v.inside) for v in verdicts] == [
+        ("sb039", "unified", True), ("sb133", "unified", True), ("sb175", "unified", True)]
+    assert all(v.m.tps / v.high > 0.9 for v in verdicts if v.m.id != "sb039")  # the top of a wide band

@@ -24,7 +24,9 @@ NGL_ALL = 99
 # (672) is not an "RTX 4070 Ti" (504), an "H100 80GB HBM3" (the SXM5's name: 3352) not an "H100" PCIe (2039).
 # Sources: the vendors' spec sheets for the first rows; the rest (round 5, issue 33) the TechPowerUp GPU Database's
 # figure for each card (bus width x data rate; its page per card in tests/advise/data/scoreboard_tg.csv), AMD's own
-# 640 GB/s for the RX 9070 / 9070 XT and 320 for the RX 9060 XT, Intel's 560 for the Arc A770 16 GB
+# 640 GB/s for the RX 9070 / 9070 XT and 320 for the RX 9060 XT, Intel's 560 for the Arc A770 16 GB. NVIDIA's unified
+# SoCs (facts.gpu.NVIDIA_UNIFIED) are here too, their LPDDR5(X): the GB10 of a DGX Spark 273 (NVIDIA), Jetson AGX Orin
+# 204.8 and Orin NX 102.4 (TechPowerUp)
 GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
     ("RTX 5090", 1792.0), ("RTX 5080", 960.0), ("RTX 5070 Ti", 896.0), ("RTX 5070", 672.0),
     ("RTX 5060 Ti", 448.0), ("RTX 5060", 448.0), ("RTX 4090", 1008.0), ("RTX 4080 SUPER", 736.3), ("RTX 4080", 717.0),
@@ -35,7 +37,7 @@ GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
     ("RTX 2060 SUPER", 448.0), ("GTX 1660 Ti", 288.0), ("GTX 1660", 192.1), ("GTX 1080 Ti", 484.4), ("GTX 1070 Ti", 256.3),
     ("GTX 1070", 256.3), ("TITAN Xp", 547.6), ("TITAN V", 651.3),
     ("A100-SXM4-80GB", 2039.0), ("A100", 1935.0), ("H100 80GB HBM3", 3352.0), ("H100 SXM5", 3352.0), ("H100", 2039.0), ("H200", 4800.0),
-    ("B200", 8000.0), ("L40S", 864.0), ("L40", 864.0), ("A40", 695.8), ("A30", 933.1), ("Tesla T4", 320.0),
+    ("B200", 8000.0), ("GB10", 273.0), ("AGX Orin", 204.8), ("Orin NX", 102.4), ("L40S", 864.0), ("L40", 864.0), ("A40", 695.8), ("A30", 933.1), ("Tesla T4", 320.0),
     ("A10G", 600.0), ("V100", 900.0), ("P100", 732.2), ("Tesla P40", 347.1), ("Tesla M40", 288.4),
     ("Tesla K80", 240.6), ("RTX PRO 6000 Blackwell", 1792.0), ("RTX PRO 4500 Blackwell", 896.0),
     ("RTX PRO 4000 Blackwell", 672.0), ("RTX 6000 Ada", 960.0), ("RTX A6000", 768.0), ("RTX A5000", 768.0),
@@ -349,7 +351,8 @@ def describe(c: Ceiling, measured_ts: float | None = None, *, judge_band: bool =
                  "below" if measured_ts < c.band.low else "above")
         head += f"; {where} the {_ts(c.band.low)}-{_ts(c.band.high)} t/s band published runs of this kind reach"
     if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
-        head += (f"; the DIMMs as configured allow {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
+        memory = "the SoC's memory allows" if bw.dimm_basis.endswith("spec sheet") else "the DIMMs as configured allow"
+        head += (f"; {memory} {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
                  + (f" ({bw.dimm_basis})" if bw.dimm_basis else ""))
         if bw.dimm_rated_gbps and bw.dimm_rated_gbps > bw.dimm_gbps * 1.05:
             head += f", {bw.dimm_rated_gbps:.0f} GB/s at their rated speed (XMP/EXPO off?)"

@@ -450,7 +450,7 @@ def _choose_gpu(host: HostView) -> tuple[GpuView | None, str | None]:
     if discrete:
         return None, f"{discrete[0].name}: free VRAM unknown, planning for the CPU (pass --snapshot of a host " \
                      "where the driver answers, or check nvidia-smi)"
-    unified = [g for g in host.unified_gpus if g.vendor == "amd"]
+    unified = [g for g in host.unified_gpus if g.vendor in ("amd", "nvidia")]  # APUs, a DGX Spark's GB10, Jetson
     if unified:
         return unified[0], None
     if not host.gpus_known:
@@ -879,6 +879,9 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
     if gpu is not None and gpu.power_limit_w and gpu.power_default_limit_w:
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, **vram, ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
+    soc = gpu_bandwidth(gpu.name) if gpu is not None and gpu.unified and gpu.vendor == "nvidia" else None
+    if soc:  # an NVIDIA SoC's memory (GB10: LPDDR5X 256-bit) is its spec sheet's, whatever SMBIOS says of it
+        bw = replace(bw, dimm_gbps=soc, dimm_basis=f"{gpu.name} spec sheet", dimm_rated_gbps=None)
     c = tg_ceiling_for(model, placement, bw, _band_context(placement, gpu, options, host))
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):

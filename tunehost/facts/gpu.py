@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from tunehost.host import Host
 
 __all__ = ["GpuFacts", "GpuInfo", "GpuProcess", "MigDevice", "PcieLink", "link_gen", "parse_pp_dpm_pcie",
-           "AMD_APU_DEVICE_IDS", "INTEL_DGPU_DEVICE_IDS", "held_impact", "free_impact"]
+           "AMD_APU_DEVICE_IDS", "INTEL_DGPU_DEVICE_IDS", "NVIDIA_UNIFIED", "nvidia_unified", "held_impact",
+           "free_impact"]
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 DRM = "/sys/class/drm"
@@ -58,6 +59,17 @@ INTEL_DGPU_DEVICE_IDS: dict[str, str] = {
     "0x5693": "Intel Arc A370M", "0x5694": "Intel Arc A350M", "0x56b0": "Intel Arc Pro A30M",
     "0x56b1": "Intel Arc Pro A40/A50", "0xe20b": "Intel Arc B580", "0xe20c": "Intel Arc B570",
 }
+
+# NVIDIA GPUs on the CPU's memory: the GB10 of a DGX Spark (and its OEM twins), Jetson Orin and Thor. NVML gives them
+# no framebuffer (nvmlDeviceGetMemoryInfo: NOT_SUPPORTED, NVIDIA's DGX Spark known issues): like AMD's APUs, what they
+# can use is the host's RAM
+NVIDIA_UNIFIED = re.compile(r"\b(GB10|Orin|Thor)\b", re.IGNORECASE)
+
+
+def nvidia_unified(name: str | None) -> bool:
+    """Whether an NVIDIA GPU of this name shares the CPU's memory (NVIDIA_UNIFIED)."""
+    return bool(name) and NVIDIA_UNIFIED.search(name) is not None
+
 
 # What VRAM taken by others costs llama.cpp (docs/checks.md, gpu-memory): gpu-memory and headless judge by these alone.
 HELD_NOTABLE_MIB = 128     # less, held by a display server (Xorg for a monitor on another GPU), is no news
@@ -157,6 +169,7 @@ def _gather(host: "Host") -> GpuFacts:
     evidence: dict[str, str] = {}
     pci = _pci_functions(host)
     nvidia, nv_source, nv_error, driver, cuda = _nvidia(host, evidence)
+    nvidia = tuple(replace(g, unified_memory=True, integrated=True) if nvidia_unified(g.name) else g for g in nvidia)
     by_bus = {g.pci_bus_id: g for g in nvidia if g.pci_bus_id}
     gpus: list[GpuInfo] = []
     for g in nvidia:
