@@ -261,6 +261,11 @@ def test_a_dgx_spark_is_a_unified_gpu_planned_on_its_memory_at_its_spec_bandwidt
     snap = make_snapshot(fs={"/proc/meminfo": GB10_MEMINFO}, samples={"nvml": GB10_NVML})
     gpu = GpuFacts.gather(open_host(snap)).gpus[0]
     assert gpu.unified_memory and gpu.integrated and gpu.memory_total_mib is None
+    from tunehost.bench.runner import _host_bandwidths
+    from tunehost.facts import HostFacts
+
+    takes_layers, unified, bw = _host_bandwidths(HostFacts(open_host(snap)))  # bench reads it the same way
+    assert takes_layers and unified and bw.dimm_gbps == 273.0 and bw.dimm_basis == "NVIDIA GB10 spec sheet"
     model = write_gguf(tmp_path / "t.gguf", "llama", dense_tensors(4), n_layer=4, vocab_tokens=32)
     result = cli("advise", "--model", str(model), "--snapshot", str(snap), "--format", "json", "--no-probe")
     assert result.exit_code == 0, result.output

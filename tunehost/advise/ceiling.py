@@ -231,6 +231,16 @@ class Bandwidths:
         return cls(dimm_gbps=peak.configured_gbps, dimm_basis=peak.basis, dimm_rated_gbps=peak.rated_gbps, **kwargs)
 
 
+def with_soc_memory(bw: Bandwidths, name: str | None) -> Bandwidths:
+    """`bw` for a unified-memory NVIDIA SoC (a DGX Spark's GB10, Jetson: facts.gpu.NVIDIA_UNIFIED): its memory's peak
+    is the spec table's (gpu_bandwidth), whatever SMBIOS says of it; `bw` unchanged for a SoC the table does not know.
+    advise and bench both read a unified NVIDIA GPU's band at it."""
+    soc = gpu_bandwidth(name)
+    if not soc:
+        return bw
+    return replace(bw, dimm_gbps=soc, dimm_basis=f"{name} spec sheet", dimm_rated_gbps=None)
+
+
 @dataclass(frozen=True)
 class Ceiling:
     """Best-case token generation: each token reads `parts` bytes at their memory's bandwidth."""
@@ -690,7 +700,7 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
 
 
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "GPU_CAVEATS", "MEASURED_RAM_SHARE",
-           "CpuView", "TgBand", "gpu_generation", "names_card",
+           "CpuView", "TgBand", "gpu_generation", "names_card", "with_soc_memory",
            "band_class", "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
            "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind", "discrete_vram"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from tunehost.advise.ceiling import (NGL_ALL, Bandwidths, Ceiling, Placement, discrete_vram, gpu_bandwidth,
-                                     tg_ceiling_for)
+                                     tg_ceiling_for, with_soc_memory)
 from tunehost.advise.host_view import GpuView, HostView, why_no_prio
 from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, context_detail,
                                     fit_layers, fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget,
@@ -879,9 +879,8 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
     if gpu is not None and gpu.power_limit_w and gpu.power_default_limit_w:
         ratio = round(gpu.power_limit_w / gpu.power_default_limit_w, 3)
     bw = Bandwidths.with_dimms(options.ram_peak, **vram, ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
-    soc = gpu_bandwidth(gpu.name) if gpu is not None and gpu.unified and gpu.vendor == "nvidia" else None
-    if soc:  # an NVIDIA SoC's memory (GB10: LPDDR5X 256-bit) is its spec sheet's, whatever SMBIOS says of it
-        bw = replace(bw, dimm_gbps=soc, dimm_basis=f"{gpu.name} spec sheet", dimm_rated_gbps=None)
+    if gpu is not None and gpu.unified and gpu.vendor == "nvidia":  # a DGX Spark's GB10, a Jetson
+        bw = with_soc_memory(bw, gpu.name)
     c = tg_ceiling_for(model, placement, bw, _band_context(placement, gpu, options, host))
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):

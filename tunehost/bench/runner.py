@@ -523,7 +523,7 @@ def _probe_bandwidth(host: "Host | None", probe_bytes: int) -> dict[str, Any]:
 
 def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
     """(a GPU takes layers, that GPU is unified memory, Bandwidths with VRAM and the DIMMs' peak)."""
-    from tunehost.advise.ceiling import Bandwidths, discrete_vram
+    from tunehost.advise.ceiling import Bandwidths, discrete_vram, with_soc_memory
 
     if facts is None or facts.host is None:
         return False, False, Bandwidths()
@@ -543,7 +543,10 @@ def _host_bandwidths(facts: "HostFacts | None") -> tuple[bool, bool, Any]:
     target = discrete[0] if discrete else (gpus[0] if gpus else None)
     vram = (discrete_vram(target.name, target.memory_bus_width_bits, target.memory_clock_max_mhz,
                           target.compute_capability) if target is not None and not target.integrated else {})
-    return target is not None, target is not None and target.integrated, Bandwidths.with_dimms(peak, **vram)
+    bw = Bandwidths.with_dimms(peak, **vram)
+    if target is not None and target.integrated and target.vendor == "nvidia":  # a DGX Spark's GB10, a Jetson
+        bw = with_soc_memory(bw, target.name)
+    return target is not None, target is not None and target.integrated, bw
 
 
 def run_deadline_s(budget_s: float) -> float:
