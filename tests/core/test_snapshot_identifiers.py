@@ -160,3 +160,12 @@ def test_the_corpus_nvidia_smi_dumps_lose_every_identifier():
         out = scrub_identifiers(text, Pseudonyms())
         assert not set(UUID.findall(text)) & set(UUID.findall(out)), name
         assert not re.search(r"<serial>\d{6,}</serial>|Serial Number\s+:\s+\d{6,}", out), name
+
+
+def test_a_raspberry_pis_cpuinfo_serial_is_redacted():
+    # the Pi 4's /proc/cpuinfo tail as llama.cpp issue #58 shows it
+    text = ("Hardware\t: BCM2835\nRevision\t: c03111\nSerial\t\t: 10000000d62b612e\n"
+            "Model\t\t: Raspberry Pi 4 Model B Rev 1.1\n")
+    out = scrub_identifiers(text, Pseudonyms())
+    assert "d62b612e" not in out and f"Serial\t\t: {REDACTED}\n" in out
+    assert "Revision\t: c03111\n" in out and "Model\t\t: Raspberry Pi 4 Model B Rev 1.1\n" in out

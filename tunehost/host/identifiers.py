@@ -5,7 +5,7 @@ machine they came from: `dmidecode -t memory` gives each module's serial number 
 same tables (`/run/udev/data/+dmi:id`) too, `nvidia-smi -q` (text and XML) each board's serial number, GPU UUID and
 PDI, and the NVML sample the UUIDs. No check reads any of them, so the writer replaces them before anything is stored:
 
-- a serial number, asset tag or PDI becomes REDACTED (placeholders such as "Not Specified", "N/A" or "Unknown" stay
+- a serial number (a Raspberry Pi's /proc/cpuinfo has one too), asset tag or PDI becomes REDACTED (placeholders such as "Not Specified", "N/A" or "Unknown" stay
   what they are: they tell an empty slot or a field the firmware left blank, not a machine);
 - a UUID becomes a pseudonym of the same shape (`GPU-…` stays `GPU-…`), the same for every place it appears in one
   snapshot (nvidia-smi's text, its XML, the NVML sample) and unrelated to the next snapshot's (a fresh random key
@@ -30,7 +30,7 @@ PLACEHOLDERS = frozenset(v.lower() for v in (
     "To Be Filled By O.E.M.", "Default string", "NO DIMM", "Not Installed", "Empty", "--",
 ))
 # "Key : value" lines (dmidecode, nvidia-smi -q) whose value identifies a part
-_TEXT_FIELD = re.compile(r"^([ \t]*(?:[A-Za-z ]*Serial Number|Asset Tag|GPU PDI)[ \t]*:[ \t]*)(.*?)([ \t]*)$",
+_TEXT_FIELD = re.compile(r"^([ \t]*(?:[A-Za-z ]*Serial(?: Number)?|Asset Tag|GPU PDI)[ \t]*:[ \t]*)(.*?)([ \t]*)$",
                          re.MULTILINE | re.IGNORECASE)
 # nvidia-smi -q -x elements whose text identifies a part
 _XML_FIELD = re.compile(r"(<(serial|chassis_serial_number|gpu_pdi|pdi)>)([^<]*)(</\2>)", re.IGNORECASE)
