@@ -234,6 +234,11 @@ def test_a_pascal_card_keeps_its_band_and_is_told_it_runs_below_it():
     ceiling = plan(MODELS["llama8b"](), p40, AdviseOptions("/m.gguf")).ceiling
     back = ceiling_from_json(ceiling.to_json())
     assert back.bandwidths.gpu_generation == "pre-volta" and back.band.notes == band.notes
+    from tunehost.advise.ceiling import describe
+
+    below, inside = describe(ceiling, band.low * 0.8), describe(ceiling, (band.low + band.high) / 2)
+    assert below.endswith(f"reach ({GPU_CAVEATS['pre-volta']})") and "below the" in below  # what bench prints
+    assert GPU_CAVEATS["pre-volta"] not in inside and GPU_CAVEATS["pre-volta"] not in describe(same, band.low * 0.8)
     hostile = {**ceiling.to_json(), "gpu_generation": "\x1b[2J; rm -rf /"}
     assert ceiling_from_json(hostile).bandwidths.gpu_generation is None  # a saved result's value is a known key or none
 

@@ -360,6 +360,9 @@ def describe(c: Ceiling, measured_ts: float | None = None, *, judge_band: bool =
         where = ("inside" if c.band.low <= measured_ts <= c.band.high else
                  "below" if measured_ts < c.band.low else "above")
         head += f"; {where} the {_ts(c.band.low)}-{_ts(c.band.high)} t/s band published runs of this kind reach"
+        caveat = GPU_CAVEATS.get(bw.gpu_generation or "")
+        if where == "below" and caveat and any(m == "VRAM" and b for m, b, _ in c.parts):
+            head += f" ({caveat})"  # below on such a card is its generation, not necessarily the host
     if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
         memory = "the SoC's memory allows" if bw.dimm_basis.endswith("spec sheet") else "the DIMMs as configured allow"
         head += (f"; {memory} {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
