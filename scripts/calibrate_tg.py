@@ -30,8 +30,8 @@ def scoreboards() -> None:
     for title, as_judged in (("as H17 judged them (the bandwidth table of d99c4ef)", True),
                              ("at the bandwidths advise uses now", False)):
         verdicts = judge(load_scoreboard(SCOREBOARD, as_judged=as_judged))
-        for v in verdicts if not as_judged else ():
-            if not v.inside:
+        for v in verdicts:
+            if not as_judged and not v.inside:
                 print(f"OUT {v.m.id} {scoreboard_of(v.m):6} {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  measured "
                       f"{v.m.tps:6.1f}  band {v.low:6.1f} - {v.high:6.1f}")
         groups: dict[str, list] = {}

@@ -28,29 +28,28 @@ NGL_ALL = 99
 # SoCs (facts.gpu.NVIDIA_UNIFIED) are here too, their LPDDR5(X): the GB10 of a DGX Spark 273 (NVIDIA), Jetson AGX Orin
 # 204.8 and Orin NX 102.4 (TechPowerUp)
 GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
-    ("RTX 5090", 1792.0), ("RTX 5080", 960.0), ("RTX 5070 Ti", 896.0), ("RTX 5070", 672.0),
-    ("RTX 5060 Ti", 448.0), ("RTX 5060", 448.0), ("RTX 4090", 1008.0), ("RTX 4080 SUPER", 736.3), ("RTX 4080", 717.0),
+    ("RTX 5090", 1792.0), ("RTX 5080", 960.0), ("RTX 5070 Ti", 896.0), ("RTX 5070", 672.0), ("RTX 5060 Ti", 448.0),
+    ("RTX 5060", 448.0), ("RTX 4090", 1008.0), ("RTX 4080 SUPER", 736.3), ("RTX 4080", 717.0),
     ("RTX 4070 Ti SUPER", 672.3), ("RTX 4070 Ti", 504.0), ("RTX 4070 SUPER", 504.2), ("RTX 4070", 504.0),
-    ("RTX 4060 Ti", 288.0), ("RTX 4060 Laptop", 256.0), ("GTX 1650 Mobile", 192.0), ("RTX 4060", 272.0), ("RTX 3090 Ti", 1008.0),
-    ("RTX 3090", 936.0), ("RTX 3080 Ti", 912.0), ("RTX 3080", 760.0), ("RTX 3070", 448.0), ("RTX 3060 Ti", 448.0),
-    ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0), ("RTX 2070 SUPER", 448.0),
-    ("RTX 2060 SUPER", 448.0), ("GTX 1660 Ti", 288.0), ("GTX 1660", 192.1), ("GTX 1080 Ti", 484.4), ("GTX 1070 Ti", 256.3),
-    ("GTX 1070", 256.3), ("TITAN Xp", 547.6), ("TITAN V", 651.3),
-    ("A100-SXM4-80GB", 2039.0), ("A100", 1935.0), ("H100 80GB HBM3", 3352.0), ("H100 SXM5", 3352.0), ("H100", 2039.0), ("H200", 4800.0),
-    ("B200", 8000.0), ("GB10", 273.0), ("AGX Orin", 204.8), ("Orin NX", 102.4), ("L40S", 864.0), ("L40", 864.0), ("A40", 695.8), ("A30", 933.1), ("Tesla T4", 320.0),
-    ("A10G", 600.0), ("V100", 900.0), ("P100", 732.2), ("Tesla P40", 347.1), ("Tesla M40", 288.4),
-    ("Tesla K80", 240.6), ("RTX PRO 6000 Blackwell", 1792.0), ("RTX PRO 4500 Blackwell", 896.0),
-    ("RTX PRO 4000 Blackwell", 672.0), ("RTX 6000 Ada", 960.0), ("RTX A6000", 768.0), ("RTX A5000", 768.0),
-    ("RTX A4500", 640.0), ("RTX A4000", 448.0), ("Quadro RTX 8000", 672.0), ("Quadro RTX 6000", 672.0),
-    ("Quadro RTX 4000", 416.0),
-    ("Radeon RX 9070 XT", 640.0), ("Radeon RX 9070", 640.0), ("Radeon RX 9060 XT", 320.0),
-    ("Radeon AI PRO R9700", 644.6), ("Radeon RX 7900 XTX", 960.0), ("Radeon RX 7900 XT", 800.0),
-    ("Radeon RX 7900 GRE", 576.0), ("Radeon RX 7800 XT", 624.1), ("Radeon RX 6900 XT", 512.0),
-    ("Radeon RX 6800 XT", 512.0), ("Radeon RX 6700 XT", 384.0), ("Radeon PRO W7900", 864.0),
-    ("Radeon PRO V620", 512.0), ("Arc A770M", 512.0), ("Arc A770", 560.0), ("Arc A750", 512.0), ("Arc B580", 456.0),
-    ("Arc B570", 380.0), ("Arc Pro B60", 456.0), ("Arc Pro B50", 224.0),
-    ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0),
-    ("Radeon Pro VII", 1024.0), ("MI100", 1229.0), ("MI210", 1638.0), ("MI250", 1638.0), ("MI300X", 5300.0),
+    ("RTX 4060 Ti", 288.0), ("RTX 4060 Laptop", 256.0), ("GTX 1650 Mobile", 192.0), ("RTX 4060", 272.0),
+    ("RTX 3090 Ti", 1008.0), ("RTX 3090", 936.0), ("RTX 3080 Ti", 912.0), ("RTX 3080", 760.0), ("RTX 3070", 448.0),
+    ("RTX 3060 Ti", 448.0), ("RTX 3060", 360.0), ("RTX 2080 Ti", 616.0), ("RTX 2080", 448.0),
+    ("RTX 2070 SUPER", 448.0), ("RTX 2060 SUPER", 448.0), ("GTX 1660 Ti", 288.0), ("GTX 1660", 192.1),
+    ("GTX 1080 Ti", 484.4), ("GTX 1070 Ti", 256.3), ("GTX 1070", 256.3), ("TITAN Xp", 547.6), ("TITAN V", 651.3),
+    ("A100-SXM4-80GB", 2039.0), ("A100", 1935.0), ("H100 80GB HBM3", 3352.0), ("H100 SXM5", 3352.0), ("H100", 2039.0),
+    ("H200", 4800.0), ("B200", 8000.0), ("GB10", 273.0), ("AGX Orin", 204.8), ("Orin NX", 102.4), ("L40S", 864.0),
+    ("L40", 864.0), ("A40", 695.8), ("A30", 933.1), ("Tesla T4", 320.0), ("A10G", 600.0), ("V100", 900.0),
+    ("P100", 732.2), ("Tesla P40", 347.1), ("Tesla M40", 288.4), ("Tesla K80", 240.6),
+    ("RTX PRO 6000 Blackwell", 1792.0), ("RTX PRO 4500 Blackwell", 896.0), ("RTX PRO 4000 Blackwell", 672.0),
+    ("RTX 6000 Ada", 960.0), ("RTX A6000", 768.0), ("RTX A5000", 768.0), ("RTX A4500", 640.0), ("RTX A4000", 448.0),
+    ("Quadro RTX 8000", 672.0), ("Quadro RTX 6000", 672.0), ("Quadro RTX 4000", 416.0), ("Radeon RX 9070 XT", 640.0),
+    ("Radeon RX 9070", 640.0), ("Radeon RX 9060 XT", 320.0), ("Radeon AI PRO R9700", 644.6),
+    ("Radeon RX 7900 XTX", 960.0), ("Radeon RX 7900 XT", 800.0), ("Radeon RX 7900 GRE", 576.0),
+    ("Radeon RX 7800 XT", 624.1), ("Radeon RX 6900 XT", 512.0), ("Radeon RX 6800 XT", 512.0),
+    ("Radeon RX 6700 XT", 384.0), ("Radeon PRO W7900", 864.0), ("Radeon PRO V620", 512.0), ("Arc A770M", 512.0),
+    ("Arc A770", 560.0), ("Arc A750", 512.0), ("Arc B580", 456.0), ("Arc B570", 380.0), ("Arc Pro B60", 456.0),
+    ("Arc Pro B50", 224.0), ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0), ("Radeon Pro VII", 1024.0),
+    ("MI100", 1229.0), ("MI210", 1638.0), ("MI250", 1638.0), ("MI300X", 5300.0),
     # amdgpu gives no product name for many cards: tunehost.facts.gpu names them "AMD GPU <PCI device id>"
     # (pci.ids: 66a0/66a1 Vega 20 Instinct MI50/MI60 and Radeon Pro VII, 66af Radeon VII, 738c/738e Instinct MI100,
     # 740f Instinct MI210, 740c/7408 one GCD of an MI250/MI250X, which the driver shows as a GPU of its own)
@@ -83,7 +82,8 @@ HBM_GPUS = ("A100", "A800", "H100", "H800", "H200", "GH200", "B100", "B200", "GB
 # AMD's HBM cards (GCN 5 / CDNA: gfx906, gfx908, gfx90a, gfx942): under ROCm their quantized matrix-vector kernels,
 # not the HBM, bound a token (two MI50s read Qwen3-14B Q4_0 at ~0.3 of the bandwidth, BF16 at ~0.6): a class apart
 HBM_GPUS_AMD = ("Instinct", "gfx906", "gfx908", "gfx90a", "gfx942", "MI50", "MI60", "MI100", "MI210", "MI250",
-                "MI300", "MI300X", "MI300A", "MI325X", "MI355X", "Radeon VII", "Radeon Pro VII", "Vega 56", "Vega 64", "Vega Frontier",
+                "MI300", "MI300X", "MI300A", "MI325X", "MI355X", "Radeon VII", "Radeon Pro VII", "Vega 56", "Vega 64",
+                "Vega Frontier",
                 # PCI device ids in the "AMD GPU 0x...." name amdgpu cards without a product name get (pci.ids:
                 # Vega 10, Vega 20, Arcturus, Aldebaran)
                 "0x66a0", "0x66a1", "0x66a2", "0x66a3", "0x66a7", "0x66af", "0x687f", "0x6860", "0x6861", "0x6862",
@@ -101,19 +101,20 @@ def hbm_kind(name: str | None, bus_width_bits: int | None) -> str | None:
     return "nvidia" if any(names_card(key, name) for key in HBM_GPUS) else None
 
 
-# GPU generations llama.cpp's scoreboards show below the band (round 5 of issue 33, tests/advise/data/scoreboard_tg.csv:
-# an evaluation set nothing is fitted on): the band keeps its constants and says so, so a bench of such a card that
-# lands below it is not read as a host problem
+# GPU generations llama.cpp's scoreboards show below the band (round 5 of issue 33,
+# tests/advise/data/scoreboard_tg.csv: an evaluation set nothing is fitted on): the band keeps its constants and says
+# so, so a bench of such a card that lands below it is not read as a host problem
 GPU_CAVEATS = {
     "pre-volta": "an NVIDIA card older than Volta (Kepler, Maxwell, Pascal): on llama.cpp's CUDA scoreboard such cards "
                  "ran below bands like this one (a Tesla M40 and Pascal's P100, GTX 1080 Ti, 1070 Ti and Titan Xp at "
                  "0.83-0.99 of the low edge, a Kepler K80 at 0.35; a Tesla P40 inside): measure it with tunehost bench",
     "intel-arc": "an Intel Arc card: on llama.cpp's Vulkan scoreboard the Arc A750 and A770 ran at 0.57-0.67 of bands "
-                 "like this one and a B570 at 0.86 (a B580, Pro B50 and Pro B60 inside): measure it with tunehost bench",
+                 "like this one and a B570 at 0.86 (a B580, Pro B50 and Pro B60 inside): measure it with "
+                 "tunehost bench",
 }
 # NVIDIA names of Kepler, Maxwell and Pascal parts, for a card whose compute capability is not known (no NVML)
-_PRE_VOLTA = re.compile(r"\b(GTX (TITAN|[6-9]\d{2}|10\d{2})|TITAN (X|Xp|Black|Z)|Tesla [KMP]\d{1,3}|Quadro [KMP]\d{2,4}|"
-                        r"Quadro GP100)\b", re.IGNORECASE)
+_PRE_VOLTA = re.compile(r"\b(GTX (TITAN|[6-9]\d{2}|10\d{2})|TITAN (X|Xp|Black|Z)|Tesla [KMP]\d{1,3}|"
+                        r"Quadro [KMP]\d{2,4}|Quadro GP100)\b", re.IGNORECASE)
 
 
 def gpu_generation(name: str | None, compute_capability: str | None = None) -> str | None:
@@ -257,6 +258,12 @@ class Ceiling:
     def ram_bytes(self) -> int:
         return sum(b for m, b, _ in self.parts if m != "VRAM")
 
+    @property
+    def gpu_caveat(self) -> str | None:
+        """The GPU_CAVEATS text of the card this placement reads VRAM on (Bandwidths.gpu_generation), else None."""
+        caveat = GPU_CAVEATS.get(self.bandwidths.gpu_generation or "")
+        return caveat if caveat and any(m == "VRAM" and b for m, b, _ in self.parts) else None
+
     def to_json(self) -> dict[str, Any]:
         bw = self.bandwidths
         return {"tokens_per_s": self.tokens_per_s, "note": self.note, "path": self.path,
@@ -360,9 +367,8 @@ def describe(c: Ceiling, measured_ts: float | None = None, *, judge_band: bool =
         where = ("inside" if c.band.low <= measured_ts <= c.band.high else
                  "below" if measured_ts < c.band.low else "above")
         head += f"; {where} the {_ts(c.band.low)}-{_ts(c.band.high)} t/s band published runs of this kind reach"
-        caveat = GPU_CAVEATS.get(bw.gpu_generation or "")
-        if where == "below" and caveat and any(m == "VRAM" and b for m, b, _ in c.parts):
-            head += f" ({caveat})"  # below on such a card is its generation, not necessarily the host
+        if where == "below" and c.gpu_caveat:
+            head += f" ({c.gpu_caveat})"  # below on such a card is its generation, not necessarily the host
     if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
         memory = "the SoC's memory allows" if bw.dimm_basis.endswith("spec sheet") else "the DIMMs as configured allow"
         head += (f"; {memory} {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
@@ -694,11 +700,10 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
     if bw.ram_probe_only and c.ram_bytes:
         ctx = replace(ctx, ram_measured=True)
     isa = ctx.cpu.isa if ctx.cpu is not None else None
-    band = tg_band(parts, model.block_count, band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent,
-                                                        isa=isa, hbm=bw.gpu_hbm), context=ctx)
-    caveat = GPU_CAVEATS.get(bw.gpu_generation or "")
-    if band is not None and caveat and any(m == "VRAM" and b for m, b, _ in c.parts):
-        band = replace(band, notes=(*band.notes, caveat))
+    model_class = band_class(c.path, model.is_moe, ctx.igpu, hybrid=model.has_recurrent, isa=isa, hbm=bw.gpu_hbm)
+    band = tg_band(parts, model.block_count, model_class, context=ctx)
+    if band is not None and c.gpu_caveat:
+        band = replace(band, notes=(*band.notes, c.gpu_caveat))
     return band
 
 

@@ -5,8 +5,9 @@ machine they came from: `dmidecode -t memory` gives each module's serial number 
 same tables (`/run/udev/data/+dmi:id`) too, `nvidia-smi -q` (text and XML) each board's serial number, GPU UUID and
 PDI, and the NVML sample the UUIDs. No check reads any of them, so the writer replaces them before anything is stored:
 
-- a serial number (a Raspberry Pi's /proc/cpuinfo has one too), asset tag or PDI becomes REDACTED (placeholders such as "Not Specified", "N/A" or "Unknown" stay
-  what they are: they tell an empty slot or a field the firmware left blank, not a machine);
+- a serial number (a Raspberry Pi's /proc/cpuinfo has one too), asset tag or PDI becomes REDACTED (placeholders
+  such as "Not Specified", "N/A" or "Unknown" stay what they are: they tell an empty slot or a field the firmware left
+  blank, not a machine);
 - a UUID becomes a pseudonym of the same shape (`GPU-…` stays `GPU-…`), the same for every place it appears in one
   snapshot (nvidia-smi's text, its XML, the NVML sample) and unrelated to the next snapshot's (a fresh random key
   each time), so a replay still pairs what belongs together and nothing links two snapshots of one machine;
