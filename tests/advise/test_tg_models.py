@@ -210,6 +210,8 @@ def test_an_mi50_without_a_product_name_is_an_amd_hbm_card_with_its_bandwidth(ma
     ("NVIDIA GeForce GTX 1660", None, None), ("NVIDIA Tesla T4", None, None), ("NVIDIA TITAN V", None, None),
     ("NVIDIA Tesla V100-PCIE-16GB", None, None), ("NVIDIA GeForce RTX 3090", "8.6", None),
     ("NVIDIA GeForce GTX 1080", "7.0", None),  # the compute capability wins over the name
+    ("NVIDIA Tesla P40", "nan", "pre-volta"), ("NVIDIA GeForce RTX 3090", "-5", None),  # garbage: the name decides
+    ("NVIDIA GeForce RTX 3090", "1e999", None), ("\x1b[2J", None, None),
     ("Intel Arc A770", None, "intel-arc"), ("Intel Arc Pro B60", None, "intel-arc"), ("AMD Radeon RX 6800 XT", None, None),
     (None, None, None),
 ])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling
-from tunehost.bounds import whole_text
+from tunehost.bounds import number_text, whole_text
 from tunehost.model import ModelFacts
 from tunehost.probes.bandwidth import MEASURED_RAM_SHARE
 
@@ -120,10 +120,7 @@ _PRE_VOLTA = re.compile(r"\b(GTX (TITAN|[6-9]\d{2}|10\d{2})|TITAN (X|Xp|Black|Z)
 def gpu_generation(name: str | None, compute_capability: str | None = None) -> str | None:
     """"pre-volta" (NVIDIA compute capability below 7.0, else told by the name), "intel-arc", or None: a key of
     GPU_CAVEATS."""
-    try:
-        cc = float(compute_capability) if compute_capability else None
-    except ValueError:
-        cc = None
+    cc = number_text(compute_capability, 1.0, 100.0)  # NaN, negative or garbage: unknown, so the name decides
     if cc is not None:
         if cc < 7.0:
             return "pre-volta"
