@@ -30,7 +30,7 @@ load = reader(ROOT)
 def rows() -> dict:
     from tunehost.advise.calibration import load as load_rows
 
-    return {r.id: r for r in load_rows(CSV) if r.id.startswith("dk")}
+    return {r.id: r for r in load_rows(CSV) if r.id in {f"dk0{i}" for i in range(1, 9)}}
 
 
 def test_every_step_of_the_fifth_proof_ran() -> None:
