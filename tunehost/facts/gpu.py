@@ -50,14 +50,17 @@ AMD_APU_DEVICE_IDS: dict[str, str] = {
     "0x1902": "Krackan Point", "0x1586": "Strix Halo",
 }
 
-# Intel discrete cards: i915 and xe give them no product name, so they are named from their PCI device id (pci.ids:
-# Debian hwdata 2023.04.10 for DG2 / Alchemist; "Battlemage G21 [Arc B570/B580]" for e20c/e20b as newer pci.ids
-# name them), which is what advise's spec-sheet table is read with
+# Intel discrete cards: i915 and xe give them no product name, so they are named from their PCI device id as pci.ids
+# names them (Debian's pci.ids 0.0~2026.10.24-1: "DG2 [Arc A750]", "Battlemage G21 [Arc Pro B60]", "Battlemage G31
+# [Arc Pro B70]"; ids it calls only "Intel Graphics" are left out), which is what advise's spec table is read with
 INTEL_DGPU_DEVICE_IDS: dict[str, str] = {
     "0x56a0": "Intel Arc A770", "0x56a1": "Intel Arc A750", "0x56a2": "Intel Arc A580", "0x56a5": "Intel Arc A380",
     "0x56a6": "Intel Arc A310", "0x5690": "Intel Arc A770M", "0x5691": "Intel Arc A730M", "0x5692": "Intel Arc A550M",
-    "0x5693": "Intel Arc A370M", "0x5694": "Intel Arc A350M", "0x56b0": "Intel Arc Pro A30M",
-    "0x56b1": "Intel Arc Pro A40/A50", "0xe20b": "Intel Arc B580", "0xe20c": "Intel Arc B570",
+    "0x5693": "Intel Arc A370M", "0x5694": "Intel Arc A350M", "0x5696": "Intel Arc A570M", "0x5697": "Intel Arc A530M",
+    "0x56b0": "Intel Arc Pro A30M", "0x56b1": "Intel Arc Pro A40/A50", "0x56b2": "Intel Arc Pro A60M",
+    "0x56b3": "Intel Arc Pro A60", "0xe20b": "Intel Arc B580", "0xe20c": "Intel Arc B570",
+    "0xe211": "Intel Arc Pro B60", "0xe212": "Intel Arc Pro B50", "0xe222": "Intel Arc Pro B65",
+    "0xe223": "Intel Arc Pro B70",
 }
 
 # NVIDIA GPUs on the CPU's memory: the GB10 of a DGX Spark (and its OEM twins), Jetson Orin and Thor. NVML gives them
