@@ -39,3 +39,46 @@ def assert_replays(cli: Callable[..., Any], proof: Path) -> tuple[dict, dict]:
     said = lambda doc: [(f["check"], f["summary"]) for f in doc["findings"] if f["check"] in STATIC_CHECKS]  # noqa: E731
     assert len(said(recorded)) == len(STATIC_CHECKS) and said(replay) == said(recorded)
     return recorded, replay
+
+
+def assert_places_what_fit_fits(proof: Path) -> dict:
+    """advise's placement on the lent H200 equals llama-fit-params' (-c 32768, every layer: llama-fit-params' -ngl -1)
+    for gpu_proof's Llama 3.1 8B Q4_K shape, with NVML's free VRAM as its budget and its bus width x memory clock
+    (6016 bits x 3201 MHz x 2 / 8 = 4814.3 GB/s, HBM by its width) as its bandwidth. Returns advise.json."""
+    load = reader(proof)
+    both = load("advise-vs-fit.json")
+    assert both["advise"]["-c"] == both["llama_fit_params"]["-c"] == "32768"
+    assert both["advise"]["-ngl"] == "99" and both["llama_fit_params"]["-ngl"] == "-1"
+    assert (proof / "llama-fit-params.txt").read_text().split() == ["-c", "32768", "-ngl", "-1"]
+    advise = load("advise.json")
+    [nvml] = load("snapshot/samples/nvml.json")["gpus"]
+    assert (nvml["memory_used_mib"], nvml["memory_reserved_mib"], nvml["memory_free_mib"]) == (0, 615, 143155)
+    assert advise["budget"]["gpu_free_bytes"] == 143155 * 2**20
+    assert (nvml["memory_bus_width_bits"], nvml["memory_clock_max_mhz"]) == (6016, 3201)
+    ceiling = advise["ceiling"]
+    assert ceiling["gpu_gbps"] == round(6016 * 3201 * 2 / 8 / 1000, 1) == 4814.3 and ceiling["gpu_hbm"] == "nvidia"
+    assert ceiling["band"]["model"] == "gpu-hbm"
+    return advise
+
+
+def idle_bench_energy(proof: Path) -> dict:
+    """gpu_proof's CUDA bench of the tiny model: undisturbed, the card in P0 and never busy, at its 700 W limit, the
+    GPU's energy measured alone (no RAPL in the guest). Returns the watch's energy."""
+    watch = reader(proof)("bench.json")["watch"]
+    assert watch["disturbed"] is False
+    card = watch["gpu"]["summary"]["NVIDIA GPU 0"]
+    assert card["pstate_in_use"] == ["P0", "P0"] and card["busy_samples"] == 0 and card["power_limit_w"] == 700.0
+    energy = watch["energy"]
+    assert energy["measured"] == "GPU only"
+    return energy
+
+
+def assert_replays_with_probes(cli: Callable[..., Any], proof: Path, snapshot_gbps: float, doctor_gbps: str) -> dict:
+    """assert_replays, and the two memory probes of the proof: the snapshot's (measure.json, 16 threads) and doctor's
+    own moments later (its memory-bandwidth summary): two samples of a shared VM's RAM. Returns doctor.json."""
+    recorded, _ = assert_replays(cli, proof)
+    measured = reader(proof)("snapshot/samples/measure.json")
+    assert measured["memory_read_gbps"] == snapshot_gbps and measured["memory_read_threads"] == 16
+    [bandwidth] = by_check(recorded, "memory-bandwidth")
+    assert bandwidth["severity"] == "info" and f"{doctor_gbps} GB/s" in bandwidth["summary"]
+    return recorded

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
-from tests.gpu.proof import assert_replays, by_check, reader
+from tests.gpu.proof import (assert_places_what_fit_fits, assert_replays_with_probes, by_check, idle_bench_energy,
+                             reader)
 
 ROOT = DATA / "gpu-proof" / "h200-580.159.04"
 CSV = Path(__file__).resolve().parents[1] / "advise" / "data" / "published_tg.csv"
@@ -46,39 +47,19 @@ def test_every_step_of_the_fifth_proof_ran() -> None:
 
 
 def test_the_fifth_snapshot_replays_to_what_doctor_judged(cli) -> None:
-    recorded, _ = assert_replays(cli, ROOT / "fifth")
-    # the snapshot's probe read 96.69 GB/s, doctor's own moments later 92.0: two samples of a shared VM's RAM
-    measured = load("fifth/snapshot/samples/measure.json")
-    assert measured["memory_read_gbps"] == 96.69 and measured["memory_read_threads"] == 16
-    [bandwidth] = by_check(recorded, "memory-bandwidth")
-    assert bandwidth["severity"] == "info" and "92.0 GB/s" in bandwidth["summary"]
+    # the snapshot's probe read 96.69 GB/s, doctor's own moments later 92.0
+    recorded = assert_replays_with_probes(cli, ROOT / "fifth", 96.69, "92.0")
     [bar] = by_check(recorded, "resizable-bar")
     assert "256 GiB BAR maps all 143771 MiB" in bar["summary"]
 
 
 def test_advise_on_the_fifth_card_places_what_llama_fit_params_fits() -> None:
-    both = load("fifth/advise-vs-fit.json")
-    assert both["advise"]["-c"] == both["llama_fit_params"]["-c"] == "32768"
-    assert both["advise"]["-ngl"] == "99" and both["llama_fit_params"]["-ngl"] == "-1"
-    assert (ROOT / "fifth" / "llama-fit-params.txt").read_text().split() == ["-c", "32768", "-ngl", "-1"]
-    advise = load("fifth/advise.json")
-    [nvml] = load("fifth/snapshot/samples/nvml.json")["gpus"]
-    assert (nvml["memory_used_mib"], nvml["memory_reserved_mib"], nvml["memory_free_mib"]) == (0, 615, 143155)
-    assert advise["budget"]["gpu_free_bytes"] == 143155 * 2**20
-    # 6016 bits x 3201 MHz x 2 / 8 = 4814.3 GB/s: NVML's width and clock, HBM by its width
-    assert (nvml["memory_bus_width_bits"], nvml["memory_clock_max_mhz"]) == (6016, 3201)
-    ceiling = advise["ceiling"]
-    assert ceiling["gpu_gbps"] == round(6016 * 3201 * 2 / 8 / 1000, 1) == 4814.3 and ceiling["gpu_hbm"] == "nvidia"
-    assert ceiling["band"]["model"] == "gpu-hbm"
+    assert_places_what_fit_fits(ROOT / "fifth")
 
 
 def test_the_fifth_bench_measured_the_gpu_alone_at_idle_power() -> None:
-    watch = load("fifth/bench.json")["watch"]
-    assert watch["disturbed"] is False
-    card = watch["gpu"]["summary"]["NVIDIA GPU 0"]
-    assert card["pstate_in_use"] == ["P0", "P0"] and card["busy_samples"] == 0 and card["power_limit_w"] == 700.0
-    energy = watch["energy"]
-    assert energy["measured"] == "GPU only" and energy["gpu_j"] == pytest.approx(5474.042)
+    energy = idle_bench_energy(ROOT / "fifth")
+    assert energy["gpu_j"] == pytest.approx(5474.042)
     assert 110 < energy["gpu_j"] / energy["wall_s"] < 130  # 92-125 W in P0 over the 44 s
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
-from tests.gpu.proof import assert_replays, by_check, reader
+from tests.gpu.proof import (assert_places_what_fit_fits, assert_replays_with_probes, by_check, idle_bench_energy,
+                             reader)
 
 ROOT = DATA / "gpu-proof" / "h200-580.159.04"
 CSV = Path(__file__).resolve().parents[1] / "advise" / "data" / "published_tg.csv"
@@ -54,11 +55,7 @@ def test_every_step_of_the_sixth_proof_ran_on_another_board() -> None:
 
 
 def test_the_sixth_snapshot_replays_to_what_doctor_judged(cli) -> None:
-    recorded, _ = assert_replays(cli, ROOT / "sixth")
-    measured = load("sixth/snapshot/samples/measure.json")
-    assert measured["memory_read_gbps"] == 86.79 and measured["memory_read_threads"] == 16
-    [bandwidth] = by_check(recorded, "memory-bandwidth")
-    assert bandwidth["severity"] == "info" and "90.7 GB/s" in bandwidth["summary"]
+    recorded = assert_replays_with_probes(cli, ROOT / "sixth", 86.79, "90.7")
     [memory] = by_check(recorded, "gpu-memory")
     assert memory["severity"] == "ok" and "nothing else holds VRAM" in memory["summary"]
 
@@ -85,28 +82,15 @@ def test_the_snapshot_of_a_real_card_carries_none_of_its_identifiers() -> None:
 
 
 def test_advise_on_the_sixth_card_places_what_llama_fit_params_fits() -> None:
-    both = load("sixth/advise-vs-fit.json")
-    assert both["advise"]["-c"] == both["llama_fit_params"]["-c"] == "32768"
-    assert both["advise"]["-ngl"] == "99" and both["llama_fit_params"]["-ngl"] == "-1"
-    assert (ROOT / "sixth" / "llama-fit-params.txt").read_text().split() == ["-c", "32768", "-ngl", "-1"]
-    advise = load("sixth/advise.json")
-    [nvml] = load("sixth/snapshot/samples/nvml.json")["gpus"]
-    assert (nvml["memory_used_mib"], nvml["memory_reserved_mib"], nvml["memory_free_mib"]) == (0, 615, 143155)
-    assert advise["budget"]["gpu_free_bytes"] == 143155 * 2**20
-    ceiling = advise["ceiling"]
-    assert ceiling["gpu_gbps"] == 4814.3 and ceiling["gpu_hbm"] == "nvidia" and ceiling["band"]["model"] == "gpu-hbm"
+    ceiling = assert_places_what_fit_fits(ROOT / "sixth")["ceiling"]
     # the band dk09 was judged in: the same file, the same card
     assert (round(ceiling["band"]["low_tokens_per_s"], 1), round(ceiling["band"]["high_tokens_per_s"], 1)) == \
         (145.5, 331.5)
 
 
 def test_the_sixth_bench_measured_the_gpu_alone_at_idle_power() -> None:
-    watch = load("sixth/bench.json")["watch"]
-    assert watch["disturbed"] is False
-    card = watch["gpu"]["summary"]["NVIDIA GPU 0"]
-    assert card["pstate_in_use"] == ["P0", "P0"] and card["busy_samples"] == 0 and card["power_limit_w"] == 700.0
-    energy = watch["energy"]
-    assert energy["measured"] == "GPU only" and energy["gpu_j"] == pytest.approx(5618.709)
+    energy = idle_bench_energy(ROOT / "sixth")
+    assert energy["gpu_j"] == pytest.approx(5618.709)
     assert 120 < energy["gpu_j"] / energy["wall_s"] < 135  # 127 W in P0 over the 44 s (fifth: 124)
 
 
