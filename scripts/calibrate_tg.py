@@ -5,17 +5,19 @@ power-capped) the share inside, the median band width, the worst optimistic miss
 floor (calibration.width_floor: the narrowest band of the model's shape, centred with hindsight, that holds 85 %).
 --cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow).
 --scoreboard judges llama.cpp's CUDA/ROCm/Vulkan scoreboards (tests/advise/data/scoreboard_tg.csv, an evaluation set
-fitted on by nothing) as H17 judged them and at the bandwidths advise uses now."""
+fitted on by nothing) as H17 judged them and at the bandwidths advise uses now, and its Apple Silicon scoreboard
+(scoreboard_apple_tg.csv, H20) per quant."""
 
 from pathlib import Path
 
 import sys
 
-from tunehost.advise.calibration import (by_class, judge, leave_one_source_out, load, load_scoreboard, scoreboard_of,
-                                         summary, width_floor)
+from tunehost.advise.calibration import (by_class, judge, leave_one_source_out, load, load_apple_scoreboard,
+                                         load_scoreboard, scoreboard_of, summary, width_floor)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "advise" / "data" / "published_tg.csv"
 SCOREBOARD = DATA.with_name("scoreboard_tg.csv")
+APPLE = DATA.with_name("scoreboard_apple_tg.csv")
 
 
 def table(title: str, classes: dict) -> None:
@@ -39,6 +41,17 @@ def scoreboards() -> None:
             groups.setdefault(scoreboard_of(v.m), []).append(v)
         table(f"llama.cpp scoreboards, Llama 2 7B Q4_0 tg128, {title}:",
               {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in sorted(groups.items())})
+    if not APPLE.exists():
+        return
+    verdicts = judge(load_apple_scoreboard(APPLE))
+    quants: dict[str, list] = {"all": verdicts}
+    for v in verdicts:
+        quants.setdefault(v.m.quant, []).append(v)
+        if not v.inside:
+            print(f"OUT {v.m.id} apple  {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  {v.m.quant:5} measured "
+                  f"{v.m.tps:6.1f}  band {v.low:6.1f} - {v.high:6.1f}")
+    table("llama.cpp's Apple Silicon scoreboard (#4167), Llama 2 7B tg128, the unified band now:",
+          {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in quants.items()})
 
 
 def main() -> None:

@@ -350,9 +350,30 @@ def load_scoreboard(path: str | Path, *, as_judged: bool = True) -> list[Measure
     return out
 
 
+# The Apple Silicon scoreboard (discussion #4167, tests/advise/data/scoreboard_apple_tg.csv): Llama 2 7B at three
+# quants, the bytes a token reads without token_embd (a lookup reads one row of it): llama-bench's 12.55, 6.67 and
+# 3.56 GiB less a 32000 x 4096 table at 2, 34/32 and 18/32 bytes a weight (as rows g14 and g15 of published_tg.csv)
+LLAMA2_7B_BYTES_GB = {"F16": 13.21, "Q8_0": 7.02, "Q4_0": 3.75}
+
+
+def load_apple_scoreboard(path: str | Path) -> list[Measurement]:
+    """The counted rows of the Apple Silicon scoreboard (H20's rules: an evaluation set, nothing is fitted on it), as
+    Apple chips on unified memory at their Apple bandwidth figure (`gbps`)."""
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    out = []
+    for r in csv.DictReader(lines):
+        if r["excluded"].strip():
+            continue
+        name = f"Apple {r['chip']} ({r['gpu_cores']} GPU cores)" if r["gpu_cores"] else f"Apple {r['chip']}"
+        out.append(Measurement(r["id"], name, "apple", float(r["gbps"]), SCOREBOARD_MODEL["model"], r["quant"],
+                               False, SCOREBOARD_MODEL["layers"], LLAMA2_7B_BYTES_GB[r["quant"]], 0.0, 0.0,
+                               float(r["tps"]), r["source"]))
+    return out
+
+
 def scoreboard_of(m: Measurement) -> str:
-    """cuda | rocm | vulkan: which discussion a scoreboard row comes from."""
-    return {"15013": "cuda", "15021": "rocm", "10879": "vulkan"}[m.source.rsplit("/", 1)[-1]]
+    """cuda | rocm | vulkan | apple: which discussion a scoreboard row comes from."""
+    return {"15013": "cuda", "15021": "rocm", "10879": "vulkan", "4167": "apple"}[m.source.rsplit("/", 1)[-1]]
 
 
 def summary(verdicts: list[Verdict]) -> dict[str, float]:
