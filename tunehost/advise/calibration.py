@@ -328,6 +328,12 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
     return out
 
 
+def _counted_rows(path: str | Path) -> list[dict[str, str]]:
+    """The rows of an evaluation set's CSV (lines starting "#" are its header notes) that its `excluded` column keeps."""
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    return [r for r in csv.DictReader(lines) if not r["excluded"].strip()]
+
+
 # llama.cpp's community scoreboards (tests/advise/data/scoreboard_tg.csv): every row is llama-bench tg128 of this model
 SCOREBOARD_MODEL = {"model": "Llama 2 7B", "quant": "Q4_0", "layers": 32, "bytes_gb": 3.75}
 
@@ -338,11 +344,8 @@ def load_scoreboard(path: str | Path, *, as_judged: bool = True) -> list[Measure
     gpu_bandwidth, where it knows the card, else the row's spec-sheet figure)."""
     from tunehost.advise.ceiling import gpu_bandwidth
 
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     out = []
-    for r in csv.DictReader(lines):
-        if r["excluded"].strip():
-            continue
+    for r in _counted_rows(path):
         gbps = float(r["gbps"]) if as_judged else (gpu_bandwidth(r["device"]) or float(r["spec_gbps"]))
         out.append(Measurement(r["id"], r["gpu"], "gpu", gbps, SCOREBOARD_MODEL["model"], SCOREBOARD_MODEL["quant"],
                                False, SCOREBOARD_MODEL["layers"], SCOREBOARD_MODEL["bytes_gb"], 0.0, 0.0,
@@ -359,11 +362,8 @@ LLAMA2_7B_BYTES_GB = {"F16": 13.21, "Q8_0": 7.02, "Q4_0": 3.75}
 def load_apple_scoreboard(path: str | Path) -> list[Measurement]:
     """The counted rows of the Apple Silicon scoreboard (H20's rules: an evaluation set, nothing is fitted on it), as
     Apple chips on unified memory at their Apple bandwidth figure (`gbps`)."""
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     out = []
-    for r in csv.DictReader(lines):
-        if r["excluded"].strip():
-            continue
+    for r in _counted_rows(path):
         name = f"Apple {r['chip']} ({r['gpu_cores']} GPU cores)" if r["gpu_cores"] else f"Apple {r['chip']}"
         out.append(Measurement(r["id"], name, "apple", float(r["gbps"]), SCOREBOARD_MODEL["model"], r["quant"],
                                False, SCOREBOARD_MODEL["layers"], LLAMA2_7B_BYTES_GB[r["quant"]], 0.0, 0.0,
