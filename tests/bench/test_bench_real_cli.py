@@ -96,3 +96,20 @@ def test_human_table_from_the_real_binary(cli, llama_bench, tiny_model):
     out = result.stdout
     assert "PP pp16" in out and "TG tg8" in out and "interval" in out and "█" in out
     assert "TG = " in out and "ceiling" in out
+
+
+def test_a_bench_deep_in_a_context_is_judged_with_the_kv_cache_it_reads(cli, llama_bench, tiny_model):
+    """--depth 256: llama-bench's tests run 256 tokens into a context (tg8 @ d256), and the ceiling and band the
+    result is judged against add the KV cache a token reads there (f16, the model's KV rows), said in the line."""
+    from tunehost.advise.memory import ServerSettings, kv_read_per_layer
+    from tunehost.model import read_model
+
+    doc = bench_json(cli, llama_bench, tiny_model, "--depth", "256", quick=SHAPE)
+    assert {t["test"] for t in doc["configs"][0]["tests"]} == {"pp16 @ d256", "tg8 @ d256"}
+    ceiling = doc["ceiling"]
+    expected = sum(kv_read_per_layer(read_model(tiny_model), ServerSettings(), 256))
+    assert ceiling["depth"] == 256 and ceiling["kv_bytes_per_token"] == expected > 0
+    assert sum(p["bytes_per_token"] for p in ceiling["parts"]) == ceiling["bytes_per_token"] + expected
+    result = cli("bench", "--model", str(tiny_model), "--llama-bench", str(llama_bench), *SHAPE, "--depth", "256")
+    assert result.exit_code == 0, result.output
+    assert "ceiling at depth 256" in " ".join(result.stdout.split()) and "of it the KV cache" in result.stdout

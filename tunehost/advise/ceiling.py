@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from tunehost.advise.bandwidth import bytes_per_token, cpu_moe_bytes_per_token, split_tg_ceiling
-from tunehost.bounds import number_text, whole_text
+from tunehost.bounds import number_text, token_count, whole, whole_text
 from tunehost.model import ModelFacts
 from tunehost.probes.bandwidth import MEASURED_RAM_SHARE
 
@@ -185,20 +185,28 @@ class Placement:
     n_cpu_moe: int = 0
 
 
+def flag_value(flags: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value llama-bench's arguments `flags` give the option of any of `names` ("-ctk q8_0", "--n-cpu-moe=4"); the
+    last one wins, as llama.cpp's parsers let it. None when not given."""
+    found = None
+    args = list(flags)
+    for i, arg in enumerate(args):
+        value = args[i + 1] if i + 1 < len(args) else None
+        if "=" in arg:
+            arg, value = arg.split("=", 1)
+        if arg in names and value is not None:
+            found = value
+    return found
+
+
 def placement_from_flags(model: ModelFacts, flags: Sequence[str], *, gpu: bool, unified: bool = False) -> Placement:
     """The placement llama-bench runs with: -ngl N (default: all layers on a GPU build) and --n-cpu-moe N."""
     if not gpu:
         return Placement("cpu", 0)
-    ngl, n_cpu_moe = NGL_ALL, 0
-    args = list(flags)
-    for i, arg in enumerate(args):
-        value = args[i + 1] if i + 1 < len(args) else ""
-        if "=" in arg:
-            arg, value = arg.split("=", 1)
-        if arg in ("-ngl", "--gpu-layers", "--n-gpu-layers") and _int(value) is not None:
-            ngl = _int(value)  # type: ignore[assignment]
-        elif arg in ("-ncmoe", "--n-cpu-moe") and _int(value) is not None:
-            n_cpu_moe = _int(value)  # type: ignore[assignment]
+    ngl = _int(flag_value(flags, ("-ngl", "--gpu-layers", "--n-gpu-layers")) or "")
+    n_cpu_moe = _int(flag_value(flags, ("-ncmoe", "--n-cpu-moe")) or "")
+    ngl = NGL_ALL if ngl is None else ngl
+    n_cpu_moe = n_cpu_moe or 0
     if unified:
         return Placement("unified", ngl)
     if ngl <= 0:
@@ -256,6 +264,16 @@ def with_soc_memory(bw: Bandwidths, name: str | None) -> Bandwidths:
 
 
 @dataclass(frozen=True)
+class KvRead:
+    """The KV cache one generated token reads, `depth` tokens into its context: bytes per layer
+    (tunehost.advise.memory.kv_read_per_layer)."""
+
+    depth: int
+    per_layer: tuple[int, ...]
+    on_cpu: bool = False  # llama.cpp keeps it in host RAM (-nkvo 1): the CPU reads it, attention runs there
+
+
+@dataclass(frozen=True)
 class Ceiling:
     """Best-case token generation: each token reads `parts` bytes at their memory's bandwidth."""
 
@@ -266,6 +284,8 @@ class Ceiling:
     bandwidths: Bandwidths = Bandwidths()
     path: str = ""
     band: TgBand | None = None  # what to expect below the ceiling (tg_band_for)
+    depth: int = 0      # the context depth a token is generated at: `kv_bytes` of KV cache are in `parts`
+    kv_bytes: int = 0
 
     @property
     def ram_bytes(self) -> int:
@@ -286,7 +306,8 @@ class Ceiling:
                 "ram_dimm_rated_gbps": bw.dimm_rated_gbps,
                 "gpu_gbps": bw.gpu_gbps, "gpu_basis": bw.gpu_basis or None, "ram_basis": bw.ram_basis or None,
                 "power_ratio": bw.power_ratio, "gpu_hbm": bw.gpu_hbm, "gpu_generation": bw.gpu_generation,
-                "band": self.band.to_json() if self.band else None}
+                "band": self.band.to_json() if self.band else None, "depth": self.depth,
+                "kv_bytes_per_token": self.kv_bytes}
 
 
 def ceiling_from_json(data: Any) -> Ceiling | None:
@@ -302,7 +323,9 @@ def ceiling_from_json(data: Any) -> Ceiling | None:
                     data.get("gpu_hbm") if data.get("gpu_hbm") in ("nvidia", "amd") else None,
                     data.get("gpu_generation") if data.get("gpu_generation") in GPU_CAVEATS else None)
     return Ceiling(num(data.get("tokens_per_s")), parts, str(data.get("note") or ""),
-                   num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""), TgBand.from_json(data.get("band")))
+                   num(data.get("dimm_tokens_per_s")), bw, str(data.get("path") or ""),
+                   TgBand.from_json(data.get("band")), token_count(data.get("depth")) or 0,
+                   whole(data.get("kv_bytes_per_token")) or 0)
 
 
 NOTE = "upper bound: every weight a token uses read once at full bandwidth; the expected band is below"
@@ -312,8 +335,10 @@ NOTE_MEASURED = ("every weight a token uses read once at the RAM bandwidth measu
 
 
 def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths,
-                   context: "BandContext | None" = None) -> Ceiling | None:
-    """The ceiling of `placement`; None when the model's bytes per token cannot be told."""
+                   context: "BandContext | None" = None, kv: "KvRead | None" = None) -> Ceiling | None:
+    """The ceiling of `placement`; None when the model's bytes per token cannot be told. `kv`: the KV cache a token
+    reads at the depth it is generated at, each layer's with the layer (on the CPU for the layers -ngl leaves there,
+    else where the weights' first part is), as llama.cpp keeps it unless told otherwise (-nkvo)."""
     try:
         total = bytes_per_token(model)
     except Exception:
@@ -321,18 +346,26 @@ def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths,
     if total <= 0:
         return None
     path = placement.path
+    kv_layers = tuple(max(0, b) for b in kv.per_layer) if kv is not None else ()
+    kv_total = sum(kv_layers)
     if path in ("cpu", "unified"):
-        parts: tuple[tuple[str, int], ...] = (("RAM" if path == "cpu" else "unified RAM", total),)
+        parts: tuple[tuple[str, int], ...] = (("RAM" if path == "cpu" else "unified RAM", total + kv_total),)
+    elif path == "gpu" and kv is not None and kv.on_cpu and kv_total:
+        parts = (("VRAM", total), ("RAM", kv_total))
     elif path == "gpu":
-        parts = (("VRAM", total),)
+        parts = (("VRAM", total + kv_total),)
     else:
+        kv_cpu = 0
         if path == "moe":
             cpu = cpu_moe_bytes_per_token(model, placement.n_cpu_moe)
         else:
-            first_gpu = model.block_count + 1 - placement.ngl
-            cpu = sum(model.weights.per_layer[:max(0, first_gpu)]) if model.weights.per_layer else 0
+            first_gpu = max(0, model.block_count + 1 - placement.ngl)
+            cpu = sum(model.weights.per_layer[:first_gpu]) if model.weights.per_layer else 0
+            kv_cpu = sum(kv_layers[:first_gpu])
+        if kv is not None and kv.on_cpu:
+            kv_cpu = kv_total
         cpu = min(cpu, total)
-        parts = (("VRAM", total - cpu), ("RAM", cpu))
+        parts = (("VRAM", total - cpu + kv_total - kv_cpu), ("RAM", cpu + kv_cpu))
     measured = tuple((m, b, bw.gpu_gbps if m == "VRAM" else bw.ram_gbps) for m, b in parts)
     dimm = _value(tuple((m, b, bw.gpu_gbps if m == "VRAM" else bw.dimm_gbps) for m, b in parts)) \
         if any(m != "VRAM" and b for m, b in parts) else None
@@ -348,6 +381,8 @@ def tg_ceiling_for(model: ModelFacts, placement: Placement, bw: Bandwidths,
         c = Ceiling(value, measured, NOTE, dimm, bw, path)
         if bw.ram_probe_only and c.ram_bytes:
             c = replace(c, note=NOTE_MEASURED.format(MEASURED_RAM_SHARE[1]))
+    if kv is not None and kv.depth > 0:
+        c = replace(c, depth=kv.depth, kv_bytes=kv_total)
     return replace(c, band=tg_band_for(model, c, context))
 
 
@@ -368,10 +403,14 @@ def describe(c: Ceiling, measured_ts: float | None = None, *, judge_band: bool =
     measured = "" if bw.ram_basis else "measured "  # the DIMMs' peak or a stored figure stand in for a measurement
     kind = {"gpu": "VRAM", "cpu": f"{measured}RAM", "unified": f"{measured}unified-RAM"}.get(c.path, "split VRAM+RAM")
     basis = "; ".join(_part_text(m, b, g, bw) for m, b, g in c.parts if b)
+    at = ""
+    if c.depth:
+        at = f" at depth {c.depth}"
+        basis += f"; {c.kv_bytes / 1e9:.2f} GB of it the KV cache"
     if c.tokens_per_s is not None and measured_ts is not None:
-        head = f"TG = {measured_ts / c.tokens_per_s:.0%} of the {_ts(c.tokens_per_s)} t/s {kind} ceiling ({basis})"
+        head = f"TG = {measured_ts / c.tokens_per_s:.0%} of the {_ts(c.tokens_per_s)} t/s {kind} ceiling{at} ({basis})"
     elif c.tokens_per_s is not None:
-        head = f"TG ceiling {_ts(c.tokens_per_s)} t/s on {kind} ({basis})"
+        head = f"TG ceiling{at} {_ts(c.tokens_per_s)} t/s on {kind} ({basis})"
     else:
         head = f"TG ceiling not computed: {c.note}"
     if c.band is not None and (measured_ts is None or not judge_band):
@@ -723,5 +762,6 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "GPU_CAVEATS", "MEASURED_RAM_SHARE",
            "CpuView", "TgBand", "gpu_generation", "names_card", "with_soc_memory",
            "band_class", "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
-           "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "Placement", "ceiling_from_json", "describe", "gpu_bandwidth",
-           "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak", "hbm_kind", "discrete_vram"]
+           "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "KvRead", "Placement", "ceiling_from_json", "describe",
+           "flag_value", "gpu_bandwidth", "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak",
+           "hbm_kind", "discrete_vram"]

@@ -243,6 +243,26 @@ def recurrent_state_per_layer(model: ModelFacts, n_seq: int, n_rs_seq: int = 0) 
     return tuple(model.recurrent.bytes_per_seq * rows if r else 0 for r in model.recurrent_layers)
 
 
+def kv_read_per_layer(model: ModelFacts, settings: ServerSettings, depth: int) -> tuple[int, ...]:
+    """KV-cache bytes one generated token reads in each layer, `depth` tokens into its context: every cell of a
+    full-attention layer up to `depth`, a sliding-window layer's last `window` cells, a K row only under MLA (the
+    cells' sizes as kv_layout allocates them, at settings.type_k / type_v; V rows as with flash attention). Layers
+    without a KV cache (recurrent ones, trailing MTP blocks) read none: their state is a fixed cost per token, inside
+    the band's per-layer costs."""
+    if depth <= 0:
+        return (0,) * model.block_count
+    window = model.sliding_window or 0
+    out = []
+    for il in range(model.block_count):
+        if not model.has_kv(il):
+            out.append(0)
+            continue
+        swa = model.has_swa and model.swa_layers[il] and window > 0
+        out.append(min(depth, window) * _cell_bytes(model, settings, *_kv_dims(model, il)) if swa else
+                   depth * _cell_bytes(model, settings, *_kv_dims(model, il)))
+    return tuple(out)
+
+
 def kv_cache_bytes(model: ModelFacts, settings: ServerSettings) -> int:
     """Total KV cache bytes (all layers, all slots)."""
     return kv_layout(model, settings).total

@@ -42,11 +42,13 @@ from tunehost.errors import TunehostError
 from tunehost.bench.watch import WatchReport
 
 if TYPE_CHECKING:
+    from tunehost.advise.ceiling import KvRead
     from tunehost.advise.host_calibration import StoredBandwidth
     from tunehost.bench.watch import HostWatcher
     from tunehost.facts import HostFacts
     from tunehost.host import Host
     from tunehost.launch import LaunchConfig
+    from tunehost.model import ModelFacts
 
 DEFAULT_N_PROMPT = 512
 DEFAULT_N_GEN = 128
@@ -441,7 +443,8 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: "HostFacts | None" = None, *,
                probe_bytes: int = 512 * 1024 * 1024,
-               stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None) -> dict[str, Any] | None:
+               stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None,
+               depth: int = 0) -> dict[str, Any] | None:
     """The memory-bandwidth ceiling on token generation for the placement ``flags`` give (-ngl, --n-cpu-moe):
     GPU-resident weights at VRAM bandwidth, CPU-resident ones at the host-RAM bandwidth, plus the same with host RAM
     at the peak the configured DIMMs allow (tunehost.advise.ceiling, shared with advise).
@@ -452,7 +455,9 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
     (tunehost.advise.host_calibration's *_SOURCE), ``ram_busy`` why the host was busy.
 
     ``facts``: the host's (its GPUs, DIMMs and processes; None: no host, the RAM probe alone). Measured before the
-    rounds (never while llama-bench runs); {"error": ...} when the model cannot be read."""
+    rounds (never while llama-bench runs); {"error": ...} when the model cannot be read. ``depth``: the context depth
+    the tests generate at (llama-bench -d): a token then also reads that much KV cache, of the types -ctk/-ctv give,
+    with its layer or in host RAM under -nkvo 1 (``depth`` and ``kv_bytes_per_token`` in the result)."""
     from tunehost.advise.bandwidth import bytes_per_token
     from tunehost.advise.ceiling import placement_from_flags, tg_ceiling_for
     from tunehost.advise.host_calibration import BUSY_SOURCE, DIMM_SOURCE, MEASURED_SOURCE, STORE_SOURCE
@@ -485,7 +490,7 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
             bandwidth = _probe_bandwidth(host, probe_bytes)
             bw = replace(bw, ram_gbps=bandwidth["memory_read_gbps"],
                          ram_basis="measured on a busy host: unreliable" if busy else "")
-    ceiling = tg_ceiling_for(facts_model, placement, bw)
+    ceiling = tg_ceiling_for(facts_model, placement, bw, kv=_kv_read(facts_model, flags, depth))
     data: dict[str, Any] = ceiling.to_json() if ceiling is not None else {}
     data.update({"bytes_per_token": per_token, "tg_ceiling_ts": round(ceiling.tokens_per_s, 2)
                  if ceiling is not None and ceiling.tokens_per_s else None,
@@ -497,6 +502,21 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
                      "bandwidth_spread": round((max(samples) - min(samples)) / max(samples), 3) if samples else None,
                      "probe_threads": bandwidth["memory_read_threads"]})
     return data
+
+
+def _kv_read(model: "ModelFacts", flags: Sequence[str], depth: int) -> "KvRead | None":
+    """The KV cache a token generated `depth` tokens deep reads under llama-bench's `flags` (-ctk, -ctv, -nkvo)."""
+    from tunehost.advise.ceiling import KvRead, flag_value
+    from tunehost.advise.memory import ServerSettings, kv_read_per_layer, kv_type_fits
+
+    if depth <= 0:
+        return None
+    types = [flag_value(flags, names) or "f16" for names in (("-ctk", "--cache-type-k"), ("-ctv", "--cache-type-v"))]
+    if not all(kv_type_fits(model, t) for t in types):
+        types = ["f16", "f16"]  # a type llama.cpp would refuse: llama-bench fails before a ceiling matters
+    per_layer = kv_read_per_layer(model, ServerSettings(type_k=types[0], type_v=types[1]), depth)
+    on_cpu = (flag_value(flags, ("-nkvo", "--no-kv-offload")) or "0") not in ("0", "false", "off")
+    return KvRead(depth, per_layer, on_cpu)
 
 
 def busy_now(host: "Host | None") -> str | None:
@@ -618,7 +638,8 @@ def measure(settings: BenchSettings, configs: Sequence[BenchConfig], facts: "Hos
     ceiling_data = None
     if settings.ceiling and settings.n_gen > 0:
         status("measuring memory bandwidth for the token-generation ceiling")
-        ceiling_data = tg_ceiling(model, configs[0].flags, facts, stored_bandwidth=hooks.stored_bandwidth)
+        ceiling_data = tg_ceiling(model, configs[0].flags, facts, stored_bandwidth=hooks.stored_bandwidth,
+                                  depth=settings.depth)
     watcher = None
     if settings.watch and host is not None:
         from tunehost.bench.watch import HostWatcher
