@@ -200,3 +200,29 @@ def test_a_minute_later_the_same_splits_ran_faster_and_still_inside() -> None:
                 [verdict] = judge([replace(row, tps=round(run["avg_ts"], 2), cpu_gbps=gbps)])
                 assert verdict.inside, (row.id, gbps)
     assert len(ratios) == 6 and 1.03 < min(ratios) and max(ratios) < 1.26
+
+
+def test_h22_a_token_32768_deep_is_judged_with_the_kv_cache_it_reads() -> None:
+    """depth/ (a second lease of session 7, llama-bench without flash-attention kernels, -fa 0): the Llama 3.1 8B
+    shape at d0 252.03 t/s and d32768 134.49. At 32768 deep a token reads 4 GiB of f16 KV (32 layers x 32768 cells x
+    4096 bytes) beside its 4.22 GB of weights: inside the band with that KV (115.5-242.0), below the d0 band the bench
+    judged every depth by before (145.5-331.5). The KV was read at 0.26 of the card's bandwidth without flash
+    attention: 3.47 ms more a token for 4.29 GB."""
+    from tunehost.advise.calibration import Measurement, judge
+
+    runs = {r["n_depth"]: r for r in load("depth/call3/depth.json")}
+    assert sorted(runs) == [0, 32768] and {r["flash_attn"] for r in runs.values()} == {0}
+    assert {r["type_k"] for r in runs.values()} == {"f16"} and {r["model_size"] for r in runs.values()} == {4222435328}
+    kv = 32 * 32768 * 4096
+    assert kv == 4 << 30
+    shallow, deep = (Measurement(f"d{d}", "NVIDIA H200", "gpu", 4814.3, "Llama 3.1 8B (real-shape GGUF)", "Q4_K",
+                                 False, 32, 4.222, 0.0, 0.0, round(runs[d]["avg_ts"], 2), "depth/",
+                                 kv_gb=kv / 1e9 if d else 0.0) for d in (0, 32768))
+    v0, v32 = judge([shallow, deep])
+    # the bands H22 named, from the file's exact bytes (4.2224 GB; 4.222 here)
+    assert v0.inside and v32.inside
+    assert v32.low == pytest.approx(115.5, abs=0.2) and v32.high == pytest.approx(242.0, abs=0.2)
+    assert deep.tps < v0.low  # judged without its KV, the deep run would have been "below the band"
+    added_ms = 1000 / deep.tps - 1000 / shallow.tps
+    assert 3.4 < added_ms < 3.55 and 0.25 < kv / (added_ms / 1000) / 4814.3e9 < 0.27
+    assert deep.tps / shallow.tps < 0.85  # H22c: at least 15 % below
