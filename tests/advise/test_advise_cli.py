@@ -299,3 +299,23 @@ def test_llama_fit_params_failure_falls_back_to_the_estimate(cli, qwen30b, tmp_p
     data = _json(cli("advise", "--model", str(qwen30b), "--snapshot", str(snap), "--format", "json"))
     assert data["placement_source"] == "estimate"
     assert any("tunehost's estimate" in n for n in data["notes"])
+
+
+def test_the_plan_says_what_tg_becomes_when_the_context_fills(cli, qwen30b) -> None:
+    """Qwen3-30B-A3B (48 layers, 4 K/V heads x 128, all full attention) on the RTX 3060 snapshot, -c 16384, q8_0 KV
+    (544 bytes a 512-value row, a K and a V row a cell): at the end of the slot each token also reads 48 x 16384 x
+    1088 bytes of KV cache, and the band the plan states for that moment sits below the one for an empty context."""
+    from tunehost.advise.memory import ServerSettings, kv_read_per_layer
+    from tunehost.model import read_model
+
+    args = ("advise", "--model", str(qwen30b), "--snapshot", str(SNAPSHOTS / "desktop-12700f-rtx3060"),
+            "--ctx", "16384")
+    data = _json(cli(*args, "--format", "json"))
+    full, start = data["ceiling_full_context"], data["ceiling"]
+    assert data["kv_type"] == "q8_0" and full["depth"] == 16384
+    expected = sum(kv_read_per_layer(read_model(qwen30b), ServerSettings(type_k="q8_0", type_v="q8_0"), 16384))
+    assert full["kv_bytes_per_token"] == expected == 48 * 16384 * 1088
+    assert full["band"]["high_tokens_per_s"] < start["band"]["high_tokens_per_s"]
+    assert full["band"]["low_tokens_per_s"] < start["band"]["low_tokens_per_s"]
+    text = " ".join(cli(*args).stdout.split())
+    assert "when a slot's context fills (16384 tokens deep, 0.86 GB of KV cache a token): expect" in text

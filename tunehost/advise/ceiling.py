@@ -662,9 +662,12 @@ class TgBand:
         except (KeyError, TypeError, ValueError):
             return None
 
+    def range_text(self) -> str:
+        return f"{_ts(self.low)}-{_ts(self.high)} t/s"
+
     def text(self) -> str:
         source = self.source or "calibrated on published llama.cpp measurements"
-        return (f"expect {_ts(self.low)}-{_ts(self.high)} t/s (bound by {self.bound}; {source})"
+        return (f"expect {self.range_text()} (bound by {self.bound}; {source})"
                 + "".join(f"; {n}" for n in self.notes))
 
 

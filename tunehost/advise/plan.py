@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
-from tunehost.advise.ceiling import (NGL_ALL, Bandwidths, Ceiling, Placement, discrete_vram, gpu_bandwidth,
+from tunehost.advise.ceiling import (NGL_ALL, Bandwidths, Ceiling, KvRead, Placement, discrete_vram, gpu_bandwidth,
                                      tg_ceiling_for, with_soc_memory)
 from tunehost.advise.host_view import GpuView, HostView, why_no_prio
 from tunehost.advise.memory import (HEADROOM_MMPROJ, HEADROOM_TEXT, MemoryBudget, ServerSettings, context_detail,
-                                    fit_layers, fit_moe, kv_cache_bytes, kv_type_fits, layer_budget, moe_budget,
-                                    mtp_kv_bytes)
+                                    fit_layers, fit_moe, kv_cache_bytes, kv_read_per_layer, kv_type_fits, layer_budget,
+                                    moe_budget, mtp_kv_bytes)
 from tunehost.cpulist import format_cpu_list
 from tunehost.errors import TunehostError
 from tunehost.launch import Flag, LaunchConfig
@@ -144,6 +144,8 @@ class Plan:
     suggestions: tuple[str, ...] = ()
     alternatives: tuple[tuple[str, tuple[Flag, ...]], ...] = ()
     shortfalls: tuple[Shortfall, ...] = ()  # why it does not fit (none: it fits)
+    # the same ceiling when a slot's context is full: each token then also reads `ctx` tokens of KV cache
+    ceiling_full: Ceiling | None = None
 
     @property
     def fits(self) -> bool:
@@ -181,6 +183,7 @@ class Plan:
             "cpu_affinity_reason": self.pin_reason, "nice": self.nice,
             "mlock_blocked_by_limit": self.mlock_wanted, "mlock_fix": self.mlock_fix,
             "budget": self.budget.to_json(), "ceiling": self.ceiling.to_json() if self.ceiling else None,
+            "ceiling_full_context": self.ceiling_full.to_json() if self.ceiling_full else None,
             "warnings": list(self.warnings), "notes": list(self.notes), "suggestions": list(self.suggestions),
             "alternatives": [{"text": t, "flags": [f.to_json() for f in fl]} for t, fl in self.alternatives],
             "argv": self.argv(),
@@ -308,6 +311,8 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
                      "llama-server ARGS` (ARGS: the command line above) races it against the same server without "
                      "drafting and reports the acceptance and the net TG speed")
     ceiling = _ceiling(model, choice.placement, gpu, options, host)
+    full = _ceiling(model, choice.placement, gpu, options, host, kv=_full_context_kv(model, settings, ctx)) \
+        if ceiling is not None else None
     if options.host_busy and options.ram_bandwidth_note:
         basis = ceiling.bandwidths.ram_basis if ceiling is not None else ""
         warnings.append(f"the host is busy, so no RAM bandwidth is taken from it now: {options.ram_bandwidth_note}"
@@ -318,7 +323,17 @@ def plan(model: ModelFacts, host: HostView, options: AdviseOptions) -> Plan:
         launch_config=launch.config, path=path, source=choice.source, ctx=ctx, parallel=options.parallel,
         kv_type=kv_type, pin_reason=launch.pin_reason, budget=budget_view, ceiling=ceiling,
         mlock_fix=launch.mlock_fix, warnings=tuple(warnings), notes=tuple(dict.fromkeys(notes)),
-        suggestions=tuple(suggestions), alternatives=alternatives, shortfalls=tuple(shortfalls))
+        suggestions=tuple(suggestions), alternatives=alternatives, shortfalls=tuple(shortfalls),
+        ceiling_full=full if full is not None and full.kv_bytes else None)
+
+
+def _full_context_kv(model: ModelFacts, settings: ServerSettings, ctx: int) -> KvRead | None:
+    """The KV cache a token reads at the end of a slot's `ctx` tokens, at the plan's cache types; None when the
+    model's KV rows do not take them (the plan then says so elsewhere)."""
+    try:
+        return KvRead(ctx, kv_read_per_layer(model, settings, ctx))
+    except ValueError:
+        return None
 
 
 def apply_caps(p: Plan, caps: Any) -> Plan:
@@ -863,7 +878,7 @@ def _memory_flags(flags: list[Flag], host: HostView, b: MemoryBudget, path: str,
 
 
 def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, options: AdviseOptions,
-             host: HostView | None = None) -> Ceiling | None:
+             host: HostView | None = None, kv: KvRead | None = None) -> Ceiling | None:
     from tunehost.advise.ceiling import CPU_DIMM_EFFICIENCY
 
     vram = (discrete_vram(gpu.name, gpu.memory_bus_width_bits, gpu.memory_clock_max_mhz, gpu.compute_capability)
@@ -881,7 +896,7 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
     bw = Bandwidths.with_dimms(options.ram_peak, **vram, ram_gbps=ram_gbps, ram_basis=ram_basis, power_ratio=ratio)
     if gpu is not None and gpu.unified and gpu.vendor == "nvidia":  # a DGX Spark's GB10, a Jetson
         bw = with_soc_memory(bw, gpu.name)
-    c = tg_ceiling_for(model, placement, bw, _band_context(placement, gpu, options, host))
+    c = tg_ceiling_for(model, placement, bw, _band_context(placement, gpu, options, host), kv=kv)
     if c is not None and c.tokens_per_s is None and options.ram_bandwidth_note and any(
             m != "VRAM" and g is None for m, _, g in c.parts):
         c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")

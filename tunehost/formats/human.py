@@ -136,6 +136,11 @@ def render_human(p: "Plan", console: "Console", *, snapshot: str | None = None, 
 
         c = p.ceiling
         print_folded(console, describe(c), "", "  ")
+        full = p.ceiling_full
+        if full is not None and full.band is not None and c.band is not None:
+            print_folded(console, f"when a slot's context fills ({full.depth} tokens deep, {full.kv_bytes / 1e9:.2f} "
+                                  f"GB of KV cache a token): expect {full.band.range_text()} (from "
+                                  f"{c.band.range_text()} at its start)", "", "  ")
         if c.tokens_per_s is not None:
             print_folded(console, c.note, "", "  ", style="dim")
     if measured:
