@@ -5,24 +5,18 @@ nine tests at deep contexts without flash attention, is not the one the band pre
 
 from __future__ import annotations
 
-import csv
 import statistics
 from collections import Counter, defaultdict
 
 from tests.conftest import DATA
-from tunehost.advise.calibration import LOCALSCORE_MODELS, judge, load_localscore, summary
+from tunehost.advise.calibration import LOCALSCORE_MODELS, csv_rows, judge, load_localscore, summary
 
 LOCALSCORE = DATA.parent / "advise" / "data" / "localscore_tg.csv"
 PUBLISHED = DATA.parent / "advise" / "data" / "published_tg.csv"
 
 
-def _rows() -> list[dict[str, str]]:
-    lines = [line for line in LOCALSCORE.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    return list(csv.DictReader(lines))
-
-
 def test_every_row_has_a_copy_and_the_amendments_reason_if_left_out():
-    rows = _rows()
+    rows = csv_rows(LOCALSCORE)
     assert len(rows) == 1569 and all(r["copy"] for r in rows)
     reasons = Counter(r["excluded"].split(" (")[0] for r in rows if r["excluded"])
     assert reasons == {"cpu": 478, "willitrun's best run per card": 328, "integrated": 211,
@@ -37,8 +31,7 @@ def test_every_row_has_a_copy_and_the_amendments_reason_if_left_out():
 def test_the_models_bytes_are_those_of_the_same_files_in_the_calibration_set():
     """LocalScore's three files at Q4_K - Medium read what the set's rows of the same files read: Llama 3.2 1B 0.80 GB
     (tied embeddings, 16 layers), Llama 3.1 8B 4.62 (32), Qwen2.5 14B 8.55 (48)."""
-    lines = [line for line in PUBLISHED.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    published = {(r["model"], r["quant"]): (int(r["layers"]), float(r["bytes_gb"])) for r in csv.DictReader(lines)}
+    published = {(r["model"], r["quant"]): (int(r["layers"]), float(r["bytes_gb"])) for r in csv_rows(PUBLISHED)}
     assert published[("Llama-3.2-1B", "Q4_K_M")] == LOCALSCORE_MODELS["Llama 3.2 1B"]
     assert published[("Llama 3.1 8B", "Q4_K_M")] == LOCALSCORE_MODELS["Llama 3.1 8B"]
     assert (48, 8.55) == LOCALSCORE_MODELS["Qwen2.5 14B"] and published[("Qwen2.5-14B", "Q4_K_M")][0] == 48

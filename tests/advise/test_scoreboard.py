@@ -4,19 +4,13 @@ round5_collection.md; H17 in round3_hypotheses.md, written before any figure was
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 
 from tests.conftest import DATA
-from tunehost.advise.calibration import judge, load_scoreboard, scoreboard_of, summary
+from tunehost.advise.calibration import csv_rows, judge, load_scoreboard, scoreboard_of, summary
 from tunehost.advise.ceiling import gpu_bandwidth
 
 SCOREBOARD = DATA.parent / "advise" / "data" / "scoreboard_tg.csv"
-
-
-def _rows() -> list[dict[str, str]]:
-    lines = [line for line in SCOREBOARD.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    return list(csv.DictReader(lines))
 
 
 def _by_board(as_judged: bool) -> dict[str, dict[str, float]]:
@@ -27,7 +21,7 @@ def _by_board(as_judged: bool) -> dict[str, dict[str, float]]:
 
 
 def test_every_row_has_a_scoreboard_a_copy_and_h17s_reason_if_left_out():
-    rows = _rows()
+    rows = csv_rows(SCOREBOARD)
     assert len(rows) == 177 and Counter(r["scoreboard"] for r in rows) == {"cuda": 98, "vulkan": 54, "rocm": 25}
     assert all(r["copy"] and r["source"].startswith("https://github.com/ggml-org/llama.cpp/discussions/") for r in rows)
     reasons = Counter(r["excluded"].split(" (")[0] for r in rows if r["excluded"])
@@ -53,7 +47,7 @@ def test_h17_as_judged_cuda_failed_rocm_and_vulkan_held():
 def test_the_spec_table_now_agrees_with_each_cards_spec_sheet():
     """GPU_BANDWIDTH_GBPS names every counted card the spec helper found a figure for (by the full name it gave the
     card), within 3 % of it (vendor figures against TechPowerUp's clock-derived ones: an H200 4800 against 4893.7)."""
-    for r in _rows():
+    for r in csv_rows(SCOREBOARD):
         if r["excluded"] or not r["spec_gbps"]:
             continue
         table = gpu_bandwidth(r["device"])

@@ -4,25 +4,19 @@ round6_collection.md; H20 and its amendment in round3_hypotheses.md, written bef
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from collections import Counter
 
 from tests.conftest import DATA
-from tunehost.advise.calibration import (LLAMA2_7B_BYTES_GB, SCOREBOARD_MODEL, judge, load_apple_scoreboard,
+from tunehost.advise.calibration import (LLAMA2_7B_BYTES_GB, SCOREBOARD_MODEL, csv_rows, judge, load_apple_scoreboard,
                                          scoreboard_of, summary, width_floor)
 
 APPLE = DATA.parent / "advise" / "data" / "scoreboard_apple_tg.csv"
 
 
-def _rows() -> list[dict[str, str]]:
-    lines = [line for line in APPLE.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    return list(csv.DictReader(lines))
-
-
 def test_every_row_has_a_copy_and_the_amendments_reason_if_left_out():
-    rows = _rows()
+    rows = csv_rows(APPLE)
     assert len(rows) == 167 and all(r["copy"] and r["source"].endswith("/discussions/4167") for r in rows)
     reasons = Counter(r["excluded"].split(" (")[0] for r in rows if r["excluded"])
     assert reasons == {"willitrun's scrape": 38,

@@ -97,10 +97,9 @@ class Measurement:
 
 
 def load(path: str | Path) -> list[Measurement]:
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     out = []
     opt = lambda r, k, f: f(r[k]) if r.get(k) else None  # noqa: E731
-    for r in csv.DictReader(lines):
+    for r in csv_rows(path):
         out.append(Measurement(r["id"], r["hardware"], r["kind"], float(r["gbps"]), r["model"], r["quant"],
                                r["moe"] == "1", int(r["layers"]), float(r["bytes_gb"]), float(r["cpu_bytes_gb"]),
                                float(r["cpu_gbps"]), float(r["tps"]), r["source"], r.get("runtime") or "llama.cpp",
@@ -328,10 +327,15 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
     return out
 
 
-def _counted_rows(path: str | Path) -> list[dict[str, str]]:
-    """The rows of an evaluation set's CSV (lines starting "#" are its header notes) that `excluded` keeps."""
+def csv_rows(path: str | Path) -> list[dict[str, str]]:
+    """Every row of one of the calibration's data CSVs (lines starting "#" are its header notes)."""
     lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    return [r for r in csv.DictReader(lines) if not r["excluded"].strip()]
+    return list(csv.DictReader(lines))
+
+
+def _counted_rows(path: str | Path) -> list[dict[str, str]]:
+    """The rows of an evaluation set's CSV that its `excluded` column keeps."""
+    return [r for r in csv_rows(path) if not r["excluded"].strip()]
 
 
 # llama.cpp's community scoreboards (tests/advise/data/scoreboard_tg.csv): every row is llama-bench tg128 of this model
