@@ -390,3 +390,53 @@ def test_the_server_bench_operation_returns_the_recorded_result_and_never_prints
     with open_store() as store:
         assert [run.id for run in store.runs(command="server-bench")] == [outcome.run_id]
     assert capfd.readouterr() == ("", "")
+
+
+def _expected_lines(result) -> str:
+    from rich.console import Console
+
+    from tunehost.cli.bench_server import _render_expected
+
+    console = Console(record=True, width=300, color_system=None)
+    rows = [{"test": "cold", "depth": 4096, "tg_ts": 60.0}, {"test": "cold", "depth": 8192, "tg_ts": 30.0},
+            {"test": "cached", "depth": 4096, "tg_ts": 99.0}]
+    _render_expected(result, "A", rows, console)
+    return " ".join(console.export_text().split())
+
+
+def test_the_cold_tg_at_each_depth_is_set_beside_the_band_at_that_depth():
+    from types import SimpleNamespace
+
+    from tunehost.advise.ceiling import Ceiling, TgBand
+
+    def ceiling(depth: int, low: float, high: float) -> dict:
+        return Ceiling(100.0, (("VRAM", 4_000_000_000, 360.0),), "", band=TgBand(low, high, "gpu", "memory bandwidth"),
+                       depth=depth, kv_bytes=depth * 131072).to_json()
+
+    ceilings = {"A": {"4096": ceiling(4096, 50.0, 80.0), "8192": ceiling(8192, 40.0, 70.0)}}
+    text = _expected_lines(SimpleNamespace(ceilings=ceilings, disturbed=False))
+    assert ("d4096 60.0 t/s inside 50-80 t/s (0.54 GB of KV a token); d8192 30.0 t/s below 40-70 t/s (1.07 GB of KV a "
+            "token)") in text
+    assert "99.0" not in text  # a cached request's TG is not the cold one the band describes
+    disturbed = _expected_lines(SimpleNamespace(ceilings=ceilings, disturbed=True))
+    assert "inside" not in disturbed and "below" not in disturbed
+    assert "no verdict: the rounds were disturbed" in disturbed
+    failed = _expected_lines(SimpleNamespace(ceilings={"A": {"error": "model not readable: \x1b[31mx"}},
+                                             disturbed=False))
+    assert failed.startswith("no expected band: model not readable") and "\x1b" not in failed
+    assert _expected_lines(SimpleNamespace(ceilings={}, disturbed=False)) == ""
+
+
+def test_served_ceilings_need_the_servers_model_file():
+    """A router (--models-dir) names no model: no ceiling; a model that cannot be read: its error, no exception."""
+    from types import SimpleNamespace
+
+    from tunehost.ops.server_bench import served_ceilings
+
+    def result(command: tuple[str, ...]) -> SimpleNamespace:
+        return SimpleNamespace(settings={"depths_run": [64]}, servers=[SimpleNamespace(command=command)],
+                               configs=[SimpleNamespace(name="A")])
+
+    assert served_ceilings(result(("llama-server", "--models-dir", "/m")), None) == {}
+    missing = served_ceilings(result(("llama-server", "-m", "/nonexistent/model.gguf")), None)
+    assert list(missing) == ["A"] and "model not readable" in missing["A"]["error"]

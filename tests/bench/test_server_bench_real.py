@@ -74,3 +74,28 @@ def test_router_mode_reports_the_load_apart(cli, llama_server, tiny_model, tmp_p
     assert result.exit_code == 0, result.output
     server = json.loads(result.stdout)["servers"][0]
     assert server["router"] is True and server["load_s"] > 0 and server["n_ctx"]
+
+
+def test_serve_sets_each_depths_tg_beside_the_band_at_that_depth(cli, llama_server, tiny_model, tmp_path):
+    """--serve knows the server's arguments: its model and placement (a CPU build here: the RAM path), -ctk/-ctv and
+    -nkvo. The cold requests' TG at each depth is set beside tunehost's band at that depth, whose bytes add the KV
+    cache a token reads there (q8_0 here), as `bench --depth` and advise's "when a slot's context fills" give it."""
+    from tunehost.advise.memory import ServerSettings, kv_read_per_layer
+    from tunehost.model import read_model
+
+    out = tmp_path / "server.json"
+    args = ("bench", "--serve", "--depths", "64,256", "-n", "8", "--clients", "1", "--budget", "0", "--save", str(out),
+            "--", str(llama_server), "-m", str(tiny_model), "-c", "1024", "-ctk", "q8_0", "-ctv", "q8_0")
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    ceilings = data["ceilings"]["A"]
+    assert set(ceilings) == {"64", "256"}
+    model = read_model(tiny_model)
+    for depth in (64, 256):
+        c = ceilings[str(depth)]
+        expected = sum(kv_read_per_layer(model, ServerSettings(type_k="q8_0", type_v="q8_0"), depth))
+        assert c["depth"] == depth and c["kv_bytes_per_token"] == expected > 0 and c["band"] is not None
+    assert ceilings["256"]["band"]["high_tokens_per_s"] < ceilings["64"]["band"]["high_tokens_per_s"]
+    text = " ".join(result.stdout.split())
+    assert "TG against tunehost's band at each depth" in text and "d64 " in text and "d256 " in text

@@ -444,7 +444,7 @@ def model_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
 def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: "HostFacts | None" = None, *,
                probe_bytes: int = 512 * 1024 * 1024,
                stored_bandwidth: "Callable[[], StoredBandwidth | None] | None" = None,
-               depth: int = 0) -> dict[str, Any] | None:
+               depth: int = 0, depths: Sequence[int] = ()) -> dict[str, Any] | None:
     """The memory-bandwidth ceiling on token generation for the placement ``flags`` give (-ngl, --n-cpu-moe):
     GPU-resident weights at VRAM bandwidth, CPU-resident ones at the host-RAM bandwidth, plus the same with host RAM
     at the peak the configured DIMMs allow (tunehost.advise.ceiling, shared with advise).
@@ -457,7 +457,9 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
     ``facts``: the host's (its GPUs, DIMMs and processes; None: no host, the RAM probe alone). Measured before the
     rounds (never while llama-bench runs); {"error": ...} when the model cannot be read. ``depth``: the context depth
     the tests generate at (llama-bench -d): a token then also reads that much KV cache, of the types -ctk/-ctv give,
-    with its layer or in host RAM under -nkvo 1 (``depth`` and ``kv_bytes_per_token`` in the result)."""
+    with its layer or in host RAM under -nkvo 1 (``depth`` and ``kv_bytes_per_token`` in the result). ``depths``: the
+    same ceiling at each of these depths too, on the same bandwidths (``at_depth``: depth -> ceiling; the server
+    bench's prompt depths)."""
     from tunehost.advise.bandwidth import bytes_per_token
     from tunehost.advise.ceiling import placement_from_flags, tg_ceiling_for
     from tunehost.advise.host_calibration import BUSY_SOURCE, DIMM_SOURCE, MEASURED_SOURCE, STORE_SOURCE
@@ -496,6 +498,9 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
                  if ceiling is not None and ceiling.tokens_per_s else None,
                  "layers": facts_model.block_count, "moe": facts_model.is_moe,
                  "ram_source": source, "ram_busy": busy})
+    if depths:
+        at = {d: tg_ceiling_for(facts_model, placement, bw, kv=_kv_read(facts_model, flags, d)) for d in depths}
+        data["at_depth"] = {str(d): c.to_json() for d, c in at.items() if c is not None}
     if bandwidth is not None:
         samples = bandwidth["memory_read_samples"]
         data.update({"bandwidth_gbps": bandwidth["memory_read_gbps"],
@@ -515,8 +520,17 @@ def _kv_read(model: "ModelFacts", flags: Sequence[str], depth: int) -> "KvRead |
     if not all(kv_type_fits(model, t) for t in types):
         types = ["f16", "f16"]  # a type llama.cpp would refuse: llama-bench fails before a ceiling matters
     per_layer = kv_read_per_layer(model, ServerSettings(type_k=types[0], type_v=types[1]), depth)
-    on_cpu = (flag_value(flags, ("-nkvo", "--no-kv-offload")) or "0") not in ("0", "false", "off")
-    return KvRead(depth, per_layer, on_cpu)
+    return KvRead(depth, per_layer, _no_kv_offload(flags))
+
+
+def _no_kv_offload(flags: Sequence[str]) -> bool:
+    """-nkvo: llama-bench's takes 0|1, llama-server's is a switch (followed by the next option, or nothing)."""
+    for i, token in enumerate(flags):
+        name, _, inline = token.partition("=")
+        if name in ("-nkvo", "--no-kv-offload"):
+            value = inline or (flags[i + 1] if i + 1 < len(flags) else "")
+            return value.startswith("-") or value.lower() not in ("0", "false", "off")
+    return False
 
 
 def busy_now(host: "Host | None") -> str | None:

@@ -224,6 +224,7 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
         drafts = [r for r in rows if "draft_acceptance" in r]
         for row in drafts:
             console.print(f"draft acceptance ({row['test']} d{row['depth']}): {row['draft_acceptance']:.1%}")
+        _render_expected(result, config.name, rows, console)
         console.print()
     if result.comparison is not None:
         render_comparison(result.comparison, console, chart=False)
@@ -245,6 +246,33 @@ def render_server_result(result: "ServerBenchResult", console: "Console") -> Non
                       f"(max {overhead['max_percent']:.3f} % over {overhead['requests']} requests)[/]")
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _render_expected(result: "ServerBenchResult", name: str, rows: list, console: "Console") -> None:
+    """The cold requests' TG at each depth beside tunehost's band at that depth (the weights and the KV cache a
+    token reads there: tunehost.advise.ceiling, as bench and advise give it); no inside/below verdict from disturbed
+    rounds."""
+    from tunehost.advise.ceiling import ceiling_from_json
+    from tunehost.formats.fold import print_folded
+
+    ceilings = result.ceilings.get(name) or {}
+    if "error" in ceilings:
+        print_folded(console, f"no expected band: {one_line(str(ceilings['error']), 300)}", "", "  ", style="dim")
+        return
+    parts = []
+    for row in rows:
+        c = ceiling_from_json(ceilings.get(str(row["depth"]))) if row["test"] == "cold" else None
+        if c is None or c.band is None or not row.get("tg_ts"):
+            continue
+        band, tg = c.band, row["tg_ts"]
+        where = "" if result.disturbed else (" inside" if band.low <= tg <= band.high else
+                                             " below" if tg < band.low else " above")
+        kv = f"{c.kv_bytes / 1e9:.2f} GB" if c.kv_bytes >= 10**7 else f"{c.kv_bytes / 1e6:.2f} MB"
+        parts.append(f"d{row['depth']} {tg:.1f} t/s{where} {band.range_text()} ({kv} of KV a token)")
+    if parts:
+        print_folded(console, "TG against tunehost's band at each depth (weights and KV cache a token reads): "
+                     + "; ".join(parts) + ("; no verdict: the rounds were disturbed" if result.disturbed else ""),
+                     "", "  ")
 
 
 def _ms(value: float) -> str:

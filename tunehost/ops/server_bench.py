@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager
 
@@ -87,6 +87,8 @@ def bench_server(request: ServerBenchRequest, facts: "HostFacts",
             result = measure_server(targets, request.settings, api_key=request.api_key, on_progress=update,
                                     label=request.label,
                                     watcher=server_watcher(targets, facts.host, warn=hooks.on_note))
+    if request.serve:  # the servers are stopped: the RAM probe behind a split's ceiling reads a quiet host
+        result = replace(result, ceilings=served_ceilings(result, facts))
     if request.save is not None:
         write_json(result.to_json(), request.save)
     if hooks.report is not None:
@@ -95,6 +97,26 @@ def bench_server(request: ServerBenchRequest, facts: "HostFacts",
         return ServerBenchOutcome(result, None, warnings)
     run_id, warnings = record(result, facts)  # the results store (docs/history.md): every measured run, after
     return ServerBenchOutcome(result, run_id, warnings)  # it was saved and shown; a failure here is a warning
+
+
+def served_ceilings(result: "ServerBenchResult", facts: "HostFacts") -> dict[str, dict[str, Any]]:
+    """Each started server's TG ceiling and band at every prompt depth the bench ran (bench.runner.tg_ceiling), from
+    the llama-server arguments it was started with: its -m model, -ngl / --n-cpu-moe placement, -ctk / -ctv cache
+    and -nkvo. A server started without a model file (a router's --models-dir) or whose model cannot be read gets
+    none: {name: {"error": why}}."""
+    from tunehost.advise.ceiling import flag_value
+    from tunehost.bench.runner import tg_ceiling
+
+    depths = [d for d in result.settings.get("depths_run") or () if isinstance(d, int) and d > 0]
+    out: dict[str, dict[str, Any]] = {}
+    for info, config in zip(result.servers, result.configs):
+        flags = tuple(info.command[1:]) if info.command else ()
+        model = flag_value(flags, ("-m", "--model"))
+        if not model or not depths:
+            continue
+        data = tg_ceiling(model, flags, facts, depths=depths) or {}
+        out[config.name] = {"error": data["error"]} if "error" in data else dict(data.get("at_depth") or {})
+    return out
 
 
 def _start(request: ServerBenchRequest, stack: contextlib.ExitStack, hooks: ServerBenchHooks) -> list["ServerTarget"]:

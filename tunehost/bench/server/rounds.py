@@ -665,6 +665,9 @@ class ServerBenchResult:
     watch: Any = None  # tunehost.bench.watch.WatchReport of the counted rounds (None: not watched)
     round_watch: tuple[Any, ...] = ()  # one WatchReport per counted round
     speculation: tuple[Mapping[str, Any], ...] = ()  # speculation_summary: acceptance and net TG per drafting server
+    # per served server (config name): its TG ceiling and band at each prompt depth run (bench.runner.tg_ceiling's
+    # at_depth, from the llama-server arguments --serve started it with); {} for a server the bench did not start
+    ceilings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def disturbed(self) -> bool:
@@ -682,7 +685,8 @@ class ServerBenchResult:
                 "invocations": [i.to_json() for i in self.invocations],
                 "watch": self.watch.to_json() if self.watch is not None else None,
                 "round_watch": [w.to_json() for w in self.round_watch],
-                "speculation": [dict(s) for s in self.speculation]}
+                "speculation": [dict(s) for s in self.speculation],
+                "ceilings": {name: dict(c) for name, c in self.ceilings.items()}}
 
 
 def cache_ram_statement(command: Sequence[str] | None) -> str:
