@@ -57,6 +57,10 @@ def test_the_page_holds_every_finding_the_plan_the_results_and_the_hardware(cli,
     assert "tiny-test-model.gguf" in page and 'class="fits"' in page
     assert "VRAM (NVIDIA GeForce RTX 3060" in page and ">RAM: " in page
     assert re.search(r'class="seg c0" style="width: [0-9.]+%" title="weights: ', page)
+    # advise's expected TG, and what it becomes when a slot's context fills (the KV cache a token then reads)
+    band = re.search(r'expect <span class="band">(\d+)–(\d+) t/s</span> \(<span class="band-full">(\d+)–(\d+) '
+                     r"t/s</span> when a slot's (\d+)-token context fills\)", page)
+    assert band is not None and int(band[3]) <= int(band[1]) and int(band[4]) < int(band[2]) and int(band[5]) > 0
     # the latest bench with the interval of its level, the tune with its confirmation interval
     assert re.search(r"<td class=\"num\" data-label=\"interval\">[0-9.]+ – [0-9.]+</td>", page)
     assert "+5.2 % [+2.1 %, +8.4 %] against advise&#39;s plan" in page

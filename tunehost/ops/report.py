@@ -148,6 +148,9 @@ class ModelPlan:
     shortfalls: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     ceiling_tg: float | None = None
+    band_tg: tuple[float, float] | None = None       # advise's expected TG at the start of a context (low, high)
+    band_full_tg: tuple[float, float] | None = None  # ... when a slot's context fills, `ctx` tokens deep
+    ctx: int = 0
 
 
 @dataclass(frozen=True)
@@ -497,7 +500,17 @@ def _plan(host: "Host", facts: "HostFacts", model: Path, request: ReportRequest)
                      items=tuple(budget.rows),
                      gpu_free=budget.gpu_free, ram_available=budget.ram_available, gpu_label=budget.gpu_label,
                      shortfalls=tuple(s.text for s in plan.shortfalls), warnings=tuple(plan.warnings),
-                     ceiling_tg=_finite(ceiling))
+                     ceiling_tg=_finite(ceiling), band_tg=_band(plan.ceiling),
+                     band_full_tg=_band(plan.ceiling_full), ctx=plan.ctx)
+
+
+def _band(ceiling: Any) -> tuple[float, float] | None:
+    """A ceiling's expected band as (low, high) t/s, both finite; None without one."""
+    band = ceiling.band if ceiling is not None else None
+    if band is None:
+        return None
+    low, high = _finite(band.low), _finite(band.high)
+    return (low, high) if low is not None and high is not None else None
 
 
 def latest_runs(runs: Sequence[RunView], limit: int = MAX_LATEST) -> list[LatestRun]:
