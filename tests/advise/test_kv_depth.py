@@ -131,3 +131,14 @@ def test_at_a_full_context_a_token_reads_the_cache_llama_cpp_allocates(name):
             assert r * layout.cells_swa == allocated * model.sliding_window  # the window of the padded SWA cells
         else:
             assert r == allocated
+
+
+@pytest.mark.parametrize(("flags", "on_cpu"), [
+    ((), False), (("-ngl", "99"), False), (("-nkvo", "1"), True), (("-nkvo", "0"), False),
+    (("--no-kv-offload=1",), True), (("--no-kv-offload=0",), False),
+    (("-nkvo",), True), (("-nkvo", "-c", "4096"), True),  # llama-server's switch: last, or before the next option
+    (("-nkvo", "1", "-nkvo", "0"), False)])  # the last one wins, as flag_value reads every option
+def test_no_kv_offload_reads_llama_bench_and_llama_server_alike(flags, on_cpu):
+    from tunehost.bench.runner import _no_kv_offload
+
+    assert _no_kv_offload(flags) is on_cpu

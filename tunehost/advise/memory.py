@@ -257,9 +257,8 @@ def kv_read_per_layer(model: ModelFacts, settings: ServerSettings, depth: int) -
         if not model.has_kv(il):
             out.append(0)
             continue
-        swa = model.has_swa and model.swa_layers[il] and window > 0
-        out.append(min(depth, window) * _cell_bytes(model, settings, *_kv_dims(model, il)) if swa else
-                   depth * _cell_bytes(model, settings, *_kv_dims(model, il)))
+        cells = min(depth, window) if model.has_swa and model.swa_layers[il] and window > 0 else depth
+        out.append(cells * _cell_bytes(model, settings, *_kv_dims(model, il)))
     return tuple(out)
 
 

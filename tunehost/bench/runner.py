@@ -523,14 +523,17 @@ def _kv_read(model: "ModelFacts", flags: Sequence[str], depth: int) -> "KvRead |
     return KvRead(depth, per_layer, _no_kv_offload(flags))
 
 
+NO_KV_OFFLOAD = ("-nkvo", "--no-kv-offload")
+
+
 def _no_kv_offload(flags: Sequence[str]) -> bool:
     """-nkvo: llama-bench's takes 0|1, llama-server's is a switch (followed by the next option, or nothing)."""
-    for i, token in enumerate(flags):
-        name, _, inline = token.partition("=")
-        if name in ("-nkvo", "--no-kv-offload"):
-            value = inline or (flags[i + 1] if i + 1 < len(flags) else "")
-            return value.startswith("-") or value.lower() not in ("0", "false", "off")
-    return False
+    from tunehost.advise.ceiling import flag_value
+
+    if not any(token.partition("=")[0] in NO_KV_OFFLOAD for token in flags):
+        return False
+    value = flag_value(flags, NO_KV_OFFLOAD) or ""
+    return value.startswith("-") or value.lower() not in ("0", "false", "off")
 
 
 def busy_now(host: "Host | None") -> str | None:
