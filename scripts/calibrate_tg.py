@@ -32,31 +32,26 @@ def table(title: str, classes: dict) -> None:
 def scoreboards() -> None:
     for title, as_judged in (("as H17 judged them (the bandwidth table of d99c4ef)", True),
                              ("at the bandwidths advise uses now", False)):
-        verdicts = judge(load_scoreboard(SCOREBOARD, as_judged=as_judged))
-        for v in verdicts:
-            if not as_judged and not v.inside:
-                print(f"OUT {v.m.id} {scoreboard_of(v.m):6} {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  measured "
-                      f"{v.m.tps:6.1f}  band {v.low:6.1f} - {v.high:6.1f}")
-        groups: dict[str, list] = {}
-        for v in verdicts:
-            groups.setdefault(scoreboard_of(v.m), []).append(v)
-        table(f"llama.cpp scoreboards, Llama 2 7B Q4_0 tg128, {title}:",
-              {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in sorted(groups.items())})
+        evaluation(f"llama.cpp scoreboards, Llama 2 7B Q4_0 tg128, {title}:",
+                   judge(load_scoreboard(SCOREBOARD, as_judged=as_judged)), scoreboard_of, overall=False,
+                   outside=not as_judged)
     evaluation("llama.cpp's Apple Silicon scoreboard (#4167), Llama 2 7B tg128, the unified band now:",
                judge(load_apple_scoreboard(APPLE)), lambda m: m.quant)
     evaluation("LocalScore's llamafile submissions (a mean over nine tests, deep contexts), the GPU band now:",
                judge(load_localscore(LOCALSCORE, as_judged=False)), lambda m: m.model)
 
 
-def evaluation(title: str, verdicts: list, group) -> None:
-    """One evaluation set: its rows outside the band, then inside / total, width and worst miss per `group`."""
-    groups: dict[str, list] = {"all": verdicts}
+def evaluation(title: str, verdicts: list, group, *, overall: bool = True, outside: bool = True) -> None:
+    """One evaluation set: its rows outside the band (`outside`), then inside / total, width, worst miss and width
+    floor per `group` (after all of them: `overall`)."""
+    groups: dict[str, list] = {}
     for v in verdicts:
         groups.setdefault(group(v.m), []).append(v)
-        if not v.inside:
-            print(f"OUT {v.m.id} {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  {group(v.m)[:12]:12} measured "
+        if outside and not v.inside:
+            print(f"OUT {v.m.id} {group(v.m)[:12]:12} {v.m.hardware[:44]:44} {v.m.gbps:7.1f} GB/s  measured "
                   f"{v.m.tps:6.1f}  band {v.low:6.1f} - {v.high:6.1f}")
-    table(title, {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in groups.items()})
+    shown = ({"all": verdicts} if overall else {}) | dict(sorted(groups.items()))
+    table(title, {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in shown.items()})
 
 
 def main() -> None:

@@ -338,8 +338,13 @@ def _counted_rows(path: str | Path) -> list[dict[str, str]]:
     return [r for r in csv_rows(path) if not r["excluded"].strip()]
 
 
+# Llama 2 7B, the model of llama.cpp's scoreboards, at three quants: the bytes a token reads without token_embd (a
+# lookup reads one row of it): llama-bench's 12.55, 6.67 and 3.56 GiB less a 32000 x 4096 table at 2, 34/32 and 18/32
+# bytes a weight (as rows g14 and g15 of published_tg.csv). The Apple Silicon scoreboard (discussion #4167,
+# tests/advise/data/scoreboard_apple_tg.csv) has all three
+LLAMA2_7B_BYTES_GB = {"F16": 13.21, "Q8_0": 7.02, "Q4_0": 3.75}
 # llama.cpp's community scoreboards (tests/advise/data/scoreboard_tg.csv): every row is llama-bench tg128 of this model
-SCOREBOARD_MODEL = {"model": "Llama 2 7B", "quant": "Q4_0", "layers": 32, "bytes_gb": 3.75}
+SCOREBOARD_MODEL = {"model": "Llama 2 7B", "quant": "Q4_0", "layers": 32, "bytes_gb": LLAMA2_7B_BYTES_GB["Q4_0"]}
 
 
 def load_scoreboard(path: str | Path, *, as_judged: bool = True) -> list[Measurement]:
@@ -357,10 +362,6 @@ def load_scoreboard(path: str | Path, *, as_judged: bool = True) -> list[Measure
     return out
 
 
-# The Apple Silicon scoreboard (discussion #4167, tests/advise/data/scoreboard_apple_tg.csv): Llama 2 7B at three
-# quants, the bytes a token reads without token_embd (a lookup reads one row of it): llama-bench's 12.55, 6.67 and
-# 3.56 GiB less a 32000 x 4096 table at 2, 34/32 and 18/32 bytes a weight (as rows g14 and g15 of published_tg.csv)
-LLAMA2_7B_BYTES_GB = {"F16": 13.21, "Q8_0": 7.02, "Q4_0": 3.75}
 
 
 def load_apple_scoreboard(path: str | Path) -> list[Measurement]:
