@@ -142,3 +142,15 @@ def test_no_kv_offload_reads_llama_bench_and_llama_server_alike(flags, on_cpu):
     from tunehost.bench.runner import _no_kv_offload
 
     assert _no_kv_offload(flags) is on_cpu
+
+
+@pytest.mark.parametrize("ctk", ["bogus", "q8_0\n\x1b[31m", "q4_0;rm -rf /"])
+def test_a_cache_type_llama_cpp_would_refuse_is_read_as_f16(ctk):
+    """-ctk/-ctv come from the user's flags: a type llama.cpp does not know (or one with a newline, an escape, a shell
+    word) is never passed on; the ceiling reads the default f16 cache (llama-bench itself fails on it)."""
+    from tunehost.bench.runner import _kv_read
+
+    model = shape_fixture("llama-3.1-8b")
+    kv = _kv_read(model, ("-ctk", ctk, "-ctv", "q8_0"), 8192)
+    assert kv is not None and kv.per_layer == kv_read_per_layer(model, F16, 8192) and not kv.on_cpu
+    assert _kv_read(model, ("-ctk", ctk), 0) is None  # no depth: no KV term at all
