@@ -481,14 +481,20 @@ class BandModel:
 # Round 4's nine RTX 5080 + Ryzen 9950X splits of Qwen3.5-35B-A3B (hr01-hr09) took the split row to 0.35-0.80 and
 # 60-160 us a layer (was 0.35-0.75, 30-250).
 # Round 4's six Strix Halo llama-bench runs (kr01-kr06) took unified-rdna's high share to 0.90 (was 0.85).
+# Refitted 2026-11-27 (session 8, 507 rows) with round 8 (round8_collection.md, H23): 45 runs on AMD HBM cards from
+# three more sources (MI50 on ten models, MI300X, Radeon VII) put MoE and hybrid models on such a card in gpu-hbm-amd
+# too (they sat at 0.42-0.93 of the NVIDIA-fitted gpu-moe/gpu-hybrid rows' low edge, the dense ones inside theirs):
+# its low share 0.50 (was 0.55). 19 Apple runs of K-quant and MoE models: an M1 Max decodes them at 0.34-0.41 of its
+# bandwidth on two more sources (its GPU's arithmetic, not its memory, bounds them), which took the unified row's
+# per-layer cost to 60-400 us (was 30-160).
 BAND_MODELS: dict[str, BandModel] = {
     "gpu": BandModel(0.70, 0.95, 10.0, 100.0),       # discrete GPU (GDDR), dense model
     "gpu-hbm": BandModel(0.50, 0.80, 60.0, 160.0),   # NVIDIA GPU on HBM (V100, A100, H100, H200), dense model
-    "gpu-hbm-amd": BandModel(0.55, 0.75, 60.0, 400.0),  # AMD GPU on HBM (MI50/MI60, MI100+, Radeon VII), dense model
+    "gpu-hbm-amd": BandModel(0.50, 0.75, 60.0, 400.0),  # AMD GPU on HBM (MI50/MI60, MI100+, Radeon VII), any model
     "gpu-moe": BandModel(0.50, 0.75, 30.0, 100.0),   # discrete GPU, MoE: per-token overheads (router, gathers)
     "gpu-hybrid": BandModel(0.65, 0.90, 30.0, 100.0),  # discrete GPU, recurrent layers (Qwen3.5/3.6, Qwen3-Next)
     "split": BandModel(0.35, 0.80, 60.0, 160.0),     # GPU + RAM (-ngl k, --n-cpu-moe): the CPU reads its part
-    "unified": BandModel(0.45, 0.90, 30.0, 160.0),   # Apple Silicon (Metal) on unified memory
+    "unified": BandModel(0.45, 0.90, 60.0, 400.0),   # Apple Silicon (Metal) on unified memory
     "unified-rdna": BandModel(0.65, 0.90, 20.0, 160.0),  # AMD RDNA 2/3/3.5 iGPU (780M, 890M, Strix Halo 8060S)
     "unified-vega": BandModel(0.38, 0.55, 30.0, 250.0),  # AMD Vega iGPU: ~0.45 of peak (issue 33); not fitted
     "cpu": BandModel(0.60, 0.85, 60.0, 250.0),       # CPU backend (x86), host RAM at the DIMMs' peak
@@ -620,13 +626,15 @@ def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = 
     bandwidth-bound; `isa`: the vector ISA of the CPU that reads a CPU placement (cpu_isa): "neon" is an ARM SoC, whose
     LPDDR controller delivers a smaller share of its peak to the cores than an x86 desktop's or server's DIMMs do;
     `hbm`: the discrete GPU's VRAM is HBM ("nvidia" | "amd": hbm_kind), of which a dense model's decode reaches a
-    smaller share (on AMD's, ROCm's quantized kernels bound it first)."""
+    smaller share; on AMD's, ROCm's kernels bound every model first, dense, MoE or hybrid (gpu-hbm-amd)."""
     if path == "cpu":
         return "cpu-arm" if isa == "neon" else "cpu-moe" if moe else "cpu"
     if path == "unified":
         return {"vega": "unified-vega", None: "unified"}.get(igpu, "unified-rdna")  # type: ignore[call-overload]
     if path in ("moe", "split"):
         return "split"
+    if hbm == "amd":  # ROCm's kernels bound every kind of model there: dense, MoE and hybrid alike (round 8)
+        return "gpu-hbm-amd"
     if hybrid:
         return "gpu-hybrid"
     if moe:
