@@ -130,10 +130,13 @@ def test_out_of_sample_the_band_still_holds_85_percent_of_the_measurements(loso)
     # runs (session 4): 253 of 346 (73 %), 2.06x; without the ARM CPU rows 218 of 246 (88.6 %), 1.81x. With its H200
     # runs (session 5, dk01-dk08) and round 4 (nine RTX 5080 splits hr01-hr09, six Strix Halo runs kr01-kr06, 27
     # Ollama runs ko01-ko27): 303 of 396 (77 %), 2.11x; without the ARM CPU rows 268 of 296 (90.5 %), 1.89x. With
-    # the H200's dense -ngl and gpt-oss splits (session 7, dk09-dk16, all inside): 311 of 404, 2.10x; 276 of 304, 1.88x
-    assert cv["inside_share"] >= 0.75 and cv["median_width"] <= 2.15
+    # the H200's dense -ngl and gpt-oss splits (session 7, dk09-dk16, all inside): 311 of 404, 2.10x; 276 of 304, 1.88x.
+    # Round 8 (session 8: 45 AMD HBM runs, 19 Apple): 380 of 468 (81 %), 2.31x; without the ARM CPU rows 345 of 368
+    # (93.8 %), 2.04x. The median width rose with rows whose bands are wide by their shape (MoE and hybrid models on
+    # MI50s and M1 Max chips, per-layer costs most of a token's time there)
+    assert cv["inside_share"] >= 0.8 and cv["median_width"] <= 2.35
     rest = summary([v for v in loso if v.m.counted and v.m.report_class() != "cpu-arm"])
-    assert rest["inside_share"] >= 0.87
+    assert rest["inside_share"] >= 0.93 and rest["median_width"] <= 2.05
 
 
 def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
@@ -155,24 +158,30 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     # 0.7-1.1)
     # session 7: dk09-dk16 on a lent H200 (H19: the Llama 3.1 8B at -ngl 24/16/8, gpt-oss-20b's Q8_0 experts at
     # -ncmoe 8/16/24 and both on the GPU), every one inside
-    assert inside == {"cpu": (30, 32), "cpu-arm": (35, 100), "gpu": (88, 103), "ollama": (56, 60),
-                      "power-capped": (26, 29), "split": (37, 38), "unified": (39, 42)}
+    # session 8, round 8: 45 runs on AMD HBM cards from three more sources (every model there now gpu-hbm-amd: gpu
+    # 139 of 148, the MI50 rows no longer judged by the NVIDIA fits when their source is left out) and 19 Apple runs
+    # (unified 57 of 61: the M1 Max's K-quant rows of two more sources took the unified per-layer cost to 60-400 us)
+    assert inside == {"cpu": (30, 32), "cpu-arm": (35, 100), "gpu": (139, 148), "ollama": (56, 60),
+                      "power-capped": (26, 29), "split": (37, 38), "unified": (57, 61)}
     # cpu-arm: every miss but two is one Raspberry Pi 4B (its BCM2711 reads ~0.27 of its LPDDR4's peak; one source)
     arm = [v for v in loso if v.m.counted and v.m.report_class() == "cpu-arm"]
     assert sum(not v.inside for v in arm if "Raspberry Pi 4B" not in v.m.hardware) == 2
     assert cv["cpu"]["median_width"] <= 1.55 and cv["cpu"]["worst_low"] >= 0.95
-    # unified: 1.45x before round 4's Strix Halo rows took unified-rdna's high share to 0.90
-    assert cv["unified"]["median_width"] <= 1.6 and cv["gpu"]["median_width"] <= 1.85
+    # unified: 1.45x before round 4's Strix Halo rows took unified-rdna's high share to 0.90, 1.55x before round 8's
+    # M1 Max rows took its per-layer costs to 60-400 us (2.02x); gpu: 1.82x before round 8 (1.88x)
+    assert cv["unified"]["median_width"] <= 2.05 and cv["gpu"]["median_width"] <= 1.9
     # power-capped: 1.90x before the H200's rows; left out one source at a time, the gpu-moe fits they join are wider
     assert cv["split"]["median_width"] <= 2.1 and cv["power-capped"]["median_width"] <= 2.05
     # ollama: 3.10x on its first 33 rows; round 4's 27 are mostly Apple chips, whose unified band times Ollama's
     # share, fitted without their source, is the widest of all
-    assert cv["ollama"]["median_width"] <= 3.85
-    # gpu: two MI50s (one source, so judged by the NVIDIA HBM fit) on Llama 4 Scout at 0.45 and gemma-3n at 0.50;
-    # unified: an M1 Max on a 70B model at 0.76; ollama: the CMP 30HX at 0.56, Qwen3-Coder-Next (a hybrid) on a CPU
-    # at 0.61;
-    # power-capped: six RTX 3090s at 100 of 350 W at 0.31 (no other sweep goes that low)
-    assert cv["gpu"]["worst_low"] >= 0.45 and cv["split"]["worst_low"] >= 0.96 and cv["power-capped"]["worst_low"] >= 0.3
+    assert cv["ollama"]["median_width"] <= 3.95
+    # gpu: two MI50s on Llama 4 Scout and gemma-3n at 0.75 (0.45 and 0.50 before round 8, when their source was the
+    # only AMD HBM one and left out they were judged by the NVIDIA fits); unified: an M1 Max 24-core on Qwen3-30B-A3B
+    # at 0.99 (XiongjieDai's M1 Max on a 70B model at 0.76 before round 8); ollama: the CMP 30HX at 0.56,
+    # Qwen3-Coder-Next (a hybrid) on a CPU at 0.61; power-capped: six RTX 3090s at 100 of 350 W at 0.31 (no other
+    # sweep goes that low)
+    assert cv["gpu"]["worst_low"] >= 0.74 and cv["unified"]["worst_low"] >= 0.9
+    assert cv["split"]["worst_low"] >= 0.96 and cv["power-capped"]["worst_low"] >= 0.3
     # the narrowest band of this model's shape that could hold 85 % of a class, centred with hindsight: where it is
     # above 1.7x, no constant can reach issue 33's width; only a fact that moves the centres can. split's fell below
     # it (1.64x, then 1.60x) with the H200's sweep and round 4; H12's per-layer costs where the layers run took it to
@@ -180,7 +189,8 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     floors = {k: round(s["width_floor"], 2) for k, s in cv.items()}
     assert floors["power-capped"] > 1.7 and floors["cpu"] < 1.5
     assert 1.55 < floors["split"] < 1.7
-    assert 1.75 < floors["ollama"] < 1.9  # 2.61x on its first 33 rows: round 4's sit together in the upper middle
+    assert 1.9 < floors["ollama"] < 2.0  # 2.61x on its first 33 rows: round 4's sit together in the upper middle
+    assert floors["gpu"] > 1.7 and floors["unified"] > 1.7  # round 8's MI50 and M1 Max rows (1.68x, 1.49x before)
 
 
 def test_the_first_rounds_constants_on_the_rows_collected_blind():
@@ -362,21 +372,27 @@ def test_hbm_cards_have_classes_of_their_own_fitted_on_their_rows():
     nvidia = [m for m in rows if m.band_class() == "gpu-hbm"]
     amd = [m for m in rows if m.band_class() == "gpu-hbm-amd"]
     assert {m.hbm for m in nvidia} == {"nvidia"} and {m.hbm for m in amd} == {"amd"}
-    assert len([m for m in nvidia if m.counted]) == 48 and len([m for m in amd if m.counted]) == 12
+    assert len([m for m in nvidia if m.counted]) == 48 and len([m for m in amd if m.counted]) == 59
     assert BAND_MODELS["gpu-hbm"] == fit(nvidia, "gpu-hbm") and BAND_MODELS["gpu-hbm-amd"] == fit(amd, "gpu-hbm-amd")
     # HBM reads at a lower share than GDDR: both edges of the efficiency below the gpu row's
     assert BAND_MODELS["gpu-hbm"].eff_low < BAND_MODELS["gpu"].eff_low
     assert BAND_MODELS["gpu-hbm"].eff_high < BAND_MODELS["gpu"].eff_high
-    # a split or an MoE on an HBM card keeps its own class (no rows say otherwise)
-    assert {m.band_class() for m in rows if m.hbm and m.moe} == {"gpu-moe"}
+    # an MoE or a hybrid on an NVIDIA HBM card keeps its own class (the H100/H200 runs fit gpu-moe and gpu-hybrid);
+    # on an AMD one every model takes gpu-hbm-amd: round 8's 29 MoE and hybrid runs on MI50s sat at 0.42-0.93 of the
+    # low edge of those NVIDIA-fitted rows, its dense ones inside gpu-hbm-amd (H23a, round3_hypotheses.md)
+    kinds = {(m.hbm, m.band_class()) for m in rows if m.hbm and (m.moe or m.hybrid)}
+    assert kinds == {("nvidia", "gpu-moe"), ("nvidia", "gpu-hybrid"), ("amd", "gpu-hbm-amd")}
+    assert len([m for m in amd if m.moe or m.hybrid]) == 32  # 29 of round 8, 3 of mixa3607 (MoE and hybrid)
 
 
 def test_a_class_whose_only_source_is_left_out_is_judged_by_its_parents_fit():
     from tunehost.advise.calibration import PARENT, fit_class
 
     rows = load(DATA)
-    others = [m for m in rows if "mixa3607" not in m.source]  # the only source of AMD HBM rows
+    amd = ("mixa3607", "kyuz0/mi50", "MI300X%20Testing", "AMD%20GPUs.md", "issues/25062")  # every AMD HBM source
+    others = [m for m in rows if not any(s in m.source for s in amd)]
     assert not [m for m in others if m.band_class() == "gpu-hbm-amd"]
+    assert [m for m in others if m.band_class() == "gpu-hbm"]  # the AMD sources left out no NVIDIA HBM row
     assert fit_class(others, "gpu-hbm-amd") == {"gpu-hbm-amd": fit_class(others, "gpu-hbm")["gpu-hbm"]}
     assert PARENT["gpu-hbm-amd"] == "gpu-hbm" and PARENT["gpu-hbm"] == "gpu"
     # with rows of its own a class fits them

@@ -47,10 +47,11 @@ def test_the_rows_are_llama_2_7b_at_the_bytes_llama_bench_gives_each_quant():
 
 def test_h20_held_every_apple_row_inside_the_unified_band():
     """H20a (>= 85 % inside) and H20b (no row below 0.8 of its low edge) held: 85 of 85, F16 23/23, Q8_0 31/31, Q4_0
-    31/31, median width 2.15x."""
+    31/31, median width 2.15x; at the constants since round 8 (the unified row's per-layer costs 60-400 us, for the M1
+    Max's K-quant runs) still 85 of 85, 2.39x."""
     verdicts = judge(load_apple_scoreboard(APPLE))
     s = summary(verdicts)
-    assert (s["inside"], s["n"]) == (85, 85) and s["worst_low"] == 1.0 and 2.1 < s["median_width"] < 2.2
+    assert (s["inside"], s["n"]) == (85, 85) and s["worst_low"] == 1.0 and 2.35 < s["median_width"] < 2.45
     for quant in ("F16", "Q8_0", "Q4_0"):
         part = [v for v in verdicts if v.m.quant == quant]
         assert all(v.inside for v in part) and len(part) in (23, 31)
@@ -59,12 +60,13 @@ def test_h20_held_every_apple_row_inside_the_unified_band():
 def test_the_apple_rows_sit_high_in_the_band_the_ultra_chips_lowest():
     """The band is wider than Apple's own scoreboard needs: a row sits a median 0.82 of the way up (log scale), the
     rows read a median 0.74 of the chip's bandwidth (0.35-0.89), and a band of the model's shape centred with
-    hindsight would hold 85 % at 1.36x. The Ultra chips (two dies) sit lowest: a median 0.49 of the way up."""
+    hindsight would hold 85 % at 1.36x. The Ultra chips (two dies) sit lowest: a median 0.49 of the way up. Since
+    round 8 widened the unified row's slow end the rows sit higher still: 0.88 of the way up, the Ultras 0.67 (1.28x)."""
     verdicts = judge(load_apple_scoreboard(APPLE))
     position = {v.m.id: math.log(v.m.tps / v.low) / math.log(v.high / v.low) for v in verdicts}
-    assert 0.8 < statistics.median(position.values()) < 0.85
+    assert 0.85 < statistics.median(position.values()) < 0.9
     ultra = [position[v.m.id] for v in verdicts if "Ultra" in v.m.hardware]
-    assert len(ultra) == 18 and statistics.median(ultra) < 0.5 < statistics.median(position.values())
+    assert len(ultra) == 18 and statistics.median(ultra) < 0.7 < statistics.median(position.values())
     share = [v.m.tps * v.m.bytes_gb / v.m.gbps for v in verdicts]
     assert 0.72 < statistics.median(share) < 0.76 and 0.34 < min(share) and max(share) < 0.9
-    assert 1.3 < width_floor(verdicts) < 1.4
+    assert 1.25 < width_floor(verdicts) < 1.4
