@@ -61,7 +61,8 @@ def test_the_apple_rows_sit_high_in_the_band_the_ultra_chips_lowest():
     """The band is wider than Apple's own scoreboard needs: a row sits a median 0.82 of the way up (log scale), the
     rows read a median 0.74 of the chip's bandwidth (0.35-0.89), and a band of the model's shape centred with
     hindsight would hold 85 % at 1.36x. The Ultra chips (two dies) sit lowest: a median 0.49 of the way up. Since
-    round 8 widened the unified row's slow end the rows sit higher still: 0.88 of the way up, the Ultras 0.67 (1.28x)."""
+    round 8 widened the unified row's slow end the rows sit higher still: 0.88 of the way up, the Ultras 0.67
+    (1.28x)."""
     verdicts = judge(load_apple_scoreboard(APPLE))
     position = {v.m.id: math.log(v.m.tps / v.low) / math.log(v.high / v.low) for v in verdicts}
     assert 0.85 < statistics.median(position.values()) < 0.9
