@@ -468,7 +468,7 @@ def test_round_4_rows_collected_blind_judged_by_the_constants_before_them():
     assert {m.runtime for m in ko} == {"ollama"} and {m.runtime for m in hr + kr} == {"llama.cpp"}
 
 
-def test_round_8_rows_collected_blind_judged_by_the_constants_before_them():
+def test_round_8_rows_collected_blind_judged_by_the_constants_before_them(monkeypatch):
     """hm* (AMD HBM cards) and hx* (Apple M1 Max, M4 Pro) were collected by helpers under rules they wrote before
     reading a figure (round8_collection.md); H23 (round3_hypotheses.md) was written before any was read and judged by
     the constants of 708b46d, when an MoE or a hybrid on an AMD HBM card still took the NVIDIA-fitted gpu-moe or
@@ -476,36 +476,35 @@ def test_round_8_rows_collected_blind_judged_by_the_constants_before_them():
     runs were below gpu-hybrid too; H23c failed (11 of 19 Apple runs inside, every miss below and on an M1 Max)."""
     from dataclasses import replace
 
-    from tunehost.advise.ceiling import BAND_MODELS, BandModel, tg_band
+    from tunehost.advise import calibration, ceiling
+    from tunehost.advise.ceiling import BAND_MODELS, BandModel
 
     rows = load(DATA)
     hm = [m for m in rows if m.id.startswith("hm")]
     hx = [m for m in rows if m.id.startswith("hx")]
     assert (len(hm), len(hx)) == (45, 19) and all(m.counted and m.source.startswith("https://") for m in hm + hx)
-    before = {**BAND_MODELS, "gpu-hbm-amd": BandModel(0.55, 0.75, 60.0, 400.0),
-              "unified": BandModel(0.45, 0.90, 30.0, 160.0)}
-
-    def then(m):  # a discrete card's band class at 708b46d: hybrid first, then MoE, then the HBM kind
-        if m.kind != "gpu":
-            return m.band_class()
-        return "gpu-hybrid" if m.hybrid else "gpu-moe" if m.moe else m.band_class()
-
-    verdicts = {}
-    for m in hm + hx:
-        band = tg_band([(int((m.bytes_gb + m.kv_gb) * 1e9), m.gbps)], m.layers, then(m), table=before,
-                       context=m.context())
-        verdicts[m.id] = (m, band.low <= m.tps <= band.high, m.tps / band.low)
-    dense = [v for v in verdicts.values() if v[0].id.startswith("hm") and not (v[0].moe or v[0].hybrid)]
-    moe = [v for v in verdicts.values() if v[0].id.startswith("hm") and v[0].moe and not v[0].hybrid]
-    hybrid = [v for v in verdicts.values() if v[0].id.startswith("hm") and v[0].hybrid]
-    assert len(dense) == 16 and all(inside for _, inside, _ in dense)
-    assert len(moe) == 8 and all(low < 1 for _, _, low in moe)
-    assert len(hybrid) == 21 and all(low < 1 for _, _, low in hybrid)
-    assert 0.41 < min(low for _, _, low in hybrid) < 0.43 and max(low for _, _, low in hybrid) < 0.92
-    apple = [v for v in verdicts.values() if v[0].id.startswith("hx")]
-    assert sum(inside for _, inside, _ in apple) == 11
-    assert all(low < 1 and "M1 Max" in m.hardware for m, inside, low in apple if not inside)
     # today every model on an AMD HBM card is gpu-hbm-amd, and the class is fitted on these rows too
     assert {m.band_class() for m in hm} == {"gpu-hbm-amd"}
     assert sum(v.inside for v in judge(hm)) >= 40
     assert all(replace(m, moe=False, hybrid=False).band_class() == "gpu-hbm-amd" for m in hm)
+
+    def then(path, moe, igpu=None, *, hybrid=False, isa=None, hbm=None):  # band_class at 708b46d: a discrete
+        if path == "gpu" and (hybrid or moe):  # card's hybrid or MoE took its own row before the HBM kind
+            return "gpu-hybrid" if hybrid else "gpu-moe"
+        return ceiling.band_class(path, moe, igpu, hybrid=hybrid, isa=isa, hbm=hbm)
+
+    monkeypatch.setattr(calibration, "band_class", then)
+    before = {**BAND_MODELS, "gpu-hbm-amd": BandModel(0.55, 0.75, 60.0, 400.0),
+              "unified": BandModel(0.45, 0.90, 30.0, 160.0)}
+    verdicts = judge(hm + hx, before)
+    dense = [v for v in verdicts if v.m.id.startswith("hm") and not (v.m.moe or v.m.hybrid)]
+    moe = [v for v in verdicts if v.m.id.startswith("hm") and v.m.moe and not v.m.hybrid]
+    hybrid = [v for v in verdicts if v.m.id.startswith("hm") and v.m.hybrid]
+    assert len(dense) == 16 and all(v.inside for v in dense)
+    assert len(moe) == 8 and all(v.m.tps < v.low for v in moe)
+    assert len(hybrid) == 21 and all(v.m.tps < v.low for v in hybrid)
+    lows = [v.m.tps / v.low for v in hybrid]
+    assert 0.41 < min(lows) < 0.43 and max(lows) < 0.92
+    apple = [v for v in verdicts if v.m.id.startswith("hx")]
+    assert sum(v.inside for v in apple) == 11
+    assert all(v.m.tps < v.low and "M1 Max" in v.m.hardware for v in apple if not v.inside)
