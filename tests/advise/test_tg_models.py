@@ -307,3 +307,30 @@ def test_h18_the_dgx_spark_and_jetson_rows_of_the_scoreboard_fall_inside_the_uni
     assert [(v.m.id, v.m.band_class(), v.inside) for v in verdicts] == [
         ("sb039", "unified", True), ("sb133", "unified", True), ("sb175", "unified", True)]
     assert all(v.m.tps / v.high > 0.9 for v in verdicts if v.m.id != "sb039")  # the top of a wide band
+
+
+@pytest.mark.parametrize("name", ["raspberry-pi4-cortex-a72-neon.txt", "rk3568-cortex-a55-neon-dotprod.txt"])
+def test_an_arm_host_plans_in_the_arm_cpu_band(make_snapshot, name):
+    """ARM's kernel prints the ISA as `Features`, not `flags`: a real Raspberry Pi 4B's and RK3568's cpuinfo
+    (tests/data/cpuinfo) give the host view the neon ISA, so a CPU plan is judged by the cpu-arm band (its cores'
+    pull and arithmetic), not by x86's. The x86 flag reader still sees no flags there (no AVX is "missing")."""
+    from pathlib import Path
+
+    from tunehost.advise.host_view import HostView
+    from tunehost.advise.plan import AdviseOptions, plan
+    from tunehost.facts import HostFacts
+    from tunehost.host import open_host
+    from tunehost.host.cpuinfo import parse_cpu_features, parse_cpu_flags
+    from tunehost.parsers.lscpu import LscpuCpu
+
+    from tests.cpu.fixtures import lscpu_topology_files
+
+    text = (Path(__file__).parents[1] / "data" / "cpuinfo" / name).read_text()
+    assert parse_cpu_flags(text) is None and "asimd" in (parse_cpu_features(text) or ())
+    fs = lscpu_topology_files(LscpuCpu(cpu, core=cpu, socket=0, online=True) for cpu in range(4))  # 4 cores, no L3
+    view = HostView.from_facts(HostFacts(open_host(make_snapshot(fs={**fs, "/proc/cpuinfo": text}))))
+    assert view.cpu_isa == "neon"
+    arm = replace(HOSTS["12700f-3060"], gpus=(), threads=view.threads, cpu_isa=view.cpu_isa,
+                  cpu_vendor=view.cpu_vendor, cpu_ccds=view.cpu_ccds)
+    band = plan(MODELS["llama8b"](), arm, AdviseOptions("/m.gguf", ram_bandwidth_gbps=12.8)).ceiling.band
+    assert band is not None and band.model == "cpu-arm"

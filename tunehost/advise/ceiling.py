@@ -586,7 +586,8 @@ def ccd_links(l3_groups: int | None, vendor: str | None, family: int | None) -> 
 
 
 def cpu_isa(flags: Any) -> str | None:
-    """amx | avx512 | avx2 | None from /proc/cpuinfo flags (an iterable of names)."""
+    """amx | avx512 | avx2 | neon | None from /proc/cpuinfo's ISA words (an iterable of names: x86 `flags`, ARM
+    `Features`: cpuinfo.parse_cpu_features). "asimd" is AArch64's Advanced SIMD, "neon" 32-bit ARM's."""
     names = set(flags or ())
     if not names:
         return None
@@ -596,7 +597,7 @@ def cpu_isa(flags: Any) -> str | None:
         return "avx512"
     if "avx2" in names:
         return "avx2"
-    if "asimd" in names:
+    if "asimd" in names or "neon" in names:
         return "neon"
     return None
 

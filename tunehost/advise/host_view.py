@@ -249,10 +249,10 @@ def _cpu_kind(facts: "HostFacts") -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         from tunehost.facts.cpu import CpuFacts
-        from tunehost.host.cpuinfo import CPUINFO, parse_cpu_family, parse_cpu_flags
+        from tunehost.host.cpuinfo import CPUINFO, parse_cpu_family, parse_cpu_features
 
         text = facts.host.files.read(CPUINFO) if facts.host is not None else None  # once: flags and family
-        out["cpu_isa"] = cpu_isa(parse_cpu_flags(text)) if text is not None else None
+        out["cpu_isa"] = cpu_isa(parse_cpu_features(text)) if text is not None else None
         out["cpu_family"] = parse_cpu_family(text) if text is not None else None
         vendor = facts.get(CpuFacts).vendor or ""
         out["cpu_vendor"] = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(vendor, "other" if vendor else None)

@@ -29,6 +29,20 @@ def parse_cpu_flags(text: str | None) -> frozenset[str] | None:
     return None
 
 
+def parse_cpu_features(text: str | None) -> frozenset[str] | None:
+    """The ISA words of the first `flags` line (x86) or, where there is none, of the first `Features` line (ARM:
+    "fp asimd ... asimddp"); None when there is neither. For what the cores can compute (ceiling.cpu_isa), not for
+    the x86 checks that read parse_cpu_flags: an ARM CPU has no AVX to be missing."""
+    flags = parse_cpu_flags(text)
+    if flags is not None:
+        return flags
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "Features":
+            return frozenset(word for word in value.split() if word.isascii() and word.isprintable())
+    return None
+
+
 def parse_cpu_family(text: str | None) -> int | None:
     """The first `cpu family` line (x86: 23 = AMD Zen to Zen 2, 25 = Zen 3/4, 26 = Zen 5; 6 = most Intel cores), or
     None when there is none or it is not a small decimal number."""
