@@ -339,6 +339,35 @@ def test_ctrl_c_or_sigterm_leaves_no_server_behind(tmp_path, sig, status):
     assert _gone(int(pid_file.read_text()))
 
 
+@pytest.mark.parametrize("exchange", ["stream", "json"])
+def test_ctrl_c_while_an_answer_is_closed_is_not_lost(monkeypatch, exchange):
+    """A SIGINT whose handler runs while an HTTP answer is being closed raises KeyboardInterrupt there: the client
+    closes every answer itself, so it propagates; closed by the garbage collector (io's finalizer), CPython dropped
+    it without a word and the bench ran on to its --budget (the flaky Ctrl-C test above)."""
+    import http.client
+
+    from tunehost.bench.server.rounds import RequestSpec, stream_request
+
+    close = http.client.HTTPResponse.close
+
+    def interrupted_close(self):  # the SIGINT handler, run inside close(): as Python does at a pending signal
+        was_open = not self.closed
+        close(self)
+        if was_open:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(http.client.HTTPResponse, "close", interrupted_close)
+    # every answer "Connection: close" (as the stream's): http.client's connection then keeps no hold on it
+    monkeypatch.setattr(http.client.HTTPResponse, "_check_close", lambda self: True)
+    with FakeLlamaServer(token_delay_s=0.0) as fake:
+        client = ServerClient(parse_target(fake.url), timeout_s=10)
+        with pytest.raises(KeyboardInterrupt):
+            if exchange == "stream":
+                stream_request(client, [1, 2, 3], RequestSpec("A", 1, "cold", 3, n_gen=4))
+            else:
+                client.request_json("GET", "/health")
+
+
 def test_round_runner_counts_warm_up_as_round_zero():
     with FakeLlamaServer() as fake:
         runner = RoundRunner("A", parse_target(fake.url), ServerSettings(depths=(16,), n_gen=2), (16,))

@@ -316,7 +316,7 @@ class ServerClient:
             conn.close()
             raise self._transport_error(path, exc, deadline) from None
         if response.status in (401, 403):
-            conn.close()
+            _close(conn, response)
             raise self._fail(f"{self._where(path)} answered {response.status}: "
                              + ("the API key is wrong" if self._api_key else "it wants an API key")
                              + " (give it with --api-key-file)")
@@ -390,7 +390,7 @@ class ServerClient:
             try:
                 raw = self._read_body(response, path, deadline, min(max_bytes, MAX_RESPONSE_BYTES))
             finally:
-                conn.close()
+                _close(conn, response)
         finally:
             deadline.cancel()
         data = self._parse(raw, path)
@@ -402,7 +402,7 @@ class ServerClient:
         """The ``data:`` objects of a streamed completion as they arrive; the last carries ``timings``. The whole
         stream is one deadline (the client's timeout) and at most MAX_STREAM_BYTES."""
         deadline = Deadline(self.timeout_s)
-        conn = None
+        conn = response = None
         try:
             conn, response = self._open("POST", path, body, deadline)
             if response.status != 200:
@@ -449,7 +449,20 @@ class ServerClient:
         finally:
             deadline.cancel()
             if conn is not None:
-                conn.close()
+                _close(conn, response)
+
+
+def _close(conn: http.client.HTTPConnection, response: http.client.HTTPResponse | None) -> None:
+    """Close an answer and its connection here, never leave the answer to the garbage collector. http.client's
+    connection closes only a keep-alive answer; a "Connection: close" one (every stream) would be closed by io's
+    finalizer when the last reference goes, and its close() is Python code: a Ctrl-C whose handler runs there
+    raises KeyboardInterrupt inside the finalizer, which CPython drops without a word (the bench then ran on to its
+    --budget). Closed here, the KeyboardInterrupt propagates like any other."""
+    try:
+        if response is not None:
+            response.close()
+    finally:
+        conn.close()
 
 
 def _size(n: int) -> str:

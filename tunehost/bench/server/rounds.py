@@ -24,6 +24,7 @@ server rate with c clients) and ``total x{c}`` (all clients' generated tokens / 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import statistics
@@ -340,15 +341,18 @@ def stream_request(client: ServerClient, prompt: Sequence[int], spec: RequestSpe
     began = time.monotonic()
     first = last = None
     timings: Any = None
-    for event in client.stream(ENDPOINTS[spec.api], body):
-        piece, done = _piece(event.data, openai)
-        if piece:
-            first = event.at if first is None else first
-            last = event.at
-        if "timings" in event.data:
-            timings = event.data["timings"]
-        if done:
-            break
+    # closed here when the loop ends, not by the garbage collector after the break: a Ctrl-C whose handler runs in
+    # a generator's finalizer is printed as "Exception ignored" and lost (ServerClient.stream's finally, _close)
+    with contextlib.closing(client.stream(ENDPOINTS[spec.api], body)) as events:
+        for event in events:
+            piece, done = _piece(event.data, openai)
+            if piece:
+                first = event.at if first is None else first
+                last = event.at
+            if "timings" in event.data:
+                timings = event.data["timings"]
+            if done:
+                break
     ended = time.monotonic()
     cpu_ms = (time.thread_time() - cpu0) * 1000.0
     if timings is None:
