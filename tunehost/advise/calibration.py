@@ -86,7 +86,7 @@ class Measurement:
 
     def report_class(self) -> str:
         """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own, and
-        so are CPU runs on ARM (cpu-arm: 113 rows that behave unlike x86's, 63 of them one Raspberry Pi 4B's)."""
+        so are CPU runs on ARM (cpu-arm: runs that behave unlike x86's, 63 of them one Raspberry Pi 4B's)."""
         if self.runtime == "ollama":
             return "ollama"
         if self.capped:
