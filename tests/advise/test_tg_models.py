@@ -28,6 +28,19 @@ def test_cpu_isa_from_cpuinfo_flags(flags, isa):
     assert cpu_isa(flags) == isa
 
 
+@pytest.mark.parametrize(("text", "isa"), [
+    (None, None), ("", None), ("processor\t: 0\nBogoMIPS\t: 108.00\n", None),  # missing: no ISA, no guess
+    ("Features\t: \x1b[2J asimd\x00 \u2603 fp\n", None),  # escapes, a NUL, non-ASCII: words dropped, not read
+    ("Features\t: fp asimd\x1b[31m\nFeatures\t: asimd\n", None),  # only the first processor's line counts
+    ("Features\t:" + " asimd" * 100_000 + "\n", "neon"),  # huge: read once, no hang
+    ("flags\t\t: avx2\nFeatures\t: asimd\n", "avx2"),  # x86's flags line wins where both are present
+])
+def test_cpu_isa_from_a_missing_or_hostile_cpuinfo(text, isa):
+    from tunehost.host.cpuinfo import parse_cpu_features
+
+    assert cpu_isa(parse_cpu_features(text)) == isa
+
+
 @pytest.mark.parametrize(("text", "family"), [
     ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\n", 23),
     ("processor\t: 0\ncpu family\t: 25\nflags\t: avx2\nprocessor\t: 1\ncpu family\t: 23\n", 25),

@@ -640,7 +640,7 @@ def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = 
         return "gpu-hybrid"
     if moe:
         return "gpu-moe"
-    return {"nvidia": "gpu-hbm", "amd": "gpu-hbm-amd"}.get(hbm or "", "gpu")
+    return "gpu-hbm" if hbm == "nvidia" else "gpu"
 
 
 @dataclass(frozen=True)

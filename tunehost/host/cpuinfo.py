@@ -20,13 +20,23 @@ OSRELEASE = "/proc/sys/kernel/osrelease"
 MAX_CPUINFO_BYTES = 4 << 20  # a 512-CPU machine's cpuinfo is about 1 MiB
 
 
-def parse_cpu_flags(text: str | None) -> frozenset[str] | None:
-    """The flags of the first `flags` line (x86), or None when there is none (another architecture, no file)."""
+def _first_value(text: str | None, name: str) -> str | None:
+    """The value of the first `name : value` line of a cpuinfo text (the first processor's), None when there is none."""
     for line in (text or "").splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() == "flags":
-            return frozenset(word for word in value.split() if word.isascii() and word.isprintable())
+        if sep and key.strip() == name:
+            return value
     return None
+
+
+def _words(value: str | None) -> frozenset[str] | None:
+    """The printable ASCII words of a flags or Features value (None stays None)."""
+    return None if value is None else frozenset(w for w in value.split() if w.isascii() and w.isprintable())
+
+
+def parse_cpu_flags(text: str | None) -> frozenset[str] | None:
+    """The flags of the first `flags` line (x86), or None when there is none (another architecture, no file)."""
+    return _words(_first_value(text, "flags"))
 
 
 def parse_cpu_features(text: str | None) -> frozenset[str] | None:
@@ -34,24 +44,17 @@ def parse_cpu_features(text: str | None) -> frozenset[str] | None:
     "fp asimd ... asimddp"); None when there is neither. For what the cores can compute (ceiling.cpu_isa), not for
     the x86 checks that read parse_cpu_flags: an ARM CPU has no AVX to be missing."""
     flags = parse_cpu_flags(text)
-    if flags is not None:
-        return flags
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "Features":
-            return frozenset(word for word in value.split() if word.isascii() and word.isprintable())
-    return None
+    return flags if flags is not None else _words(_first_value(text, "Features"))
 
 
 def parse_cpu_family(text: str | None) -> int | None:
     """The first `cpu family` line (x86: 23 = AMD Zen to Zen 2, 25 = Zen 3/4, 26 = Zen 5; 6 = most Intel cores), or
     None when there is none or it is not a small decimal number."""
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "cpu family":
-            value = value.strip()
-            return int(value) if value.isascii() and value.isdigit() and len(value) <= 4 else None
-    return None
+    value = _first_value(text, "cpu family")
+    if value is None:
+        return None
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 4 else None
 
 
 def cpu_family(host: "Host") -> int | None:
@@ -82,8 +85,8 @@ def cpu_info(host: "Host") -> Mapping[str, Any]:
 
         return cpuinfo.get_cpu_info()
     text = host.files.read(CPUINFO) or ""
-    brand = next((value.strip() for key, sep, value in (line.partition(":") for line in text.splitlines())
-                  if sep and key.strip() == "model name"), None)
+    brand = _first_value(text, "model name")
+    brand = brand.strip() if brand is not None else None
     return {"brand_raw": brand, "flags": sorted(parse_cpu_flags(text) or ())}
 
 
