@@ -6,14 +6,17 @@ floor (calibration.width_floor: the narrowest band of the model's shape, centred
 --cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow).
 --scoreboard judges llama.cpp's CUDA/ROCm/Vulkan scoreboards (tests/advise/data/scoreboard_tg.csv, an evaluation set
 fitted on by nothing) as H17 judged them and at the bandwidths advise uses now, its Apple Silicon scoreboard
-(scoreboard_apple_tg.csv, H20) per quant, and LocalScore's llamafile submissions (localscore_tg.csv, H21) per model."""
+(scoreboard_apple_tg.csv, H20) per quant, and LocalScore's llamafile submissions (localscore_tg.csv, H21) per model.
+--host judges the band advise gives from a host's own runs (host_calibration) on the published rows: each row by the
+fit of the other rows of its host (calibration.within_host), per class, then for models new to the host and seen."""
 
 from pathlib import Path
 
 import sys
 
 from tunehost.advise.calibration import (by_class, judge, leave_one_source_out, load, load_apple_scoreboard,
-                                         load_localscore, load_scoreboard, scoreboard_of, summary, width_floor)
+                                         load_localscore, load_scoreboard, scoreboard_of, summary, width_floor,
+                                         within_host)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "advise" / "data" / "published_tg.csv"
 SCOREBOARD = DATA.with_name("scoreboard_tg.csv")
@@ -59,6 +62,14 @@ def main() -> None:
         scoreboards()
         return
     rows = load(DATA)
+    if "--host" in sys.argv[1:]:
+        own = within_host(rows)
+        evaluation(f"the band from a host's own runs ({len(own)} rows with another row of their host; "
+                   "each judged by the fit of those):", own, lambda m: m.report_class())
+        evaluation("the same, by whether the host had run the row's model and quant:", own,
+                   lambda m: "model seen" if m.id in {v.m.id for v in own if v.seen} else "model new", overall=False,
+                   outside=False)
+        return
     verdicts = judge(rows)
     for v in verdicts:
         mark = "in " if v.inside else "OUT"

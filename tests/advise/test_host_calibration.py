@@ -9,7 +9,7 @@ import math
 import pytest
 
 from tunehost.advise.ceiling import BAND_MODELS
-from tunehost.advise.host_calibration import HostPoint, RunRef, fit_host, host_band, undetermined
+from tunehost.advise.host_calibration import MIN_SPREAD, HostPoint, RunRef, fit_host, host_band, undetermined
 
 GB = 1e9
 
@@ -30,12 +30,14 @@ def test_two_model_shapes_determine_both_constants():
     assert fit is not None and fit.layer_us_determined
     assert fit.eff == pytest.approx(0.6, rel=1e-6) and fit.layer_us == pytest.approx(50.0, rel=1e-6)
     assert fit.runs == 3 and fit.models == 2 and fit.last.startswith("2026-11-13")
-    # a third model of the same class: the band brackets what this host would reach, +-5 % (exact data)
+    # a third model of the same class: the band brackets what this host would reach, +-MIN_SPREAD (exact data: no
+    # scatter of its own to widen it)
     read_s = 8 * GB / (20.0 * GB)
     truth = 1.0 / (read_s / 0.6 + 40 * 50e-6)
     band = host_band(fit, read_s, 40, "memory bandwidth")
     assert band is not None and band.low < truth < band.high
-    assert band.high / band.low == pytest.approx(1.05 / 0.95, rel=1e-6)
+    assert band.high / band.low == pytest.approx((1 + MIN_SPREAD) / (1 - MIN_SPREAD), rel=1e-6)
+    assert band.low / truth == pytest.approx(1 - MIN_SPREAD, rel=1e-6)
     assert band.source == "from 3 runs of 2 models on this host, last 2026-11-13"
     assert "from 3 runs of 2 models on this host" in band.text() and "published" not in band.text()
     assert undetermined(fit_host(points))[0].startswith("GPU dense: no run on this host")

@@ -13,6 +13,7 @@ from typing import Any
 
 from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class,
                                      hbm_kind, tg_band)
+from tunehost.advise.host_calibration import HostPoint, fit_host, host_band
 from tunehost.facts.power_cap import POWER_CAP_NOTICE
 
 GB = 1e9
@@ -324,6 +325,45 @@ def leave_one_source_out(rows: list[Measurement]) -> list[Verdict]:
                 table = {**full, **table}
             fitted[memo] = (table, share, caps)
         out.extend(judge([m], *fitted[memo]))
+    return out
+
+
+@dataclass(frozen=True)
+class HostVerdict(Verdict):
+    """A row judged by the band of its host's other rows (within_host); `seen`: a row of the same model and quant was
+    among them (a rerun or another setting of a model the host ran), else the model is new to the host."""
+
+    seen: bool = False
+
+
+def host_point(m: Measurement, run_id: int) -> HostPoint:
+    """A row as one run in the results store of its host (tunehost.advise.host_calibration.HostPoint): the bytes a
+    token read from VRAM and RAM (the KV cache with the first part, as judge reads it) at the row's bandwidths, the
+    DIMMs' peak its basis unless the row's RAM bandwidth was measured."""
+    vram = int((m.bytes_gb + m.kv_gb) * GB) if m.kind in ("gpu", "split") else 0
+    ram = int(m.cpu_bytes_gb * GB) if m.kind == "split" else 0 if m.kind == "gpu" else int((m.bytes_gb + m.kv_gb) * GB)
+    ram_gbps = m.cpu_gbps if m.kind == "split" else None if m.kind == "gpu" else m.gbps
+    return HostPoint(run_id, "", "bench", m.model, f"{m.model} {m.quant}", m.path(), m.moe, m.layers, ram, vram,
+                     ram_gbps, m.gbps if vram else None, "measured" if m.ram_measured else "dimm", m.tps)
+
+
+def within_host(rows: list[Measurement]) -> list[HostVerdict]:
+    """Each counted row judged by the band advise gives once the results store holds the other counted rows of its
+    host (one source, hardware, runtime and host class: HostPoint.cls) as its own runs: host_calibration's fit_host
+    and host_band, what `tunehost bench` feeds back to advise. A row alone on its host is not judged."""
+    hosts: dict[tuple[str, str, str, str], list[tuple[Measurement, HostPoint]]] = {}
+    for i, m in enumerate(r for r in rows if r.counted):
+        p = host_point(m, i)
+        hosts.setdefault((m.source, m.hardware, m.runtime, p.cls), []).append((m, p))
+    out = []
+    for runs in hosts.values():
+        for m, p in runs:
+            others = [q for _, q in runs if q is not p]
+            fit = fit_host(others).get(p.cls) if others else None
+            read_s = p.read_s(fit.median_gbps("RAM"), fit.median_gbps("VRAM")) if fit is not None else None
+            band = host_band(fit, read_s, p.layers, "") if fit is not None and read_s is not None else None
+            if band is not None:
+                out.append(HostVerdict(m, band.low, band.high, any(q.model_hash == p.model_hash for q in others)))
     return out
 
 
