@@ -106,6 +106,23 @@ def test_a_point_from_a_recorded_ceiling():
     assert with_dimms.basis == "dimm" and with_dimms.ram_gbps == 51.2
 
 
+def test_a_hybrid_on_the_gpu_is_fitted_apart_from_the_hosts_transformers():
+    """A run records whether its model has recurrent layers (the ceiling's "recurrent"): on the GPU such runs fit
+    gpu-hybrid, which advise then uses for a hybrid model only; runs stored before the key count as transformers."""
+    ceiling = {"path": "gpu", "layers": 64, "moe": False, "ram_dimm_gbps": None,
+               "parts": [{"memory": "VRAM", "bytes_per_token": 16_000_000_000, "gbps": 936.0}]}
+    ref = RunRef(5, "2026-11-27", "bench", "q", "h")
+    assert HostPoint.from_run(ref, 32.0, {**ceiling, "recurrent": True}).cls == "gpu-hybrid"
+    assert HostPoint.from_run(ref, 32.0, ceiling).cls == "gpu"  # stored before the key
+    assert HostPoint.from_run(ref, 32.0, {**ceiling, "recurrent": "yes"}).cls == "gpu"  # hostile: only True counts
+    cpu = {**ceiling, "path": "cpu", "recurrent": True,
+           "parts": [{"memory": "RAM", "bytes_per_token": 16_000_000_000, "gbps": 60.0}]}
+    assert HostPoint.from_run(ref, 2.0, cpu).cls == "cpu"  # off the GPU a hybrid keeps its placement's class
+    hybrid = HostPoint.from_run(ref, 32.0, {**ceiling, "recurrent": True})
+    fits = fit_host([hybrid])
+    assert fits.get("gpu-hybrid") is not None and fits.get("gpu") is None
+
+
 def test_no_fit_when_the_runs_are_faster_than_the_overhead_alone():
     # 25 us per token measured, 32 layers x 30 us of published per-layer cost: nothing can be fitted, said so
     p = HostPoint(1, "2026-11-20", "bench", "m", "h", "cpu", False, 32, 1000, 0, 20.0, None, "measured", 40000.0)

@@ -344,7 +344,7 @@ def host_point(m: Measurement, run_id: int) -> HostPoint:
     ram = int(m.cpu_bytes_gb * GB) if m.kind == "split" else 0 if m.kind == "gpu" else int((m.bytes_gb + m.kv_gb) * GB)
     ram_gbps = m.cpu_gbps if m.kind == "split" else None if m.kind == "gpu" else m.gbps
     return HostPoint(run_id, "", "bench", m.model, f"{m.model} {m.quant}", m.path(), m.moe, m.layers, ram, vram,
-                     ram_gbps, m.gbps if vram else None, "measured" if m.ram_measured else "dimm", m.tps)
+                     ram_gbps, m.gbps if vram else None, "measured" if m.ram_measured else "dimm", m.tps, m.hybrid)
 
 
 def within_host(rows: list[Measurement]) -> list[HostVerdict]:

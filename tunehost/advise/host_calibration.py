@@ -35,9 +35,9 @@ from tunehost.printable import one_line
 DISTINCT_SHAPES = 1.25  # bytes per layer of two models must differ by this factor to tell eff from per-layer cost
 # the host band is at least +-15 % around the fit. Run-to-run noise of one llama-bench median is ~5 %, but the band
 # is for the next model, and another model (or setting) on the same host scatters more: judged on the published runs
-# (calibration.within_host: each row by the fit of its host's other rows, 372 of 486 counted), +-5 % held 298 (80 %;
-# a GPU + RAM split 17 of 30), +-10 % 319, +-15 % 336 (90 %), every class at 85 % or more but unified (40 of 48, no
-# better at +-20 %: an M1 Max's F16 and 70B rows beside its Q4_K_M 8B). docs/advise.md, "This host's own runs"
+# (calibration.within_host: each row by the fit of its host's other rows, 371 of 486 counted), +-5 % held 296 (80 %;
+# a GPU + RAM split 17 of 30), +-10 % 318, +-15 % 334 (90 %), every class at 85 % or more but unified (40 of 48, no
+# better at +-20 %: an M1 Max's F16 and 70B rows beside its Q4_K_M 8B). docs/history.md, "How far the host band holds"
 MIN_SPREAD = 0.15
 MAX_RAM_GBPS = 20_000.0  # far above any host's RAM: a larger stored figure is damage
 CACHE_RESIDENT = 1.0  # a run above this share of its bandwidth basis did not read its weights from RAM
@@ -92,12 +92,15 @@ class HostPoint:
     vram_gbps: float | None
     basis: str  # "dimm" (the configured DIMMs' peak) | "measured" (RAM bandwidth measured with the run)
     tg_ts: float
+    hybrid: bool = False  # the model has recurrent layers (the ceiling's "recurrent"; runs stored before it: False)
 
     @property
     def cls(self) -> str:
-        # a run records its placement and MoE-ness, not whether the model was a hybrid or the CPU an ARM SoC: such runs
-        # count in their base class (gpu, cpu), whose constants they then shape
-        return band_class(self.path, self.moe)
+        # a hybrid on the GPU decodes compute-bound: its runs fit gpu-hybrid, not the transformers' gpu class (on the
+        # published runs a host's hybrids judged by its transformers were the GPU band's deepest misses). Elsewhere,
+        # and for runs stored before the ceiling said, they count in their placement's class; the store does not
+        # know the CPU's ISA or the VRAM's kind either, which one host does not change
+        return band_class(self.path, self.moe, hybrid=self.hybrid)
 
     def read_s(self, ram_gbps: float | None = None, vram_gbps: float | None = None) -> float | None:
         """Seconds to read one token's bytes at the basis bandwidths (or the ones given)."""
@@ -132,7 +135,7 @@ class HostPoint:
             return None
         point = cls(int(run.run_id), one_line(run.created, 32), one_line(run.command, 16), one_line(run.model, 120),
                     str(run.model_hash)[:40], str(path), moe, int(layers), ram_bytes, vram_bytes, ram_gbps, vram_gbps,
-                    basis, float(tg_ts))
+                    basis, float(tg_ts), ceiling.get("recurrent") is True)
         return point if point.read_s() is not None else None
 
 

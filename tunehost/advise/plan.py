@@ -918,13 +918,13 @@ def _band_context(placement: Placement, gpu: GpuView | None, options: AdviseOpti
 
 
 def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling:
-    """The band from this host's own runs of the same class (dense/MoE x GPU/split/CPU), where it has some: RAM
+    """The band from this host's own runs of the same class (dense/MoE/hybrid x GPU/split/CPU), where it has some: RAM
     at the fit's basis (the DIMMs' peak, else the median bandwidth measured with the runs; measured now only when
     the runs recorded none)."""
     from tunehost.advise.ceiling import band_class
     from tunehost.advise.host_calibration import host_band, read_seconds
 
-    fit = options.host_calibration.get(band_class(c.path, model.is_moe))
+    fit = options.host_calibration.get(band_class(c.path, model.is_moe, hybrid=model.has_recurrent))
     if fit is None:
         return c
     ram_bytes = sum(b for m, b, _ in c.parts if m != "VRAM")

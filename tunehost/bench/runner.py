@@ -497,7 +497,7 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
     data.update({"bytes_per_token": per_token, "tg_ceiling_ts": round(ceiling.tokens_per_s, 2)
                  if ceiling is not None and ceiling.tokens_per_s else None,
                  "layers": facts_model.block_count, "moe": facts_model.is_moe,
-                 "ram_source": source, "ram_busy": busy})
+                 "recurrent": facts_model.has_recurrent, "ram_source": source, "ram_busy": busy})
     if depths:
         at = {d: tg_ceiling_for(facts_model, placement, bw, kv=_kv_read(facts_model, flags, d)) for d in depths}
         data["at_depth"] = {str(d): c.to_json() for d, c in at.items() if c is not None}
