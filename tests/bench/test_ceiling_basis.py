@@ -166,3 +166,14 @@ def test_a_quiet_run_recorded_by_bench_is_what_a_busy_one_uses_later(cli, monkey
     assert result.exit_code == 0, result.output
     ceiling = json.loads(result.stdout)["ceiling"]
     assert ceiling["ram_source"] == STORE_SOURCE and ceiling["ram_measured_gbps"] == 31.0 and not probes
+
+
+def test_the_ceiling_says_whether_the_model_has_recurrent_layers(monkeypatch, model, probes):
+    """advise's host fit puts a hybrid's GPU runs in their own class (HostPoint.cls): the saved ceiling says which."""
+    from tunehost.model import ModelFacts
+
+    doc, _ = _ceiling(monkeypatch, model, busy=None)
+    assert doc["recurrent"] is False and doc["moe"] is False  # the tiny test model is a transformer
+    monkeypatch.setattr(ModelFacts, "has_recurrent", property(lambda self: True))
+    doc, _ = _ceiling(monkeypatch, model, busy=None)
+    assert doc["recurrent"] is True
