@@ -66,9 +66,9 @@ def main() -> None:
         own = within_host(rows)
         evaluation(f"the band from a host's own runs ({len(own)} rows with another row of their host; "
                    "each judged by the fit of those):", own, lambda m: m.report_class())
+        seen = {v.m.id for v in own if v.seen}
         evaluation("the same, by whether the host had run the row's model and quant:", own,
-                   lambda m: "model seen" if m.id in {v.m.id for v in own if v.seen} else "model new", overall=False,
-                   outside=False)
+                   lambda m: "model seen" if m.id in seen else "model new", overall=False, outside=False)
         return
     verdicts = judge(rows)
     for v in verdicts:

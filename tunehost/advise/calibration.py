@@ -340,9 +340,13 @@ def host_point(m: Measurement, run_id: int) -> HostPoint:
     """A row as one run in the results store of its host (tunehost.advise.host_calibration.HostPoint): the bytes a
     token read from VRAM and RAM (the KV cache with the first part, as judge reads it) at the row's bandwidths, the
     DIMMs' peak its basis unless the row's RAM bandwidth was measured."""
-    vram = int((m.bytes_gb + m.kv_gb) * GB) if m.kind in ("gpu", "split") else 0
-    ram = int(m.cpu_bytes_gb * GB) if m.kind == "split" else 0 if m.kind == "gpu" else int((m.bytes_gb + m.kv_gb) * GB)
-    ram_gbps = m.cpu_gbps if m.kind == "split" else None if m.kind == "gpu" else m.gbps
+    first = int((m.bytes_gb + m.kv_gb) * GB)  # the first part, as judge reads it: VRAM on a GPU, else RAM
+    if m.kind == "gpu":
+        vram, ram, ram_gbps = first, 0, None
+    elif m.kind == "split":
+        vram, ram, ram_gbps = first, int(m.cpu_bytes_gb * GB), m.cpu_gbps
+    else:  # cpu, or unified memory: one RAM part
+        vram, ram, ram_gbps = 0, first, m.gbps
     return HostPoint(run_id, "", "bench", m.model, f"{m.model} {m.quant}", m.path(), m.moe, m.layers, ram, vram,
                      ram_gbps, m.gbps if vram else None, "measured" if m.ram_measured else "dimm", m.tps, m.hybrid)
 
@@ -359,9 +363,11 @@ def within_host(rows: list[Measurement]) -> list[HostVerdict]:
     for runs in hosts.values():
         for m, p in runs:
             others = [q for _, q in runs if q is not p]
-            fit = fit_host(others).get(p.cls) if others else None
-            read_s = p.read_s(fit.median_gbps("RAM"), fit.median_gbps("VRAM")) if fit is not None else None
-            band = host_band(fit, read_s, p.layers, "") if fit is not None and read_s is not None else None
+            fit = fit_host(others).get(p.cls)  # None for a row alone on its host
+            if fit is None:
+                continue
+            read_s = p.read_s(fit.median_gbps("RAM"), fit.median_gbps("VRAM"))
+            band = host_band(fit, read_s, p.layers, "") if read_s is not None else None
             if band is not None:
                 out.append(HostVerdict(m, band.low, band.high, any(q.model_hash == p.model_hash for q in others)))
     return out
