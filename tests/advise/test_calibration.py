@@ -136,10 +136,12 @@ def test_out_of_sample_the_band_still_holds_85_percent_of_the_measurements(loso)
     # (93.8 %), 2.04x. The median width rose with rows whose bands are wide by their shape (MoE and hybrid models on
     # MI50s and M1 Max chips, per-layer costs most of a token's time there)
     # Round 8's ARM rows (session 9, ra*: 18 counted, 16 inside out of sample): 396 of 486 (81 %), 2.38x; without the
-    # ARM CPU rows unchanged
-    assert cv["inside_share"] >= 0.8 and cv["median_width"] <= 2.4
+    # ARM CPU rows unchanged. Session 11's H200 rows (dk17-dk36, 20 counted, 13 below their bands: a CPU thread sweep
+    # on a VM whose cores compute Q4_K at a third of what the band lets a core do, round3_hypotheses.md H25): 402 of
+    # 506 (79 %), 2.33x; without the ARM CPU rows 351 of 388 (90.5 %), 2.02x
+    assert cv["inside_share"] >= 0.79 and cv["median_width"] <= 2.35
     rest = summary([v for v in loso if v.m.counted and v.m.report_class() != "cpu-arm"])
-    assert rest["inside_share"] >= 0.93 and rest["median_width"] <= 2.05
+    assert rest["inside_share"] >= 0.9 and rest["median_width"] <= 2.05
 
 
 def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
@@ -165,14 +167,26 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     # 139 of 148, the MI50 rows no longer judged by the NVIDIA fits when their source is left out) and 19 Apple runs
     # (unified 57 of 61: the M1 Max's K-quant rows of two more sources took the unified per-layer cost to 60-400 us)
     # session 9: round 8's ARM rows (ra*: a Jetson Nano below its band, the Raspberry Pi 5 runs inside)
-    assert inside == {"cpu": (30, 32), "cpu-arm": (51, 118), "gpu": (139, 148), "ollama": (56, 60),
-                      "power-capped": (26, 29), "split": (37, 38), "unified": (57, 61)}
+    # session 11: dk17-dk36 on a lent H200 (H24, H25): a hybrid MoE on the GPU (inside), split by --n-cpu-moe (one of
+    # three below: every expert layer in RAM, 0.87) and on 16 CPU threads (0.65), the 8B on 16 threads (inside), and a
+    # CPU thread sweep of three models at 1-16 threads (at 16 inside; 11 of 11 below it under their bands, 0.41-0.99)
+    assert inside == {"cpu": (34, 48), "cpu-arm": (51, 118), "gpu": (139, 149), "ollama": (56, 60),
+                      "power-capped": (26, 29), "split": (39, 41), "unified": (57, 61)}
     # cpu-arm: every miss but four is one Raspberry Pi 4B (its BCM2711 reads ~0.27 of its LPDDR4's peak; one source);
     # two of the four are the Jetson Nano's (its Cortex-A57 at 0.39-0.41 of the low edge)
     arm = [v for v in loso if v.m.counted and v.m.report_class() == "cpu-arm"]
     assert sum(not v.inside for v in arm if "Raspberry Pi 4B" not in v.m.hardware) == 4
     assert sum(not v.inside for v in arm if "Jetson Nano" in v.m.hardware) == 2
-    assert cv["cpu"]["median_width"] <= 1.55 and cv["cpu"]["worst_low"] >= 0.95
+    # cpu: the published runs and tunehost's earlier ones still meet all three targets (30 of 32, 1.53x, 0.995); the
+    # H200 VM's runs below 16 threads do not: each of its threads computes ~6.3 GB/s of Q4_K weights, where the band
+    # lets a core pull 24 and compute 20 (PER_CORE_PULL_GBPS, CORE_DOT_GBPS)
+    assert cv["cpu"]["median_width"] <= 1.65 and 0.4 < cv["cpu"]["worst_low"] < 0.42
+    sweep = {f"dk{i}" for i in range(21, 37)}
+    before = summary([v for v in loso if v.m.counted and v.m.report_class() == "cpu" and v.m.id not in sweep])
+    assert (before["inside"], before["n"]) == (30, 32) and before["median_width"] <= 1.55
+    assert before["worst_low"] >= 0.95
+    assert {v.m.id for v in loso if v.m.id in sweep and not v.inside} == \
+        {"dk21", *(f"dk{i}" for i in (23, 24, 25, 26, 28, 29, 30, 31, 33, 34, 35))}
     # unified: 1.45x before round 4's Strix Halo rows took unified-rdna's high share to 0.90, 1.55x before round 8's
     # M1 Max rows took its per-layer costs to 60-400 us (2.02x); gpu: 1.82x before round 8 (1.88x)
     assert cv["unified"]["median_width"] <= 2.05 and cv["gpu"]["median_width"] <= 1.9
@@ -187,13 +201,16 @@ def test_out_of_sample_per_class_as_measured_2026_11_27(loso):
     # Qwen3-Coder-Next (a hybrid) on a CPU at 0.61; power-capped: six RTX 3090s at 100 of 350 W at 0.31 (no other
     # sweep goes that low)
     assert cv["gpu"]["worst_low"] >= 0.74 and cv["unified"]["worst_low"] >= 0.9
-    assert cv["split"]["worst_low"] >= 0.96 and cv["power-capped"]["worst_low"] >= 0.3
+    # split: the H200's hybrid with every expert layer in RAM (dk20, 0.87: its 512-wide experts read at 0.41 of the
+    # probe's figure; 0.96 before it)
+    assert cv["split"]["worst_low"] >= 0.86 and cv["power-capped"]["worst_low"] >= 0.3
     # the narrowest band of this model's shape that could hold 85 % of a class, centred with hindsight: where it is
     # above 1.7x, no constant can reach issue 33's width; only a fact that moves the centres can. split's fell below
     # it (1.64x, then 1.60x) with the H200's sweep and round 4; H12's per-layer costs where the layers run took it to
     # 1.51x but widened the fit (round3_hypotheses.md): the split row's RAM share is most of its width
     floors = {k: round(s["width_floor"], 2) for k, s in cv.items()}
-    assert floors["power-capped"] > 1.7 and floors["cpu"] < 1.5
+    # cpu: 1.43x before the H200 VM's thread sweep, whose runs below 16 threads sit at 0.41-0.99 of the band's low edge
+    assert floors["power-capped"] > 1.7 and floors["cpu"] > 3
     assert 1.55 < floors["split"] < 1.7
     assert 1.9 < floors["ollama"] < 2.0  # 2.61x on its first 33 rows: round 4's sit together in the upper middle
     assert floors["gpu"] > 1.7 and floors["unified"] > 1.7  # round 8's MI50 and M1 Max rows (1.68x, 1.49x before)
@@ -558,7 +575,7 @@ def test_a_row_becomes_the_run_its_hosts_results_store_would_hold():
 def test_the_band_from_a_hosts_own_runs_judged_on_the_published_runs(monkeypatch):
     """What advise gives once `tunehost bench` has run on the host (host_calibration): each counted row judged by the
     fit of the other counted rows of its host (one source, hardware, runtime and host class) as that host's results
-    store. Rows alone on their host (115 of 486) are not judged."""
+    store. Rows alone on their host (122 of 506) are not judged."""
     from dataclasses import replace
 
     from tunehost.advise import host_calibration
@@ -566,10 +583,12 @@ def test_the_band_from_a_hosts_own_runs_judged_on_the_published_runs(monkeypatch
 
     rows = load(DATA)
     verdicts = within_host(rows)
-    assert len(verdicts) == 371
+    assert len(verdicts) == 384
     cv = by_class(verdicts)
+    # session 11's H200 rows added cpu's 10 (the thread sweep: a host is one thread count, its other models judge a
+    # row) and split's 3: cpu 16 of 16 before, split 28 of 30
     assert {k: (s["inside"], s["n"]) for k, s in cv.items()} == {
-        "cpu": (16, 16), "cpu-arm": (99, 111), "gpu": (108, 121), "ollama": (43, 45), "split": (28, 30),
+        "cpu": (22, 26), "cpu-arm": (99, 111), "gpu": (108, 121), "ollama": (43, 45), "split": (31, 33),
         "unified": (40, 48)}
     # every class but unified (83 %) at issue 33's 85 %, every median width under its 1.7x (the published band's are
     # 1.53-3.90x out of sample): +-MIN_SPREAD where the host's runs fit without scatter, wider where they scatter or
@@ -579,15 +598,16 @@ def test_the_band_from_a_hosts_own_runs_judged_on_the_published_runs(monkeypatch
     # the deepest misses are what the store does not tell apart: an M2 Max's CPU at 2 threads judged by its runs at 4
     # and 8 (ha96, 0.52), a Strix Halo's hybrid MoE (Qwen3.6-35B-A3B) by its transformers (kr05, 0.73)
     assert cv["gpu"]["worst_low"] >= 0.89 and cv["split"]["worst_low"] >= 0.8 and cv["cpu-arm"]["worst_low"] >= 0.5
-    # a model new to the host is the case advise is for: 223 of 242 inside (92 %) at 1.50x
+    # a model new to the host is the case advise is for: 229 of 252 inside (91 %) at 1.48x (223 of 242 before session
+    # 11's rows)
     new = summary([v for v in verdicts if not v.seen])
-    assert (new["inside"], new["n"]) == (223, 242) and new["median_width"] <= 1.51
+    assert (new["inside"], new["n"]) == (229, 252) and new["median_width"] <= 1.5
     # the spread the host band had before (+-5 %, one llama-bench median's noise) held 296 of 371 (80 %), a split's
-    # 17 of 30: hence MIN_SPREAD's +-15 %
+    # 17 of 30: hence MIN_SPREAD's +-15 % (with session 11's rows 303 of 384, split 20 of 33)
     monkeypatch.setattr(host_calibration, "MIN_SPREAD", 0.05)
     before = within_host(rows)
-    assert sum(v.inside for v in before) == 296
-    assert by_class(before)["split"]["inside"] == 17
+    assert sum(v.inside for v in before) == 303
+    assert by_class(before)["split"]["inside"] == 20
     # a host's hybrids on the GPU fitted apart from its transformers (gpu-hybrid): judged by them, the GPU band was
     # 1.74x wide and held 110 of 122
     monkeypatch.setattr(host_calibration, "MIN_SPREAD", 0.15)
