@@ -373,6 +373,14 @@ def test_a_run_with_100000_results_is_a_bounded_textfile(tmp_path, cli) -> None:
     assert r.exit_code == 0, r.output
     speeds = [line for line in r.stdout.splitlines() if line.startswith("tunehost_bench_tokens_per_second{")]
     assert 0 < len(speeds) <= 4 * MAX_TESTS and len(r.stdout) < 200_000
+    # every reader reads at most MAX_RESULTS_READ of one run's results (export reads the store twice: its speeds and
+    # doctor's sample; at 100,000 rows a read took 6-13 s on a 2-core VM, 26.7 s for the export under tracemalloc)
+    from tunehost.store import open_store
+    from tunehost.store.repository import MAX_RESULTS_READ
+
+    with open_store(path, create=False) as store:
+        [run] = [run for run in store.runs(limit=50) if run.id == run_id]
+    assert len(run.results) == MAX_RESULTS_READ == 10_000
 
 
 # ---- class 11: the shareable page redacts a secret whatever the text around it ----

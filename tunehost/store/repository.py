@@ -615,7 +615,9 @@ def _dump(value: Any, limit: int) -> str:
 MAX_ROUNDS_READ = 10_000  # rounds rows (and tune steps) read per run (a tune records a few hundred)
 MiB = 1024 * 1024
 MAX_READ_BYTES = 64 * MiB  # JSON read for one run's rounds, or one tune's journal, at most
-MAX_RESULTS_READ = 100_000  # results rows read per run (a bench has 2, a tune a few dozen)
+# results rows read per run (a bench has 2, a tune a few dozen, a llama-bench sweep one per combination): more in
+# one run is not a store tunehost wrote, and every reader reads them all (export twice)
+MAX_RESULTS_READ = 10_000
 MAX_NOTES_PER_RUN = 5  # reasons given per run for its results rows left out
 
 
