@@ -82,3 +82,32 @@ def assert_replays_with_probes(cli: Callable[..., Any], proof: Path, snapshot_gb
     [bandwidth] = by_check(recorded, "memory-bandwidth")
     assert bandwidth["severity"] == "info" and f"{doctor_gbps} GB/s" in bandwidth["summary"]
     return recorded
+
+
+def smi_field(text: str, name: str) -> list[str]:
+    """The values of every `name : value` line of an `nvidia-smi -q` dump."""
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.strip().startswith(name + " ")]
+
+
+def line(points: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """Least squares ms = a + b x GB: (a, b, R^2)."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    a = my - b * mx
+    r2 = 1 - sum((y - a - b * x) ** 2 for x, y in points) / sum((y - my) ** 2 for _, y in points)
+    return a, b, r2
+
+
+def snapshot_without_board_ids(proof: Path) -> tuple[dict[str, str], tuple[str, str, str]]:
+    """gpu_proof's own dump (taken beside the snapshot, kept raw as corpus material) holds the board's serial, PDI
+    and UUID; none of them is in any file of the snapshot. Returns the snapshot's texts by relative path and the
+    board's (serial, PDI, UUID)."""
+    raw = (proof / "nvidia-smi-q.txt").read_text()
+    [serial], [pdi], [uuid] = smi_field(raw, "Serial Number"), smi_field(raw, "GPU PDI"), smi_field(raw, "GPU UUID")
+    snapshot = proof / "snapshot"
+    texts = {p.relative_to(snapshot).as_posix(): p.read_bytes().decode("utf-8", "replace")
+             for p in snapshot.rglob("*") if p.is_file()}
+    assert len(texts) > 100
+    assert not [name for name, text in texts.items() if serial in text or pdi in text or uuid[4:] in text]
+    return texts, (serial, pdi, uuid)

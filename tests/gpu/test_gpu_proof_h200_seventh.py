@@ -19,8 +19,7 @@ import pytest
 
 from tests.conftest import DATA
 from tests.gpu.proof import (assert_places_what_fit_fits, assert_replays_with_probes, by_check, idle_bench_energy,
-                             reader)
-from tests.gpu.test_gpu_proof_h200_sixth import line, smi_field
+                             line, reader, smi_field, snapshot_without_board_ids)
 
 ROOT = DATA / "gpu-proof" / "h200-580.159.04"
 CSV = DATA.parent / "advise" / "data" / "published_tg.csv"
@@ -172,9 +171,4 @@ def test_h25_as_judged_below_every_band_under_16_threads_inside_at_16() -> None:
 
 
 def test_the_seventh_snapshot_carries_none_of_the_boards_identifiers() -> None:
-    raw = (ROOT / "seventh" / "nvidia-smi-q.txt").read_text()
-    [serial], [pdi], [uuid] = smi_field(raw, "Serial Number"), smi_field(raw, "GPU PDI"), smi_field(raw, "GPU UUID")
-    snapshot = ROOT / "seventh" / "snapshot"
-    texts = [p.read_bytes().decode("utf-8", "replace") for p in snapshot.rglob("*") if p.is_file()]
-    assert len(texts) > 100
-    assert not [t for t in texts if serial in t or pdi in t or uuid[4:] in t]
+    snapshot_without_board_ids(ROOT / "seventh")

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import DATA
 from tests.gpu.proof import (assert_places_what_fit_fits, assert_replays_with_probes, by_check, idle_bench_energy,
-                             reader)
+                             line, reader, smi_field, snapshot_without_board_ids)
 
 ROOT = DATA / "gpu-proof" / "h200-580.159.04"
 CSV = Path(__file__).resolve().parents[1] / "advise" / "data" / "published_tg.csv"
@@ -34,10 +34,6 @@ def rows() -> dict:
     from tunehost.advise.calibration import load as load_rows
 
     return {r.id: r for r in load_rows(CSV) if r.id in {f"dk{i:02d}" for i in range(9, 17)}}
-
-
-def smi_field(text: str, name: str) -> list[str]:
-    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.strip().startswith(name + " ")]
 
 
 def test_every_step_of_the_sixth_proof_ran_on_another_board() -> None:
@@ -64,14 +60,8 @@ def test_the_snapshot_of_a_real_card_carries_none_of_its_identifiers() -> None:
     """gpu_proof's own dumps (taken beside the snapshot, kept raw as corpus material) hold the board's serial, PDI and
     UUID; the snapshot's copies of the same commands and its NVML sample hold none of them: the serial and PDI
     redacted, the UUID one pseudonym wherever it appears, so the GPU is still one GPU across the files."""
-    raw = (ROOT / "sixth" / "nvidia-smi-q.txt").read_text()
-    [serial], [pdi], [uuid] = smi_field(raw, "Serial Number"), smi_field(raw, "GPU PDI"), smi_field(raw, "GPU UUID")
+    texts, (serial, pdi, uuid) = snapshot_without_board_ids(ROOT / "sixth")
     assert re.fullmatch(r"\d{13}", serial) and re.fullmatch(r"0x[0-9a-f]{16}", pdi) and uuid.startswith("GPU-")
-    snapshot = ROOT / "sixth" / "snapshot"
-    texts = {p.relative_to(snapshot).as_posix(): p.read_bytes().decode("utf-8", "replace")
-             for p in snapshot.rglob("*") if p.is_file()}
-    assert len(texts) > 100
-    assert not [name for name, text in texts.items() if serial in text or pdi in text or uuid[4:] in text]
     dump = texts["cmd/nvidia-smi_-q"]
     assert smi_field(dump, "Serial Number") == ["<redacted>"] and smi_field(dump, "GPU PDI") == ["<redacted>"]
     [pseudonym] = smi_field(dump, "GPU UUID")
@@ -152,16 +142,6 @@ def test_h19_as_judged_every_split_inside_in_its_lower_third() -> None:
         "dk09": "gpu-hbm", "dk13": "gpu-moe", **{f"dk{i}": "split" for i in (10, 11, 12, 14, 15, 16)}}
     for i in ("dk10", "dk11", "dk12", "dk14", "dk15", "dk16"):
         assert 1.0 < verdicts[i].m.tps / verdicts[i].low < 1.15, i
-
-
-def line(points: list[tuple[float, float]]) -> tuple[float, float, float]:
-    """Least squares ms = a + b x GB: (a, b, R^2)."""
-    n = len(points)
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
-    a = my - b * mx
-    r2 = 1 - sum((y - a - b * x) ** 2 for x, y in points) / sum((y - my) ** 2 for _, y in points)
-    return a, b, r2
 
 
 def test_h19d_a_dense_layer_in_ram_costs_its_bytes_as_an_expert_does() -> None:
