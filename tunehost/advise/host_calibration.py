@@ -35,9 +35,10 @@ from tunehost.printable import one_line
 DISTINCT_SHAPES = 1.25  # bytes per layer of two models must differ by this factor to tell eff from per-layer cost
 # the host band is at least +-15 % around the fit. Run-to-run noise of one llama-bench median is ~5 %, but the band
 # is for the next model, and another model (or setting) on the same host scatters more: judged on the published runs
-# (calibration.within_host: each row by the fit of its host's other rows, 371 of 486 counted), +-5 % held 296 (80 %;
-# a GPU + RAM split 17 of 30), +-10 % 318, +-15 % 334 (90 %), every class at 85 % or more but unified (40 of 48, no
-# better at +-20 %: an M1 Max's F16 and 70B rows beside its Q4_K_M 8B). docs/history.md, "How far the host band holds"
+# (calibration.within_host: each row by the fit of its host's other rows; 371 of 486 counted when it was set), +-5 %
+# held 296 (80 %; a GPU + RAM split 17 of 30), +-10 % 318, +-15 % 334 (90 %), every class at 85 % or more but unified
+# (40 of 48, no better at +-20 %: an M1 Max's F16 and 70B rows beside its Q4_K_M 8B). With session 11's H200 rows
+# (384 of 506): 303, 326, 343. docs/history.md, "How far the host band holds"
 MIN_SPREAD = 0.15
 MAX_RAM_GBPS = 20_000.0  # far above any host's RAM: a larger stored figure is damage
 CACHE_RESIDENT = 1.0  # a run above this share of its bandwidth basis did not read its weights from RAM
