@@ -9,18 +9,19 @@ import math
 import pytest
 
 from tunehost.advise.ceiling import BAND_MODELS
-from tunehost.advise.host_calibration import MIN_SPREAD, HostPoint, RunRef, fit_host, host_band, undetermined
+from tunehost.advise.host_calibration import (MIN_SPREAD, FitKey, HostPoint, RunRef, fit_host, host_band,
+                                              undetermined)
 
 GB = 1e9
 
 
 def point(i: int, *, model: str = "m", ram_bytes: float = 1 * GB, layers: int = 32, eff: float = 0.6,
           layer_us: float = 50.0, gbps: float = 20.0, path: str = "cpu", moe: bool = False, noise: float = 1.0,
-          basis: str = "measured") -> HostPoint:
+          basis: str = "measured", threads: int | None = None, hybrid: bool = False) -> HostPoint:
     """A run of a host whose true constants are ``eff`` and ``layer_us`` (times ``noise``)."""
     seconds = ram_bytes / (eff * gbps * GB) + layers * layer_us * 1e-6
     return HostPoint(i, f"2026-11-{10 + i:02d}T10:00:00Z", "bench", model, "hash-" + model, path, moe, layers,
-                     int(ram_bytes), 0, gbps, None, basis, noise / seconds)
+                     int(ram_bytes), 0, gbps, None, basis, noise / seconds, hybrid, threads)
 
 
 def test_two_model_shapes_determine_both_constants():
@@ -136,3 +137,44 @@ def test_published_constants_are_untouched_by_a_host_fit():
     fit_host([point(1), point(2, model="b", ram_bytes=3 * GB)])
     assert BAND_MODELS == before
     assert all(math.isfinite(m.eff_low) for m in BAND_MODELS.values())
+
+
+def test_runs_at_another_thread_count_or_of_a_hybrid_are_fitted_apart():
+    """Where the CPU reads weights, a run at 2 threads is no equation of a plan at 8 (an M2 Max's CPU at 2 threads
+    was judged by its runs at 4 and 8 at 0.52 of the band's low edge), nor a hybrid MoE of a transformer MoE's (0.76
+    of its speed at the same threads on H25's Xeon): each FitKey has its own fit; a run that recorded no thread count
+    serves any plan of its kind, as every run did before."""
+    two = [point(1, model="a", eff=0.3, threads=2), point(2, model="b", ram_bytes=3 * GB, eff=0.3, threads=2)]
+    eight = [point(3, model="a", threads=8), point(4, model="b", ram_bytes=3 * GB, threads=8)]
+    calibration = fit_host(two + eight)
+    assert calibration.get("cpu", threads=8).eff == pytest.approx(0.6)
+    assert calibration.get("cpu", threads=2).eff == pytest.approx(0.3)
+    assert calibration.get("cpu", threads=16) is None and calibration.get("cpu") is None
+    assert calibration.other_threads("cpu") == [2, 8] and calibration.other_threads("cpu", recurrent=True) == []
+    unknown = fit_host(two + [point(5, model="c")])  # a run without a thread count: the fallback, never a 2-thread one
+    assert unknown.get("cpu", threads=16).runs == 1 and unknown.get("cpu", threads=2).runs == 2
+    hybrid = fit_host(eight + [point(6, model="h", eff=0.45, threads=8, hybrid=True)])
+    assert hybrid.get("cpu", threads=8).runs == 2 and hybrid.get("cpu", recurrent=True, threads=8).runs == 1
+    data = json.loads(json.dumps(calibration.to_json()))["classes"]
+    assert sorted(data) == ["cpu@2t", "cpu@8t"] and data["cpu@8t"]["threads"] == 8
+    assert data["cpu@8t"]["name"] == "CPU dense, 8 threads" and data["cpu@2t"]["recurrent"] is False
+    assert any(line.startswith("CPU dense, 2 threads:") for line in undetermined(fit_host(two[:1])))
+
+
+def test_the_gpu_alone_fits_its_runs_whatever_their_threads():
+    """On the GPU alone (and on unified memory) the CPU's threads read no weights: one fit for every count."""
+    gpu = [point(1, model="a", path="gpu", threads=4), point(2, model="b", ram_bytes=3 * GB, path="gpu", threads=16)]
+    calibration = fit_host(gpu)
+    assert [k.threads for k in calibration.fits] == [None]
+    assert calibration.get("gpu", threads=8).runs == 2 and calibration.get("gpu").runs == 2
+    assert FitKey.of("gpu-hybrid", "gpu", recurrent=True, threads=8) == FitKey("gpu-hybrid")
+    assert FitKey.of("split", "moe", recurrent=True, threads=8).text() == "split+recurrent@8t"
+
+
+@pytest.mark.parametrize("threads, expected", [(8, 8), (1, 1), (None, None), (0, None), (-4, None), (True, None),
+                                               ("8", None), (8.0, None), (10 ** 9, None), (float("nan"), None)])
+def test_a_recorded_thread_count_is_read_as_hostile(threads, expected):
+    ceiling = {"path": "cpu", "layers": 32, "moe": False, "ram_dimm_gbps": None, "threads": threads,
+               "parts": [{"memory": "RAM", "bytes_per_token": 1_000_000_000, "gbps": 30.0}]}
+    p = HostPoint.from_run(RunRef(1, "2026-11-27", "bench", "m", "h"), 10.0, ceiling)
+    assert p is not None and p.threads == expected and p.key.threads == expected

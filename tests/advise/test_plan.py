@@ -315,3 +315,26 @@ def test_a_plan_that_does_not_fit_says_which_memory_in_typed_shortfalls() -> Non
     split = plan(MODELS["gemma12b"](), small, AdviseOptions("/m.gguf", ram_bandwidth_gbps=50.0))
     # a split that fits: its warning says the full offload "does not fit", and still no shortfall
     assert split.fits and split.shortfalls == () and any("does not fit" in w for w in split.warnings)
+
+
+def test_the_host_band_is_the_one_fitted_at_the_plans_thread_count() -> None:
+    """advise's band from this host's runs (host_calibration) uses runs at the plan's -t where the CPU reads weights
+    (here Qwen3-30B-A3B's experts in RAM at -t 8); runs at other thread counts leave the published band, with a note
+    that says how to calibrate it."""
+    from tunehost.advise.host_calibration import HostPoint, fit_host
+
+    def run(i: int, threads: int, ram_gb: float, tg: float) -> HostPoint:
+        return HostPoint(i, "2026-11-27T10:00:00Z", "bench", f"m{i}", f"h{i}", "moe", True, 48,
+                         int(ram_gb * 1e9), 1_000_000_000, 40.0, 360.0, "measured", tg, False, threads)
+
+    published = _plan("12700f-3060", "qwen30b", ram_bandwidth_gbps=40.0)
+    assert published.path == "moe" and published.ceiling.band.source == ""
+    at_8 = _plan("12700f-3060", "qwen30b", ram_bandwidth_gbps=40.0,
+                 host_calibration=fit_host([run(1, 8, 1.0, 20.0), run(2, 8, 2.0, 12.0)]))
+    assert at_8.ceiling.band.source.startswith("from 2 runs of 2 models on this host")
+    at_2 = _plan("12700f-3060", "qwen30b", ram_bandwidth_gbps=40.0,
+                 host_calibration=fit_host([run(1, 2, 1.0, 9.0), run(2, 4, 2.0, 7.0)]))
+    band = at_2.ceiling.band
+    assert band.source == "" and (band.low, band.high) == (published.ceiling.band.low, published.ceiling.band.high)
+    assert band.notes[-1] == ("this host's runs of this kind were at 2, 4 threads, this plan uses 8: `tunehost "
+                              "bench` with -t 8 calibrates the band for it")

@@ -177,3 +177,23 @@ def test_the_ceiling_says_whether_the_model_has_recurrent_layers(monkeypatch, mo
     monkeypatch.setattr(ModelFacts, "has_recurrent", property(lambda self: True))
     doc, _ = _ceiling(monkeypatch, model, busy=None)
     assert doc["recurrent"] is True
+
+
+def test_the_ceiling_says_how_many_cpu_threads_read_the_weights(monkeypatch, model, probes):
+    """advise fits a host's runs at each CPU thread count apart (host_calibration.FitKey): the saved ceiling records
+    the one count -t/--threads gives; none when absent (llama-bench's default) or a sweep."""
+    monkeypatch.setattr(runner, "busy_now", lambda host: None)
+    facts = HostFacts(open_host(SNAPSHOTS / "desktop-12700f-rtx3060"))
+    doc = REAL_TG_CEILING(model, ["-ngl", "0", "-t", "6"], facts)
+    assert doc["threads"] == 6
+    point = HostPoint.from_run(RunRef(1, "2026-11-27", "bench", "m", "h"), 5.0, doc)
+    assert point is not None and point.key.threads == 6
+    assert REAL_TG_CEILING(model, ["-ngl", "0"], facts)["threads"] is None
+
+
+@pytest.mark.parametrize("flags, threads", [
+    (["-t", "8"], 8), (["--threads=12"], 12), (["-t", "4", "-t", "16"], 16), (["-t", "4,8"], None), ([], None),
+    (["-t", "0"], None), (["-t", "-2"], None), (["-t", "\u00b2"], None), (["-t", "8" * 50], None), (["-t"], None),
+    (["-tb", "8"], None)])
+def test_flag_threads(flags, threads):
+    assert runner.flag_threads(flags) == threads

@@ -264,6 +264,28 @@ def test_advise_uses_this_hosts_runs_for_the_band_and_calibrate_shows_them(cli, 
     assert refused.exit_code == 1 and "cannot be used with --snapshot" in refused.stderr
 
 
+def test_calibrate_shows_a_fit_per_cpu_thread_count(cli, monkeypatch):
+    """Runs that recorded their -t (the ceiling's "threads") are fitted per thread count: `advise --calibrate` names
+    each fit with its count, and its JSON keys say it."""
+    from tunehost import store as store_module
+
+    monkeypatch.setattr(store_module.records, "host_identity", lambda host=None: ({"cpu": "x"}, "fp1"))
+    with open_store() as store:
+        for i, (ram_bytes, tg, threads) in enumerate(((1_000_000_000, 11.5, 4), (3_000_000_000, 4.5, 4),
+                                                      (1_000_000_000, 6.0, 2))):
+            store.record(NewRun(command="bench", host={"cpu": "x"}, host_fp="fp1", build="b1",
+                                model_path=f"/m/{i}.gguf", model_hash=f"h{ram_bytes}", model_name=f"model {i}",
+                                results=(StoredResult("baseline", "k", ("-t", str(threads)), "tg128", "tg", tg, 5),),
+                                summary={"ceiling": {**_ceiling_doc(ram_bytes), "threads": threads},
+                                         "ceiling_config": "baseline"}))
+    shown = cli("advise", "--calibrate")
+    assert shown.exit_code == 0, shown.output
+    assert "CPU dense, 4 threads: 2 runs of 2 models" in shown.stdout
+    assert "CPU dense, 2 threads: 1 run of 1 model" in shown.stdout
+    data = json.loads(cli("advise", "--calibrate", "--format", "json").stdout)["classes"]
+    assert sorted(data) == ["cpu@2t", "cpu@4t"]
+    assert (data["cpu@4t"]["threads"], data["cpu@4t"]["runs"], data["cpu@4t"]["per_layer_determined"]) == (4, 2, True)
+
 def test_calibrate_on_an_empty_or_damaged_store(cli, monkeypatch, tmp_path):
     from tests.advise.conftest import dense_tensors, write_gguf
 

@@ -348,13 +348,16 @@ def host_point(m: Measurement, run_id: int) -> HostPoint:
     else:  # cpu, or unified memory: one RAM part
         vram, ram, ram_gbps = 0, first, m.gbps
     return HostPoint(run_id, "", "bench", m.model, f"{m.model} {m.quant}", m.path(), m.moe, m.layers, ram, vram,
-                     ram_gbps, m.gbps if vram else None, "measured" if m.ram_measured else "dimm", m.tps, m.hybrid)
+                     ram_gbps, m.gbps if vram else None, "measured" if m.ram_measured else "dimm", m.tps, m.hybrid,
+                     m.cores or None)
 
 
 def within_host(rows: list[Measurement]) -> list[HostVerdict]:
     """Each counted row judged by the band advise gives once the results store holds the other counted rows of its
     host (one source, hardware, runtime and host class: HostPoint.cls) as its own runs: host_calibration's fit_host
-    and host_band, what `tunehost bench` feeds back to advise. A row alone on its host is not judged."""
+    and host_band, what `tunehost bench` feeds back to advise, looked up as advise does (the row's FitKey: a model
+    with recurrent layers apart, and the CPU's thread count where it reads weights). A row with no other row of its
+    key on its host is not judged."""
     hosts: dict[tuple[str, str, str, str], list[tuple[Measurement, HostPoint]]] = {}
     for i, m in enumerate(r for r in rows if r.counted):
         p = host_point(m, i)
@@ -363,7 +366,9 @@ def within_host(rows: list[Measurement]) -> list[HostVerdict]:
     for runs in hosts.values():
         for m, p in runs:
             others = [q for _, q in runs if q is not p]
-            fit = fit_host(others).get(p.cls)  # None for a row alone on its host
+            # as advise looks it up (plan._host_band): the row's model kind, and its threads where the CPU reads
+            # weights; None when no other row of its host is of that kind and thread count
+            fit = fit_host(others).get(p.cls, recurrent=p.hybrid, threads=p.key.threads)
             if fit is None:
                 continue
             read_s = p.read_s(fit.median_gbps("RAM"), fit.median_gbps("VRAM"))

@@ -7,8 +7,10 @@ advise's band (tunehost.advise.ceiling) models a token's time as
 with ``eff`` and ``per_layer`` fitted to published llama.cpp runs of other machines (BAND_MODELS). Every `tunehost
 bench` and `tunehost tune` run recorded in the results store (tunehost.store) is one more equation of that model for
 THIS host: the bytes a token read from each memory at the bandwidth basis of the run (the DIMMs' peak when known,
-else the RAM bandwidth measured with the run; VRAM at its spec), the layers, and the TG it reached. Per class
-(band_class: gpu, gpu-moe, split, unified, cpu, cpu-moe) this module fits the two constants:
+else the RAM bandwidth measured with the run; VRAM at its spec), the layers, and the TG it reached. Per
+:class:`FitKey`: the class (band_class: gpu, gpu-moe, split, unified, cpu, cpu-moe...), whether the model has
+recurrent layers, and, where the CPU reads weights (a CPU, MoE-offload or split placement), the thread count the run
+used (a run at 2 threads is not an equation of a plan at 16), this module fits the two constants:
 
 - two or more models whose bytes-per-layer differ by at least :data:`DISTINCT_SHAPES` x determine both (least
   squares on time/token, eff at most 1, per_layer at least 0);
@@ -75,6 +77,45 @@ class RunRef:
     model_hash: str
 
 
+CPU_READS = ("cpu", "moe", "split")  # placements whose RAM part the CPU's threads read (their count matters)
+MAX_THREADS = 4096
+
+
+@dataclass(frozen=True, order=True)
+class FitKey:
+    """Which of a host's runs are equations of one fit: the class, whether the model has recurrent layers (a hybrid
+    MoE decodes at 0.76-0.80 of a transformer MoE's speed on the same CPU threads: H25's Xeon sweep), and the CPU
+    threads where the CPU reads weights (None: a GPU-only or unified placement, or a run that did not record them)."""
+
+    cls: str
+    recurrent: bool = False
+    threads: int | None = None
+
+    @classmethod
+    def of(cls, band: str, path: str, *, recurrent: bool = False, threads: int | None = None) -> "FitKey":
+        return cls.make(band, recurrent, threads if path in CPU_READS else None)
+
+    @classmethod
+    def make(cls, band: str, recurrent: bool, threads: int | None) -> "FitKey":
+        # gpu-hybrid is the recurrent class already: its key does not say it twice
+        return cls(band, recurrent and band != "gpu-hybrid", threads)
+
+    def name(self) -> str:
+        """"CPU MoE, recurrent layers, 8 threads"."""
+        parts = [CLASS_NAMES.get(self.cls, self.cls)]
+        if self.recurrent:
+            parts.append("recurrent layers")
+        if self.threads:
+            parts.append(f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        return ", ".join(parts)
+
+    def text(self) -> str:
+        """The key in `advise --calibrate --json`: the class alone for a transformer at no recorded thread count
+        ("cpu"), else with "+recurrent" and "@<threads>t" ("cpu-moe+recurrent@8t")."""
+        return self.cls + ("+recurrent" if self.recurrent else "") + \
+            (f"@{self.threads}t" if self.threads else "")
+
+
 @dataclass(frozen=True)
 class HostPoint:
     """One recorded run as an equation: what a token read, from where, and the TG it reached."""
@@ -94,14 +135,19 @@ class HostPoint:
     basis: str  # "dimm" (the configured DIMMs' peak) | "measured" (RAM bandwidth measured with the run)
     tg_ts: float
     hybrid: bool = False  # the model has recurrent layers (the ceiling's "recurrent"; runs stored before it: False)
+    threads: int | None = None  # CPU threads of the run (the ceiling's "threads"; None: not given, or stored before)
 
     @property
     def cls(self) -> str:
         # a hybrid on the GPU decodes compute-bound: its runs fit gpu-hybrid, not the transformers' gpu class (on the
-        # published runs a host's hybrids judged by its transformers were the GPU band's deepest misses). Elsewhere,
-        # and for runs stored before the ceiling said, they count in their placement's class; the store does not
-        # know the CPU's ISA or the VRAM's kind either, which one host does not change
+        # published runs a host's hybrids judged by its transformers were the GPU band's deepest misses). Elsewhere
+        # they count in their placement's class, kept apart by FitKey; the store does not know the CPU's ISA or the
+        # VRAM's kind either, which one host does not change
         return band_class(self.path, self.moe, hybrid=self.hybrid)
+
+    @property
+    def key(self) -> "FitKey":
+        return FitKey.of(self.cls, self.path, recurrent=self.hybrid, threads=self.threads)
 
     def read_s(self, ram_gbps: float | None = None, vram_gbps: float | None = None) -> float | None:
         """Seconds to read one token's bytes at the basis bandwidths (or the ones given)."""
@@ -134,9 +180,11 @@ class HostPoint:
                 ram_gbps = float(dimm) if basis == "dimm" else (float(gbps) if _positive(gbps) else None)
         if not ram_bytes and not vram_bytes:
             return None
+        threads = ceiling.get("threads")
         point = cls(int(run.run_id), one_line(run.created, 32), one_line(run.command, 16), one_line(run.model, 120),
                     str(run.model_hash)[:40], str(path), moe, int(layers), ram_bytes, vram_bytes, ram_gbps, vram_gbps,
-                    basis, float(tg_ts), ceiling.get("recurrent") is True)
+                    basis, float(tg_ts), ceiling.get("recurrent") is True,
+                    int(threads) if _count(threads) and threads <= MAX_THREADS else None)
         return point if point.read_s() is not None else None
 
 
@@ -154,6 +202,11 @@ class ClassFit:
     spread: tuple[float, float] = (1.0, 1.0)  # min / max of measured / fitted TG over the points
     basis: str = "measured"
     notes: tuple[str, ...] = field(default=())
+    key: FitKey | None = None  # None: FitKey(cls)
+
+    @property
+    def fit_key(self) -> FitKey:
+        return self.key or FitKey(self.cls)
 
     @property
     def runs(self) -> int:
@@ -179,7 +232,8 @@ class ClassFit:
 
     def to_json(self) -> dict[str, Any]:
         published = BAND_MODELS.get(self.cls)
-        return {"class": self.cls, "name": CLASS_NAMES.get(self.cls, self.cls), "runs": self.runs,
+        return {"class": self.cls, "name": self.fit_key.name(), "recurrent": self.fit_key.recurrent,
+                "threads": self.fit_key.threads, "runs": self.runs,
                 "models": self.models, "last": self.last or None, "basis": self.basis,
                 "efficiency": _round(self.eff), "efficiency_range": [_round(v) for v in self.eff_range]
                 if self.eff_range else None, "per_layer_us": _round(self.layer_us),
@@ -210,22 +264,34 @@ class ClassFit:
 
 @dataclass(frozen=True)
 class HostCalibration:
-    fits: Mapping[str, ClassFit]
+    fits: Mapping[FitKey, ClassFit]
     left_out: tuple[tuple[HostPoint, str], ...] = ()
 
-    def get(self, cls: str) -> ClassFit | None:
-        fit = self.fits.get(cls)
-        return fit if fit is not None and fit.points else None
+    def get(self, cls: str, *, recurrent: bool = False, threads: int | None = None) -> ClassFit | None:
+        """The fit for a plan of class ``cls`` (a model with ``recurrent`` layers; the CPU at ``threads``, given only
+        where the CPU reads weights): the runs at that thread count, else runs that recorded none; never runs at
+        another thread count (:meth:`other_threads` names those)."""
+        for key in dict.fromkeys((FitKey.make(cls, recurrent, threads), FitKey.make(cls, recurrent, None))):
+            fit = self.fits.get(key)
+            if fit is not None and fit.points:
+                return fit
+        return None
+
+    def other_threads(self, cls: str, *, recurrent: bool = False) -> list[int]:
+        """The thread counts this host has runs of ``cls`` at (for "calibrated at 8 threads, the plan uses 16")."""
+        want = FitKey.make(cls, recurrent, None)
+        return sorted(k.threads for k, f in self.fits.items()
+                      if (k.cls, k.recurrent) == (want.cls, want.recurrent) and k.threads and f.points)
 
     def to_json(self) -> dict[str, Any]:
-        return {"classes": {k: v.to_json() for k, v in self.fits.items()},
+        return {"classes": {k.text(): v.to_json() for k, v in sorted(self.fits.items())},
                 "undetermined": undetermined(self),
                 "left_out": [{"run": p.run_id, "model": p.model, "why": why} for p, why in self.left_out]}
 
 
 def fit_host(points: Iterable[HostPoint]) -> HostCalibration:
-    """Fit every class that has points (see the module docstring)."""
-    by_class: dict[str, list[HostPoint]] = {}
+    """Fit every FitKey that has points (see the module docstring)."""
+    by_key: dict[FitKey, list[HostPoint]] = {}
     left_out: list[tuple[HostPoint, str]] = []
     for p in points:
         read = p.read_s()
@@ -235,13 +301,13 @@ def fit_host(points: Iterable[HostPoint]) -> HostCalibration:
             left_out.append((p, f"{p.tg_ts:.0f} t/s is faster than its bytes can be read at "
                                 f"{_basis_text(p)}: the model sits in the CPU's cache"))
         else:
-            by_class.setdefault(p.cls, []).append(p)
+            by_key.setdefault(p.key, []).append(p)
     fits = {}
-    for cls, pts in by_class.items():
+    for key, pts in by_key.items():
         basis = max(pts, key=lambda p: (p.created, p.run_id)).basis  # the newest run's: the host as it is now
         kept = [p for p in pts if p.basis == basis]
         mixed = tuple((p, f"bandwidth basis {p.basis}, the others' is {basis}") for p in pts if p.basis != basis)
-        fits[cls] = _fit_class(cls, kept, mixed, basis)
+        fits[key] = replace(_fit_class(key.cls, kept, mixed, basis), key=key)
     return HostCalibration(fits, tuple(left_out))
 
 
@@ -330,12 +396,16 @@ def host_band(fit: ClassFit, read_s: float, layers: int, bound: str, *, basis: s
 def undetermined(calibration: HostCalibration) -> list[str]:
     """What the data do not determine yet, one line per constant (for `advise --calibrate`)."""
     out = []
+    fitted = {k.cls for k, f in calibration.fits.items() if f.points}
     for cls in BAND_MODELS:
-        fit = calibration.fits.get(cls)
-        name = CLASS_NAMES.get(cls, cls)
-        if fit is None or not fit.points:
-            out.append(f"{name}: no run on this host: efficiency and per-layer cost come from published runs")
-        elif fit.eff is None:
+        if cls not in fitted:
+            out.append(f"{CLASS_NAMES.get(cls, cls)}: no run on this host: efficiency and per-layer cost come from "
+                       "published runs")
+    for key, fit in sorted(calibration.fits.items()):
+        name = key.name()
+        if not fit.points:
+            continue
+        if fit.eff is None:
             out.append(f"{name}: nothing fitted ({'; '.join(fit.notes)})")
         elif not fit.layer_us_determined:
             out.append(f"{name}: per-layer cost not determined (runs of one model shape); efficiency "

@@ -901,7 +901,7 @@ def _ceiling(model: ModelFacts, placement: Placement, gpu: GpuView | None, optio
             m != "VRAM" and g is None for m, _, g in c.parts):
         c = replace(c, note=f"RAM bandwidth unknown ({options.ram_bandwidth_note})")
     if c is not None and options.host_calibration is not None:
-        c = _host_band(model, c, options)
+        c = _host_band(model, c, options, host.threads if host is not None else None)
     return c
 
 
@@ -917,15 +917,25 @@ def _band_context(placement: Placement, gpu: GpuView | None, options: AdviseOpti
     return BandContext(cpu=cpu, runtime=options.runtime, igpu=igpu)
 
 
-def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions) -> Ceiling:
-    """The band from this host's own runs of the same class (dense/MoE/hybrid x GPU/split/CPU), where it has some: RAM
-    at the fit's basis (the DIMMs' peak, else the median bandwidth measured with the runs; measured now only when
-    the runs recorded none)."""
+def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions, threads: int | None) -> Ceiling:
+    """The band from this host's own runs of the same class (dense/MoE/hybrid x GPU/split/CPU) and, where the CPU
+    reads weights, at the plan's thread count (``threads``: its -t), where it has some: RAM at the fit's basis (the
+    DIMMs' peak, else the median bandwidth measured with the runs; measured now only when the runs recorded none).
+    Runs at other thread counts only: the published band stays, with a note saying so."""
     from tunehost.advise.ceiling import band_class
-    from tunehost.advise.host_calibration import host_band, read_seconds
+    from tunehost.advise.host_calibration import CPU_READS, host_band, read_seconds
 
-    fit = options.host_calibration.get(band_class(c.path, model.is_moe, hybrid=model.has_recurrent))
+    calibration = options.host_calibration
+    cls = band_class(c.path, model.is_moe, hybrid=model.has_recurrent)
+    threads = threads if c.path in CPU_READS else None
+    fit = calibration.get(cls, recurrent=model.has_recurrent, threads=threads)
     if fit is None:
+        others = calibration.other_threads(cls, recurrent=model.has_recurrent) if threads else []
+        if others and c.band is not None:
+            counts = ", ".join(str(t) for t in others)
+            note = (f"this host's runs of this kind were at {counts} thread{'s' if others != [1] else ''}, this plan "
+                    f"uses {threads}: `tunehost bench` with -t {threads} calibrates the band for it")
+            return replace(c, band=replace(c.band, notes=(*c.band.notes, note)))
         return c
     ram_bytes = sum(b for m, b, _ in c.parts if m != "VRAM")
     vram_bytes = sum(b for m, b, _ in c.parts if m == "VRAM")

@@ -497,7 +497,8 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
     data.update({"bytes_per_token": per_token, "tg_ceiling_ts": round(ceiling.tokens_per_s, 2)
                  if ceiling is not None and ceiling.tokens_per_s else None,
                  "layers": facts_model.block_count, "moe": facts_model.is_moe,
-                 "recurrent": facts_model.has_recurrent, "ram_source": source, "ram_busy": busy})
+                 "recurrent": facts_model.has_recurrent, "threads": flag_threads(flags),
+                 "ram_source": source, "ram_busy": busy})
     if depths:
         at = {d: tg_ceiling_for(facts_model, placement, bw, kv=_kv_read(facts_model, flags, d)) for d in depths}
         data["at_depth"] = {str(d): c.to_json() for d, c in at.items() if c is not None}
@@ -507,6 +508,15 @@ def tg_ceiling(model: str | os.PathLike[str], flags: Sequence[str] = (), facts: 
                      "bandwidth_spread": round((max(samples) - min(samples)) / max(samples), 3) if samples else None,
                      "probe_threads": bandwidth["memory_read_threads"]})
     return data
+
+
+def flag_threads(flags: Sequence[str]) -> int | None:
+    """The one CPU thread count `-t`/`--threads` gives (the ceiling's "threads": the host calibration fits runs at
+    each count apart); None when absent (llama-bench's default) or not one count ("4,8" is a sweep)."""
+    from tunehost.advise.ceiling import flag_value
+
+    value = flag_value(flags, ("-t", "--threads")) or ""
+    return int(value) if len(value) <= 4 and value.isascii() and value.isdigit() and int(value) > 0 else None
 
 
 def _kv_read(model: "ModelFacts", flags: Sequence[str], depth: int) -> "KvRead | None":

@@ -191,23 +191,24 @@ def _show_calibration(fmt: str, facts: "HostFacts") -> None:
         table.add_column(column)
     fitted = []
     for cls, published in BAND_MODELS.items():
-        fit = calibration.get(cls)
+        fits = [f for k, f in sorted(calibration.fits.items()) if k.cls == cls and f.points]
         published_text = (f"{published.eff_low:.2f}-{published.eff_high:.2f}, "
                           f"{published.layer_us_low:g}-{published.layer_us_high:g} us")
-        if fit is None:
+        if not fits:
             table.add_row(CLASS_NAMES[cls], "0", "-", "-", published_text)
-            continue
-        fitted.append(fit)
-        eff = (f"{fit.eff:.2f}" if fit.layer_us_determined and fit.eff else
-               f"{fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f}" if fit.eff_range else "not fitted")
-        layer = f"{fit.layer_us:.0f} us" if fit.layer_us_determined and fit.layer_us is not None else "not determined"
-        table.add_row(CLASS_NAMES[cls], str(fit.runs), eff, layer, published_text)
+        for fit in fits:  # one row per kind of model and CPU thread count (FitKey)
+            fitted.append(fit)
+            eff = (f"{fit.eff:.2f}" if fit.layer_us_determined and fit.eff else
+                   f"{fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f}" if fit.eff_range else "not fitted")
+            layer = f"{fit.layer_us:.0f} us" if fit.layer_us_determined and fit.layer_us is not None else \
+                "not determined"
+            table.add_row(fit.fit_key.name(), str(fit.runs), eff, layer, published_text)
     console.print(table)
     for fit in fitted:
         ram = fit.median_gbps("RAM")
         basis = ("the configured DIMMs' peak" if fit.basis == "dimm" else
                  f"the RAM bandwidth measured with the runs (median {ram:.1f} GB/s)" if ram else "VRAM at its spec")
-        print_folded(console, f"{CLASS_NAMES[fit.cls]}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
+        print_folded(console, f"{fit.fit_key.name()}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
                               f"model{'s' if fit.models != 1 else ''}, last {fit.last[:10]}; efficiency is the share "
                               f"of {basis}", "", "  ")
     for line in undetermined(calibration):
