@@ -368,7 +368,7 @@ def within_host(rows: list[Measurement]) -> list[HostVerdict]:
             others = [q for _, q in runs if q is not p]
             # as advise looks it up (plan._host_band): the row's model kind, and its threads where the CPU reads
             # weights; None when no other row of its host is of that kind and thread count
-            fit = fit_host(others).get(p.cls, recurrent=p.hybrid, threads=p.key.threads)
+            fit = fit_host(others).fit_for(p.key)
             if fit is None:
                 continue
             read_s = p.read_s(fit.median_gbps("RAM"), fit.median_gbps("VRAM"))

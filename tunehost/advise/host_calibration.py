@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunehost.advise.ceiling import BAND_MODELS, TgBand, band_class
+from tunehost.bounds import whole
 from tunehost.printable import one_line
 
 DISTINCT_SHAPES = 1.25  # bytes per layer of two models must differ by this factor to tell eff from per-layer cost
@@ -180,19 +181,19 @@ class HostPoint:
                 ram_gbps = float(dimm) if basis == "dimm" else (float(gbps) if _positive(gbps) else None)
         if not ram_bytes and not vram_bytes:
             return None
-        threads = ceiling.get("threads")
         point = cls(int(run.run_id), one_line(run.created, 32), one_line(run.command, 16), one_line(run.model, 120),
                     str(run.model_hash)[:40], str(path), moe, int(layers), ram_bytes, vram_bytes, ram_gbps, vram_gbps,
                     basis, float(tg_ts), ceiling.get("recurrent") is True,
-                    int(threads) if _count(threads) and threads <= MAX_THREADS else None)
+                    whole(ceiling.get("threads"), 1, MAX_THREADS))
         return point if point.read_s() is not None else None
 
 
 @dataclass(frozen=True)
 class ClassFit:
-    """The constants of one class on this host, and how well the data pin them down."""
+    """The constants of one class on this host (of one kind of model and CPU thread count: ``key``), and how well the
+    data pin them down."""
 
-    cls: str
+    key: FitKey
     eff: float | None  # share of the bandwidth basis reached
     layer_us: float | None  # fixed cost per layer and token, microseconds
     eff_range: tuple[float, float] | None  # eff when layer_us is not determined: at each end of the published range
@@ -202,11 +203,10 @@ class ClassFit:
     spread: tuple[float, float] = (1.0, 1.0)  # min / max of measured / fitted TG over the points
     basis: str = "measured"
     notes: tuple[str, ...] = field(default=())
-    key: FitKey | None = None  # None: FitKey(cls)
 
     @property
-    def fit_key(self) -> FitKey:
-        return self.key or FitKey(self.cls)
+    def cls(self) -> str:
+        return self.key.cls
 
     @property
     def runs(self) -> int:
@@ -232,8 +232,8 @@ class ClassFit:
 
     def to_json(self) -> dict[str, Any]:
         published = BAND_MODELS.get(self.cls)
-        return {"class": self.cls, "name": self.fit_key.name(), "recurrent": self.fit_key.recurrent,
-                "threads": self.fit_key.threads, "runs": self.runs,
+        return {"class": self.cls, "name": self.key.name(), "recurrent": self.key.recurrent,
+                "threads": self.key.threads, "runs": self.runs,
                 "models": self.models, "last": self.last or None, "basis": self.basis,
                 "efficiency": _round(self.eff), "efficiency_range": [_round(v) for v in self.eff_range]
                 if self.eff_range else None, "per_layer_us": _round(self.layer_us),
@@ -271,8 +271,12 @@ class HostCalibration:
         """The fit for a plan of class ``cls`` (a model with ``recurrent`` layers; the CPU at ``threads``, given only
         where the CPU reads weights): the runs at that thread count, else runs that recorded none; never runs at
         another thread count (:meth:`other_threads` names those)."""
-        for key in dict.fromkeys((FitKey.make(cls, recurrent, threads), FitKey.make(cls, recurrent, None))):
-            fit = self.fits.get(key)
+        return self.fit_for(FitKey.make(cls, recurrent, threads))
+
+    def fit_for(self, key: FitKey) -> ClassFit | None:
+        """The fit for a plan of ``key`` (as :meth:`get`)."""
+        for k in dict.fromkeys((key, replace(key, threads=None))):
+            fit = self.fits.get(k)
             if fit is not None and fit.points:
                 return fit
         return None
@@ -307,13 +311,13 @@ def fit_host(points: Iterable[HostPoint]) -> HostCalibration:
         basis = max(pts, key=lambda p: (p.created, p.run_id)).basis  # the newest run's: the host as it is now
         kept = [p for p in pts if p.basis == basis]
         mixed = tuple((p, f"bandwidth basis {p.basis}, the others' is {basis}") for p in pts if p.basis != basis)
-        fits[key] = replace(_fit_class(key.cls, kept, mixed, basis), key=key)
+        fits[key] = _fit_class(key, kept, mixed, basis)
     return HostCalibration(fits, tuple(left_out))
 
 
-def _fit_class(cls: str, pts: Sequence[HostPoint], left_out: tuple[tuple[HostPoint, str], ...],
+def _fit_class(key: FitKey, pts: Sequence[HostPoint], left_out: tuple[tuple[HostPoint, str], ...],
                basis: str) -> ClassFit:
-    published = BAND_MODELS[cls]
+    published = BAND_MODELS[key.cls]
     # one host, one RAM: a measured bandwidth that differs between runs is the probe's scatter (33-55 GB/s within
     # minutes on a VM), so every run is read at the median of its class (the DIMMs' peak is one number anyway)
     ram = statistics.median([p.ram_gbps for p in pts if p.ram_gbps] or [0.0]) or None
@@ -325,7 +329,7 @@ def _fit_class(cls: str, pts: Sequence[HostPoint], left_out: tuple[tuple[HostPoi
         solved = _least_squares(xs)
         if solved is not None:
             a, b = solved
-            fit = ClassFit(cls, 1.0 / a, b * 1e6, None, True, tuple(pts), left_out, basis=basis)
+            fit = ClassFit(key, 1.0 / a, b * 1e6, None, True, tuple(pts), left_out, basis=basis)
             return _with_spread(fit, xs)
         notes.append("the runs' models differ, but no efficiency at most 1 with a non-negative per-layer cost fits "
                      "them: per-layer cost held at the published range")
@@ -338,13 +342,13 @@ def _fit_class(cls: str, pts: Sequence[HostPoint], left_out: tuple[tuple[HostPoi
         values = [x / (y - layers * us * 1e-6) for x, layers, y in xs if y - layers * us * 1e-6 > 0]
         effs.append(min(1.0, float(statistics.median(values))) if values else None)
     if effs[0] is None:
-        return ClassFit(cls, None, None, None, False, tuple(pts), left_out, basis=basis,
+        return ClassFit(key, None, None, None, False, tuple(pts), left_out, basis=basis,
                         notes=tuple(notes) + ("the measured time per token is below the per-layer cost alone: "
                                               "nothing can be fitted",))
     if effs[1] is None:  # the slow end's overhead alone exceeds the measured time: only the fast end fits
         effs[1] = effs[0]
         notes.append(f"a per-layer cost of {published.layer_us_high:g} us is more than this host's runs took")
-    fit = ClassFit(cls, float(statistics.median(effs)), None, (effs[0], effs[1]), False, tuple(pts), left_out,
+    fit = ClassFit(key, float(statistics.median(effs)), None, (effs[0], effs[1]), False, tuple(pts), left_out,
                    basis=basis, notes=tuple(notes))
     return _with_spread(fit, xs)
 

@@ -923,18 +923,18 @@ def _host_band(model: ModelFacts, c: Ceiling, options: AdviseOptions, threads: i
     DIMMs' peak, else the median bandwidth measured with the runs; measured now only when the runs recorded none).
     Runs at other thread counts only: the published band stays, with a note saying so."""
     from tunehost.advise.ceiling import band_class
-    from tunehost.advise.host_calibration import CPU_READS, host_band, read_seconds
+    from tunehost.advise.host_calibration import FitKey, host_band, read_seconds
 
     calibration = options.host_calibration
-    cls = band_class(c.path, model.is_moe, hybrid=model.has_recurrent)
-    threads = threads if c.path in CPU_READS else None
-    fit = calibration.get(cls, recurrent=model.has_recurrent, threads=threads)
+    key = FitKey.of(band_class(c.path, model.is_moe, hybrid=model.has_recurrent), c.path,
+                    recurrent=model.has_recurrent, threads=threads)
+    fit = calibration.fit_for(key)
     if fit is None:
-        others = calibration.other_threads(cls, recurrent=model.has_recurrent) if threads else []
+        others = calibration.other_threads(key.cls, recurrent=key.recurrent) if key.threads else []
         if others and c.band is not None:
             counts = ", ".join(str(t) for t in others)
             note = (f"this host's runs of this kind were at {counts} thread{'s' if others != [1] else ''}, this plan "
-                    f"uses {threads}: `tunehost bench` with -t {threads} calibrates the band for it")
+                    f"uses {key.threads}: `tunehost bench` with -t {key.threads} calibrates the band for it")
             return replace(c, band=replace(c.band, notes=(*c.band.notes, note)))
         return c
     ram_bytes = sum(b for m, b, _ in c.parts if m != "VRAM")

@@ -514,9 +514,10 @@ def flag_threads(flags: Sequence[str]) -> int | None:
     """The one CPU thread count `-t`/`--threads` gives (the ceiling's "threads": the host calibration fits runs at
     each count apart); None when absent (llama-bench's default) or not one count ("4,8" is a sweep)."""
     from tunehost.advise.ceiling import flag_value
+    from tunehost.advise.host_calibration import MAX_THREADS
+    from tunehost.bounds import whole_text
 
-    value = flag_value(flags, ("-t", "--threads")) or ""
-    return int(value) if len(value) <= 4 and value.isascii() and value.isdigit() and int(value) > 0 else None
+    return whole_text(flag_value(flags, ("-t", "--threads")), 1, MAX_THREADS)
 
 
 def _kv_read(model: "ModelFacts", flags: Sequence[str], depth: int) -> "KvRead | None":

@@ -202,13 +202,13 @@ def _show_calibration(fmt: str, facts: "HostFacts") -> None:
                    f"{fit.eff_range[0]:.2f}-{fit.eff_range[1]:.2f}" if fit.eff_range else "not fitted")
             layer = f"{fit.layer_us:.0f} us" if fit.layer_us_determined and fit.layer_us is not None else \
                 "not determined"
-            table.add_row(fit.fit_key.name(), str(fit.runs), eff, layer, published_text)
+            table.add_row(fit.key.name(), str(fit.runs), eff, layer, published_text)
     console.print(table)
     for fit in fitted:
         ram = fit.median_gbps("RAM")
         basis = ("the configured DIMMs' peak" if fit.basis == "dimm" else
                  f"the RAM bandwidth measured with the runs (median {ram:.1f} GB/s)" if ram else "VRAM at its spec")
-        print_folded(console, f"{fit.fit_key.name()}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
+        print_folded(console, f"{fit.key.name()}: {fit.runs} run{'s' if fit.runs != 1 else ''} of {fit.models} "
                               f"model{'s' if fit.models != 1 else ''}, last {fit.last[:10]}; efficiency is the share "
                               f"of {basis}", "", "  ")
     for line in undetermined(calibration):
