@@ -3,7 +3,8 @@
 tests/advise/data/published_tg.csv: one line per measurement, then per class (gpu, split, cpu, unified, ollama,
 power-capped) the share inside, the median band width, the worst optimistic miss (measured / low edge) and the width
 floor (calibration.width_floor: the narrowest band of the model's shape, centred with hindsight, that holds 85 %).
---cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow).
+--cv adds leave-one-source-out per class (each row judged by constants fitted without any row of its source; slow),
+then per band class (the record each published band states: ceiling.BAND_RECORD, which it is checked against).
 --scoreboard judges llama.cpp's CUDA/ROCm/Vulkan scoreboards (tests/advise/data/scoreboard_tg.csv, an evaluation set
 fitted on by nothing) as H17 judged them and at the bandwidths advise uses now, its Apple Silicon scoreboard
 (scoreboard_apple_tg.csv, H20) per quant, and LocalScore's llamafile submissions (localscore_tg.csv, H21) per model.
@@ -14,9 +15,11 @@ from pathlib import Path
 
 import sys
 
-from tunehost.advise.calibration import (by_class, judge, leave_one_source_out, load, load_apple_scoreboard,
+from tunehost.advise.calibration import (by_class, by_record, judge, leave_one_source_out, load, load_apple_scoreboard,
                                          load_localscore, load_scoreboard, scoreboard_of, summary, width_floor,
                                          within_host)
+
+from tunehost.advise.ceiling import BAND_RECORD
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "advise" / "data" / "published_tg.csv"
 SCOREBOARD = DATA.with_name("scoreboard_tg.csv")
@@ -80,8 +83,15 @@ def main() -> None:
               f"  band {v.low:7.1f} - {v.high:7.1f}{fits}")
     table(f"{len(rows)} measurements, in sample (BAND_MODELS were fitted on these rows):", by_class(verdicts))
     if "--cv" in sys.argv[1:]:
-        table("leave-one-source-out (each row judged by constants fitted without its source):",
-              by_class(leave_one_source_out(rows)))
+        loso = leave_one_source_out(rows)
+        table("leave-one-source-out (each row judged by constants fitted without its source):", by_class(loso))
+        records = by_record(loso)
+        print("the same per band class (the record advise states with a published band; reliable: issue 33's targets):")
+        for name, r in records.items():
+            print(f"  {name:13} {r.inside:>3}/{r.runs:<4} {r.median_width:>12.2f}x {r.worst_low:>11.2f}"
+                  f"  {'reliable' if r.reliable else 'a rough guide'}")
+        print("ceiling.BAND_RECORD " + ("holds these figures" if records == BAND_RECORD else
+                                        "differs: set it to\n" + repr(records)))
 
 
 if __name__ == "__main__":

@@ -456,6 +456,25 @@ def test_the_cold_tg_at_each_depth_is_set_beside_the_band_at_that_depth():
     assert _expected_lines(SimpleNamespace(ceilings={}, disturbed=False)) == ""
 
 
+def test_a_cold_tg_below_a_band_its_kind_often_missed_says_this_need_not_be_the_host():
+    from types import SimpleNamespace
+
+    from tunehost.advise.ceiling import BAND_RECORD, Ceiling, TgBand
+
+    def ceiling(depth: int, kind: str) -> dict:
+        band = TgBand(40.0, 70.0, kind, "memory bandwidth", record=BAND_RECORD[kind])
+        return Ceiling(10.0, (("RAM", 4_000_000_000, 76.8),), "", band=band, depth=depth).to_json()
+
+    rough = _expected_lines(SimpleNamespace(ceilings={"A": {"4096": ceiling(4096, "cpu"),
+                                                            "8192": ceiling(8192, "cpu")}}, disturbed=False))
+    assert rough.count("below") == 2 and rough.endswith(  # d8192 at 30 t/s below, d4096 at 60 inside
+        "below: published runs of this kind fell outside it too: it held 26 of 29 out of sample, so this need not be "
+        "the host")
+    held = _expected_lines(SimpleNamespace(ceilings={"A": {"4096": ceiling(4096, "gpu"), "8192": ceiling(8192, "gpu")}},
+                                           disturbed=False))
+    assert "need not be the host" not in held and "below 40-70 t/s" in held
+
+
 def test_served_ceilings_need_the_servers_model_file():
     """A router (--models-dir) names no model: no ceiling; a model that cannot be read: its error, no exception."""
     from types import SimpleNamespace

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, CpuView, band_class,
-                                     hbm_kind, tg_band)
+from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, BandRecord, CpuView,
+                                     band_class, hbm_kind, record_class, tg_band)
 from tunehost.advise.host_calibration import HostPoint, fit_host, host_band
 from tunehost.facts.power_cap import POWER_CAP_NOTICE
 
@@ -84,6 +84,10 @@ class Measurement:
 
     def band_class(self) -> str:
         return band_class(self.path(), self.moe, self.igpu, hybrid=self.hybrid, isa=self.isa, hbm=self.hbm)
+
+    def record_class(self) -> str:
+        """The BAND_RECORD key of the band advise gives such a run (ceiling.record_class)."""
+        return record_class(self.band_class(), self.runtime, self.power_ratio)
 
     def report_class(self) -> str:
         """The class issue 33 reports on: gpu, split, cpu, unified; Ollama and power-capped rows are their own, and
@@ -482,3 +486,17 @@ def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
         if v.m.counted:
             classes.setdefault(v.m.report_class(), []).append(v)
     return {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in sorted(classes.items())}
+
+
+def by_record(verdicts: list[Verdict]) -> dict[str, BandRecord]:
+    """The BandRecord of each record class (Measurement.record_class) among the counted `verdicts`: what
+    ceiling.BAND_RECORD holds for leave_one_source_out's verdicts (width and depth to two decimals)."""
+    classes: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        if v.m.counted:
+            classes.setdefault(v.m.record_class(), []).append(v)
+    out = {}
+    for k, vs in sorted(classes.items()):
+        s = summary(vs)
+        out[k] = BandRecord(s["inside"], s["n"], round(s["median_width"], 2), round(s["worst_low"], 2))
+    return out

@@ -260,6 +260,7 @@ def _render_expected(result: "ServerBenchResult", name: str, rows: list, console
         print_folded(console, f"no expected band: {one_line(str(ceilings['error']), 300)}", "", "  ", style="dim")
         return
     parts = []
+    excuse = ""  # a band below which its kind's published runs often fell too (TgBand.below_text)
     for row in rows:
         c = ceiling_from_json(ceilings.get(str(row["depth"]))) if row["test"] == "cold" else None
         if c is None or c.band is None or not row.get("tg_ts"):
@@ -267,12 +268,14 @@ def _render_expected(result: "ServerBenchResult", name: str, rows: list, console
         band, tg = c.band, row["tg_ts"]
         where = "" if result.disturbed else (" inside" if band.low <= tg <= band.high else
                                              " below" if tg < band.low else " above")
+        if where == " below":
+            excuse = excuse or band.below_text()
         kv = f"{c.kv_bytes / 1e9:.2f} GB" if c.kv_bytes >= 10**7 else f"{c.kv_bytes / 1e6:.2f} MB"
         parts.append(f"d{row['depth']} {tg:.1f} t/s{where} {band.range_text()} ({kv} of KV a token)")
     if parts:
         print_folded(console, "TG against tunehost's band at each depth (weights and KV cache a token reads): "
-                     + "; ".join(parts) + ("; no verdict: the rounds were disturbed" if result.disturbed else ""),
-                     "", "  ")
+                     + "; ".join(parts) + ("; no verdict: the rounds were disturbed" if result.disturbed else "")
+                     + (f"; below: {excuse}" if excuse else ""), "", "  ")
 
 
 def _ms(value: float) -> str:
