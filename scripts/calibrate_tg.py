@@ -18,7 +18,6 @@ import sys
 from tunehost.advise.calibration import (by_class, by_record, judge, leave_one_source_out, load, load_apple_scoreboard,
                                          load_localscore, load_scoreboard, scoreboard_of, summary, width_floor,
                                          within_host)
-
 from tunehost.advise.ceiling import BAND_RECORD
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "advise" / "data" / "published_tg.csv"

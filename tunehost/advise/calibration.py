@@ -9,7 +9,7 @@ import re
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tunehost.advise.ceiling import (BAND_MODELS, OLLAMA_SHARE, BandContext, BandModel, BandRecord, CpuView,
                                      band_class, hbm_kind, record_class, tg_band)
@@ -478,25 +478,28 @@ def width_floor(verdicts: list[Verdict], share: float = 0.85) -> float:
     return math.exp(min(logs[i + need - 1] - logs[i] for i in range(len(logs) - need + 1)))
 
 
-def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
-    """summary() per report class (Measurement.report_class), rows that did not fit their memory or that their
-    source sets apart (Measurement.excluded) left out."""
+def _counted_by(verdicts: list[Verdict], key: Callable[[Measurement], str]) -> list[tuple[str, list[Verdict]]]:
+    """The counted `verdicts` (rows that did not fit their memory or that their source sets apart left out) grouped
+    by `key` of their row, in key order."""
     classes: dict[str, list[Verdict]] = {}
     for v in verdicts:
         if v.m.counted:
-            classes.setdefault(v.m.report_class(), []).append(v)
-    return {k: {**summary(vs), "width_floor": width_floor(vs)} for k, vs in sorted(classes.items())}
+            classes.setdefault(key(v.m), []).append(v)
+    return sorted(classes.items())
+
+
+def by_class(verdicts: list[Verdict]) -> dict[str, dict[str, float]]:
+    """summary() per report class (Measurement.report_class), rows that did not fit their memory or that their
+    source sets apart (Measurement.excluded) left out."""
+    return {k: {**summary(vs), "width_floor": width_floor(vs)}
+            for k, vs in _counted_by(verdicts, Measurement.report_class)}
 
 
 def by_record(verdicts: list[Verdict]) -> dict[str, BandRecord]:
     """The BandRecord of each record class (Measurement.record_class) among the counted `verdicts`: what
     ceiling.BAND_RECORD holds for leave_one_source_out's verdicts (width and depth to two decimals)."""
-    classes: dict[str, list[Verdict]] = {}
-    for v in verdicts:
-        if v.m.counted:
-            classes.setdefault(v.m.record_class(), []).append(v)
     out = {}
-    for k, vs in sorted(classes.items()):
+    for k, vs in _counted_by(verdicts, Measurement.record_class):
         s = summary(vs)
         out[k] = BandRecord(s["inside"], s["n"], round(s["median_width"], 2), round(s["worst_low"], 2))
     return out

@@ -421,8 +421,8 @@ def describe(c: Ceiling, measured_ts: float | None = None, *, judge_band: bool =
         head += f"; {where} the {_ts(c.band.low)}-{_ts(c.band.high)} t/s band published runs of this kind reach"
         if where == "below" and c.gpu_caveat:
             head += f" ({c.gpu_caveat})"  # below on such a card is its generation, not necessarily the host
-        elif where == "below" and c.band.below_text():
-            head += f" ({c.band.below_text()})"
+        elif where == "below" and (excuse := c.band.below_text()):
+            head += f" ({excuse})"
     if c.dimm_tokens_per_s is not None and bw.dimm_gbps:
         memory = "the SoC's memory allows" if bw.dimm_basis.endswith("spec sheet") else "the DIMMs as configured allow"
         head += (f"; {memory} {bw.dimm_gbps:.0f} GB/s -> {_ts(c.dimm_tokens_per_s)} t/s"
@@ -503,6 +503,8 @@ BAND_MODELS: dict[str, BandModel] = {
     "cpu-moe": BandModel(0.60, 0.85, 60.0, 250.0),   # CPU backend (x86), MoE: routing, gathers, many small matrices
     "cpu-arm": BandModel(0.35, 0.95, 30.0, 400.0),   # CPU backend on an ARM SoC or server (neon)
 }
+
+
 @dataclass(frozen=True)
 class BandRecord:
     """How a class's band fared out of sample: of the `runs` counted published runs of the class
@@ -708,17 +710,21 @@ def band_class(path: str, moe: bool, igpu: str | None = None, *, hybrid: bool = 
     return "gpu-hbm" if hbm == "nvidia" else "gpu"
 
 
-def record_class(model: str, runtime: str = "llama.cpp", power_ratio: float | None = None) -> str:
-    """The BAND_RECORD key of a band of BAND_MODELS class `model`: "ollama" under Ollama, "power-capped" for a GPU
-    under a cap advise names (POWER_CAP_NOTICE), else the class itself; issue 33 reports Ollama and capped runs apart,
-    their bands being a class's scaled by a share fitted on their own runs."""
+def cap_scales(model: str, power_ratio: float | None) -> bool:
+    """Whether a band of BAND_MODELS class `model` is scaled by the GPU's power cap: a cap advise names
+    (POWER_CAP_NOTICE) on a class the GPU reads (a CPU backend's speed is not the GPU's)."""
     from tunehost.facts.power_cap import POWER_CAP_NOTICE
 
+    return power_ratio is not None and 0 < power_ratio < POWER_CAP_NOTICE and not model.startswith("cpu")
+
+
+def record_class(model: str, runtime: str = "llama.cpp", power_ratio: float | None = None) -> str:
+    """The BAND_RECORD key of a band of BAND_MODELS class `model`: "ollama" under Ollama, "power-capped" where the
+    cap scales it (cap_scales), else the class itself; issue 33 reports Ollama and capped runs apart, their bands
+    being a class's scaled by a share fitted on their own runs."""
     if runtime == "ollama":
         return "ollama"
-    if power_ratio is not None and 0 < power_ratio < POWER_CAP_NOTICE and not model.startswith("cpu"):
-        return "power-capped"
-    return model
+    return "power-capped" if cap_scales(model, power_ratio) else model
 
 
 @dataclass(frozen=True)
@@ -780,7 +786,7 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
     The last part is read by the CPU when the class is `cpu` or there are two parts (a GPU + RAM split): there
     `context.cpu` caps its bandwidth at what the cores can pull and compute. `table` replaces BAND_MODELS
     (calibration experiments)."""
-    from tunehost.facts.power_cap import POWER_CAP_NOTICE, tg_share_at_cap
+    from tunehost.facts.power_cap import tg_share_at_cap
 
     ctx = context or BandContext()
     ratio = power_ratio if power_ratio is not None else ctx.power_ratio
@@ -832,7 +838,7 @@ def tg_band(parts: Sequence[tuple[int, float]], layers: int, model: str,
         low, high = low * share_low, high * share_high
         notes.append(f"under Ollama: {share_low:.0%}-{share_high:.0%} of llama.cpp's speed on the same hardware "
                      "(published Ollama eval rates)")
-    if ratio is not None and 0 < ratio < POWER_CAP_NOTICE and not model.startswith("cpu"):
+    if cap_scales(model, ratio):
         compute = model == "gpu-hybrid"
         share = tg_share_at_cap(ratio, compute_bound=compute,
                                 table=ctx.cap_share_compute if compute else ctx.cap_share)
@@ -867,8 +873,8 @@ def tg_band_for(model: ModelFacts, c: Ceiling, context: BandContext | None = Non
 
 
 __all__ = ["BAND_MODELS", "BandContext", "BandModel", "CPU_DIMM_EFFICIENCY", "GPU_CAVEATS", "MEASURED_RAM_SHARE",
-           "CpuView", "TgBand", "BAND_RECORD", "BandRecord", "record_class", "gpu_generation", "names_card",
-           "with_soc_memory",
+           "CpuView", "TgBand", "BAND_RECORD", "BandRecord", "record_class", "cap_scales", "gpu_generation",
+           "names_card", "with_soc_memory",
            "band_class", "ccd_links", "cpu_isa", "igpu_family", "tg_band", "tg_band_for",
            "Bandwidths", "Ceiling", "GPU_BANDWIDTH_GBPS", "KvRead", "Placement", "ceiling_from_json", "describe",
            "flag_value", "gpu_bandwidth", "placement_from_flags", "tg_ceiling_for", "vram_bandwidth", "vram_peak",
