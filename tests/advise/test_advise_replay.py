@@ -81,3 +81,19 @@ def test_the_operation_takes_the_callers_host_and_never_opens_one(tmp_path, monk
     assert advice.plan is not None and advice.router is None and advice.fits
     assert advice.launch is advice.plan.launch() and advice.launch.model == str(model.resolve())
     assert advice.measured is None and advice.unit_check is None
+
+
+@pytest.mark.parametrize("snapshot, record, reliable", [
+    ("desktop-12700f-rtx3060", {"inside": 26, "runs": 27, "median_width": 1.67, "worst_low": 0.99}, True),
+    ("server-epyc9654-2s", {"inside": 26, "runs": 29, "median_width": 1.65, "worst_low": 0.41}, False),
+])
+def test_a_real_snapshots_band_states_its_kinds_record(cli, tmp_path, no_live_host, snapshot, record, reliable) -> None:
+    """The RTX 3060 box's GPU band held its kind's published runs; the dual EPYC's CPU band is a rough guide."""
+    path = SNAPSHOT.parent / snapshot
+    model = write_gguf(tmp_path / "tiny.gguf", "llama", dense_tensors(2), n_layer=2)
+    r = cli("advise", "--model", str(model), "--snapshot", str(path), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["ceiling"]["band"]["record"] == {**record, "reliable": reliable}
+    human = " ".join(cli("advise", "--model", str(model), "--snapshot", str(path)).stdout.split())
+    held = f"it held {record['inside']} of {record['runs']} published runs of this kind out of sample"
+    assert held in human and ("a rough guide here" in human) is not reliable
